@@ -1,0 +1,24 @@
+# fom — make targets. `make run` and `make test` are the two commands a new
+# user needs; `make check` is what CI adds on top.
+GO       ?= go
+TEMPL    := $(GO) run github.com/a-h/templ/cmd/templ
+PKGS     := ./...
+
+.PHONY: run test bench generate check fmt vet
+
+run: ## run the quickstart app with its admin page on http://127.0.0.1:8080/fom/
+	$(GO) run ./examples/quickstart
+
+test: ## all tests under the race detector
+	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+
+bench: ## short benchmark suite with a markdown table of ratios
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 200ms ./schedule/...
+
+generate: ## regenerate templ code
+	@if ls web/*.templ >/dev/null 2>&1; then $(TEMPL) generate; fi
+
+check: generate ## fail on generated-code drift, gofmt or vet problems
+	@git diff --exit-code -- '*_templ.go' || (echo "generated code is out of date: run make generate and commit" && exit 1)
+	@test -z "$$(gofmt -l .)" || (gofmt -l . && echo "gofmt needed" && exit 1)
+	$(GO) vet $(PKGS)

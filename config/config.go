@@ -1,0 +1,430 @@
+package config
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// Source says where a key's current value comes from.
+type Source int
+
+const (
+	SourceDefault   Source = iota // the built-in or declared default
+	SourceTag                     // the job's struct tag
+	SourcePersisted               // an operator's edit saved in the store
+)
+
+func (s Source) String() string {
+	switch s {
+	case SourceTag:
+		return "tag"
+	case SourcePersisted:
+		return "persisted"
+	}
+	return "default"
+}
+
+// Entry is one key as the admin page shows it.
+type Entry struct {
+	Key      string
+	Value    string // current value
+	Default  string // the code default: the tag if the job sets one, else the built-in default
+	Source   Source
+	Editable bool
+	Custom   bool // declared by the job (a fom.Value field) rather than built in
+	Doc      string
+}
+
+// CustomKey declares a job-specific key, such as one bound to a fom.Value field.
+type CustomKey struct {
+	Name    string
+	Default string
+	Doc     string
+	// Parse reports whether a value is acceptable.
+	Parse func(string) error
+}
+
+// Persister saves a schedule's operator edits. SaveConfig receives the whole
+// set of edits and must replace the previous set atomically.
+type Persister interface {
+	SaveConfig(ctx context.Context, schedule string, edits map[string]string) error
+}
+
+// Spec is what a Config is built from.
+type Spec struct {
+	// Tags are the values declared in code (struct tags). Unknown keys are an error.
+	Tags map[string]string
+	// Custom are the job's own keys.
+	Custom []CustomKey
+	// Persisted are operator edits loaded from the store; they override Tags.
+	// A persisted key that no longer exists or whose value no longer
+	// validates is dropped and reported by Warnings, never fatal.
+	Persisted map[string]string
+	// Persister saves edits made through Apply and Reset; nil keeps them in memory.
+	Persister Persister
+}
+
+// Change is passed to subscribers after an edit took effect.
+type Change struct {
+	Settings Settings
+	Values   map[string]string // every key's current value
+	Changed  []string          // the keys whose value changed, sorted
+}
+
+type keyDef struct {
+	name     string
+	def      string // built-in or declared default
+	editable bool
+	custom   bool
+	doc      string
+	parse    func(string) error
+}
+
+type snapshot struct {
+	values   map[string]string
+	persist  map[string]string // operator edits
+	settings Settings
+}
+
+// Config holds one schedule's configuration. Reads are lock-free; edits are
+// validated as a whole, saved, then published in one step, so a reader never
+// sees a half-applied edit.
+type Config struct {
+	schedule string
+	defs     []keyDef
+	byName   map[string]*keyDef
+	tags     map[string]string
+	saver    Persister
+	warnings []string
+
+	mu   sync.Mutex // serialises edits and subscriber calls
+	cur  atomic.Pointer[snapshot]
+	subs []func(Change)
+}
+
+// New validates spec and builds the configuration of schedule. Every problem
+// is reported in one *ValidationError.
+func New(schedule string, spec Spec) (*Config, error) {
+	c := &Config{schedule: schedule, byName: map[string]*keyDef{}, tags: map[string]string{}, saver: spec.Persister}
+	var problems []Problem
+	for _, b := range builtins() {
+		c.defs = append(c.defs, keyDef{name: b.name, def: b.def, editable: b.editable, doc: b.doc, parse: b.parse})
+	}
+	for _, k := range spec.Custom {
+		if _, dup := c.lookup(k.Name); dup || k.Name == "" {
+			problems = append(problems, Problem{Key: k.Name, Reason: "custom key is empty or already defined"})
+			continue
+		}
+		parse := k.Parse
+		if parse == nil {
+			parse = func(string) error { return nil }
+		}
+		if err := parse(k.Default); err != nil {
+			problems = append(problems, Problem{Key: k.Name, Value: k.Default, Reason: "default: " + err.Error()})
+		}
+		c.defs = append(c.defs, keyDef{name: k.Name, def: k.Default, editable: true, custom: true, doc: k.Doc, parse: parse})
+	}
+	for i := range c.defs {
+		c.byName[c.defs[i].name] = &c.defs[i]
+	}
+	c.byName[KeyName].def = schedule
+
+	for _, k := range sortedKeys(spec.Tags) {
+		v := spec.Tags[k]
+		d, ok := c.byName[k]
+		if !ok {
+			problems = append(problems, Problem{Key: k, Value: v, Reason: c.unknownReason(k)})
+			continue
+		}
+		if err := d.parse(v); err != nil {
+			problems = append(problems, Problem{Key: k, Value: v, Reason: err.Error()})
+			continue
+		}
+		c.tags[k] = v
+	}
+	if n, ok := c.tags[KeyName]; ok && n != schedule {
+		problems = append(problems, Problem{Key: KeyName, Value: n, Reason: fmt.Sprintf("differs from the schedule name %q", schedule)})
+	}
+	values := c.codeValues()
+	problems = append(problems, crossCheck(values, nil)...)
+	if len(problems) > 0 {
+		return nil, &ValidationError{Schedule: schedule, Problems: problems}
+	}
+
+	// Persisted edits: keep each that still makes sense, one by one, then
+	// check the whole; drop them all if the whole does not hold.
+	persist := map[string]string{}
+	for _, k := range sortedKeys(spec.Persisted) {
+		v := spec.Persisted[k]
+		d, ok := c.byName[k]
+		switch {
+		case !ok:
+			c.warnings = append(c.warnings, fmt.Sprintf("schedule %q: persisted key %q is not known any more; ignored", schedule, k))
+		case !d.editable:
+			c.warnings = append(c.warnings, fmt.Sprintf("schedule %q: persisted key %q is not editable; ignored", schedule, k))
+		default:
+			if err := d.parse(v); err != nil {
+				c.warnings = append(c.warnings, fmt.Sprintf("schedule %q: persisted value %q of key %q is invalid (%v); ignored", schedule, v, k, err))
+				continue
+			}
+			persist[k] = v
+		}
+	}
+	merged := maps.Clone(values)
+	maps.Copy(merged, persist)
+	if ps := crossCheck(merged, persist); len(ps) > 0 {
+		c.warnings = append(c.warnings, fmt.Sprintf("schedule %q: persisted edits ignored: %v", schedule, (&ValidationError{Schedule: schedule, Problems: ps}).Error()))
+		persist = map[string]string{}
+		merged = values
+	}
+	s, err := settingsFrom(merged)
+	if err != nil {
+		return nil, fmt.Errorf("config of schedule %q: %w", schedule, err)
+	}
+	c.cur.Store(&snapshot{values: merged, persist: persist, settings: s})
+	return c, nil
+}
+
+func (c *Config) lookup(name string) (*keyDef, bool) {
+	for i := range c.defs {
+		if c.defs[i].name == name {
+			return &c.defs[i], true
+		}
+	}
+	return nil, false
+}
+
+// codeValues returns every key's value as declared in code: tag, else default.
+func (c *Config) codeValues() map[string]string {
+	v := make(map[string]string, len(c.defs))
+	for _, d := range c.defs {
+		v[d.name] = c.codeDefault(d.name)
+	}
+	return v
+}
+
+func (c *Config) codeDefault(key string) string {
+	if t, ok := c.tags[key]; ok {
+		return t
+	}
+	return c.byName[key].def
+}
+
+// Schedule returns the name of the schedule this configuration belongs to.
+func (c *Config) Schedule() string { return c.schedule }
+
+// Warnings lists persisted edits that were dropped when the config was built.
+func (c *Config) Warnings() []string { return slices.Clone(c.warnings) }
+
+// Get returns a key's current value, or "" for an unknown key.
+func (c *Config) Get(key string) string { return c.cur.Load().values[key] }
+
+// Has reports whether key is defined.
+func (c *Config) Has(key string) bool { _, ok := c.byName[key]; return ok }
+
+// Settings returns the typed built-in settings currently in force.
+func (c *Config) Settings() Settings { return c.cur.Load().settings }
+
+// Values returns a copy of every key's current value.
+func (c *Config) Values() map[string]string { return maps.Clone(c.cur.Load().values) }
+
+// Entries lists every key, built-in keys first, in a stable order.
+func (c *Config) Entries() []Entry {
+	s := c.cur.Load()
+	out := make([]Entry, 0, len(c.defs))
+	for _, d := range c.defs {
+		e := Entry{Key: d.name, Value: s.values[d.name], Default: c.codeDefault(d.name), Editable: d.editable, Custom: d.custom, Doc: d.doc}
+		switch _, tagged := c.tags[d.name]; {
+		case s.persist[d.name] != "" || hasKey(s.persist, d.name):
+			e.Source = SourcePersisted
+		case tagged:
+			e.Source = SourceTag
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// Subscribe registers fn to be called after each edit that changed a value.
+// Calls are serialised and made in the order edits took effect.
+func (c *Config) Subscribe(fn func(Change)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.subs = append(c.subs, fn)
+}
+
+// Apply validates changes as a whole, saves them, and only then makes them
+// current. On any error nothing is changed, in memory or in the store.
+func (c *Config) Apply(ctx context.Context, changes map[string]string) error {
+	if len(changes) == 0 {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.cur.Load()
+	var problems []Problem
+	persist := maps.Clone(old.persist)
+	for _, k := range sortedKeys(changes) {
+		v := changes[k]
+		d, ok := c.byName[k]
+		switch {
+		case !ok:
+			problems = append(problems, Problem{Key: k, Value: v, Reason: c.unknownReason(k)})
+		case !d.editable:
+			problems = append(problems, Problem{Key: k, Value: v, Reason: "is not editable at runtime"})
+		default:
+			if err := d.parse(v); err != nil {
+				problems = append(problems, Problem{Key: k, Value: v, Reason: err.Error()})
+				continue
+			}
+			persist[k] = v
+		}
+	}
+	if len(problems) > 0 {
+		return &ValidationError{Schedule: c.schedule, Problems: problems}
+	}
+	return c.commit(ctx, old, persist, changes)
+}
+
+// Reset removes operator edits of keys (all keys when none are given),
+// returning them to the code default.
+func (c *Config) Reset(ctx context.Context, keys ...string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.cur.Load()
+	persist := maps.Clone(old.persist)
+	if len(keys) == 0 {
+		keys = sortedKeys(old.persist)
+	}
+	var problems []Problem
+	for _, k := range keys {
+		if _, ok := c.byName[k]; !ok {
+			problems = append(problems, Problem{Key: k, Reason: c.unknownReason(k)})
+			continue
+		}
+		delete(persist, k)
+	}
+	if len(problems) > 0 {
+		return &ValidationError{Schedule: c.schedule, Problems: problems}
+	}
+	return c.commit(ctx, old, persist, nil)
+}
+
+// commit checks the whole, saves and publishes. Called with c.mu held.
+func (c *Config) commit(ctx context.Context, old *snapshot, persist, touched map[string]string) error {
+	values := c.codeValues()
+	maps.Copy(values, persist)
+	if ps := crossCheck(values, touched); len(ps) > 0 {
+		return &ValidationError{Schedule: c.schedule, Problems: ps}
+	}
+	s, err := settingsFrom(values)
+	if err != nil {
+		return fmt.Errorf("config of schedule %q: %w", c.schedule, err)
+	}
+	if c.saver != nil && !maps.Equal(persist, old.persist) {
+		if err := c.saver.SaveConfig(ctx, c.schedule, maps.Clone(persist)); err != nil {
+			return fmt.Errorf("save config of schedule %q: %w", c.schedule, err)
+		}
+	}
+	var changed []string
+	for k, v := range values {
+		if old.values[k] != v {
+			changed = append(changed, k)
+		}
+	}
+	c.cur.Store(&snapshot{values: values, persist: persist, settings: s})
+	if len(changed) == 0 {
+		return nil
+	}
+	sort.Strings(changed)
+	ch := Change{Settings: s, Values: maps.Clone(values), Changed: changed}
+	for _, fn := range c.subs {
+		fn(ch)
+	}
+	return nil
+}
+
+// crossCheck validates rules that span keys. touched, when given, names the
+// keys an edit sets, so the message can point at them.
+func crossCheck(v map[string]string, touched map[string]string) []Problem {
+	var ps []Problem
+	var plans []string
+	for _, k := range []string{KeyCron, KeyFixedRate, KeyFixedDelay} {
+		if v[k] != "" {
+			plans = append(plans, k)
+		}
+	}
+	if len(plans) > 1 {
+		key := plans[len(plans)-1]
+		for _, k := range plans {
+			if _, ok := touched[k]; ok {
+				key = k
+			}
+		}
+		ps = append(ps, Problem{Key: key, Value: v[key], Reason: fmt.Sprintf("at most one of cron, fixedRate, fixedDelay may be set, found %s (clear the others with an empty value)", strings.Join(plans, " and "))})
+	}
+	s, err := settingsFrom(v)
+	if err == nil && s.ThreadCore > s.ThreadMax {
+		key := KeyThreadCore
+		if _, ok := touched[KeyThreadMax]; ok {
+			key = KeyThreadMax
+		}
+		ps = append(ps, Problem{Key: key, Value: v[key], Reason: fmt.Sprintf("threadCore (%d) must not exceed threadMax (%d)", s.ThreadCore, s.ThreadMax)})
+	}
+	return ps
+}
+
+// unknownReason explains an unknown key, suggesting a near miss.
+func (c *Config) unknownReason(k string) string {
+	best, bestD := "", 3
+	for _, d := range c.defs {
+		if strings.EqualFold(d.name, k) {
+			best, bestD = d.name, 0
+			break
+		}
+		if dist := levenshtein(strings.ToLower(d.name), strings.ToLower(k)); dist < bestD {
+			best, bestD = d.name, dist
+		}
+	}
+	if best != "" {
+		return fmt.Sprintf("unknown key (did you mean %q?)", best)
+	}
+	return "unknown key"
+}
+
+func levenshtein(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+func sortedKeys(m map[string]string) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+func hasKey(m map[string]string, k string) bool { _, ok := m[k]; return ok }

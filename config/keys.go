@@ -1,0 +1,179 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+)
+
+// Names of the built-in keys. They follow spring-fom so that operators
+// moving from it find the same words.
+const (
+	KeyName                         = "name"
+	KeyCron                         = "cron"
+	KeyFixedRate                    = "fixedRate"
+	KeyFixedDelay                   = "fixedDelay"
+	KeyInitialDelay                 = "initialDelay"
+	KeyDeadTime                     = "deadTime"
+	KeyExecOnLoad                   = "execOnLoad"
+	KeyEnable                       = "enable"
+	KeyThreadCore                   = "threadCore"
+	KeyThreadMax                    = "threadMax"
+	KeyThreadAliveTime              = "threadAliveTime"
+	KeyQueueSize                    = "queueSize"
+	KeyTaskOverTime                 = "taskOverTime"
+	KeyDetectTimeoutOnEachTask      = "detectTimeoutOnEachTask"
+	KeyEnableTaskConflict           = "enableTaskConflict"
+	KeyIgnoreExecRequestWhenRunning = "ignoreExecRequestWhenRunning"
+	KeyRemark                       = "remark"
+)
+
+// builtin describes one built-in key.
+type builtin struct {
+	name     string
+	def      string
+	editable bool
+	doc      string
+	parse    func(string) error
+}
+
+// builtins lists the built-in keys in the order the admin page shows them.
+// It is a function, not a package variable, so that no package-level state
+// exists.
+func builtins() []builtin {
+	return []builtin{
+		{KeyName, "", false, "unique schedule name", parseName},
+		{KeyCron, "", true, "cron spec (seconds optional, descriptors, CRON_TZ=)", parseCronValue},
+		{KeyFixedRate, "", true, "next round = last round start + rate", parseOptionalPositiveDuration},
+		{KeyFixedDelay, "", true, "next round = last round end + delay", parseOptionalPositiveDuration},
+		{KeyInitialDelay, "0s", false, "wait before the first round after each start", parseNonNegativeDuration},
+		{KeyDeadTime, "", false, "RFC 3339 time after which the schedule shuts itself down", parseOptionalTime},
+		{KeyExecOnLoad, "false", true, "run the first round at once on each start", parseBoolValue},
+		{KeyEnable, "true", true, "start with the app (takes effect at the next app start)", parseBoolValue},
+		{KeyThreadCore, "1", true, "workers kept alive when idle", intAtLeast(0)},
+		{KeyThreadMax, "1", true, "tasks running at once", intAtLeast(1)},
+		{KeyThreadAliveTime, "10s", true, "idle time before a worker above threadCore exits", parsePositiveDuration},
+		{KeyQueueSize, "256", true, "tasks that may wait for a worker; more are rejected", intAtLeast(0)},
+		{KeyTaskOverTime, "0s", true, "task timeout (0 = none)", parseNonNegativeDuration},
+		{KeyDetectTimeoutOnEachTask, "true", true, "time each task from its own start; false: one deadline per round from submission", parseBoolValue},
+		{KeyEnableTaskConflict, "false", true, "skip a task whose id is still running in any schedule of the app", parseBoolValue},
+		{KeyIgnoreExecRequestWhenRunning, "true", true, "exec-now while running: refuse (true) or queue one re-run (false)", parseBoolValue},
+		{KeyRemark, "", true, "description shown in the admin page", func(string) error { return nil }},
+	}
+}
+
+// CronParser returns the parser fom uses for cron specs: seconds optional,
+// descriptors such as @hourly and @every allowed, CRON_TZ= / TZ= prefixes.
+func CronParser() cron.Parser {
+	return cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+}
+
+// ParseDuration parses a Go duration. A bare number is refused rather than
+// guessed as seconds or milliseconds.
+func ParseDuration(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, errors.New("empty duration")
+	}
+	if _, err := strconv.ParseFloat(s, 64); err == nil && s != "0" {
+		return 0, fmt.Errorf("a duration needs a unit, such as %ss or %sms", s, s)
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("not a duration (use Go syntax such as 1500ms, 30s, 5m): %s", s)
+	}
+	return d, nil
+}
+
+// ParseBool accepts true/false (any case), 1/0, yes/no and on/off.
+func ParseBool(s string) (bool, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "true", "1", "yes", "on":
+		return true, nil
+	case "false", "0", "no", "off":
+		return false, nil
+	}
+	return false, fmt.Errorf("not a boolean (use true or false): %s", s)
+}
+
+func parseName(s string) error {
+	if s == "" {
+		return errors.New("empty name")
+	}
+	for _, r := range s {
+		if r <= ' ' || r == '/' || r == '?' || r == '#' || r == '%' {
+			return fmt.Errorf("name %q contains %q; use letters, digits, '-', '_' and '.'", s, r)
+		}
+	}
+	return nil
+}
+
+func parseCronValue(s string) error {
+	if s == "" {
+		return nil
+	}
+	if _, err := CronParser().Parse(s); err != nil {
+		return fmt.Errorf("bad cron spec: %v", err)
+	}
+	return nil
+}
+
+func parseOptionalPositiveDuration(s string) error {
+	if s == "" {
+		return nil
+	}
+	return parsePositiveDuration(s)
+}
+
+func parsePositiveDuration(s string) error {
+	d, err := ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	if d <= 0 {
+		return fmt.Errorf("must be greater than zero, got %s", s)
+	}
+	return nil
+}
+
+func parseNonNegativeDuration(s string) error {
+	d, err := ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	if d < 0 {
+		return fmt.Errorf("must not be negative, got %s", s)
+	}
+	return nil
+}
+
+func parseOptionalTime(s string) error {
+	if s == "" {
+		return nil
+	}
+	if _, err := time.Parse(time.RFC3339, s); err != nil {
+		return fmt.Errorf("not an RFC 3339 time such as 2026-01-02T15:04:05Z: %s", s)
+	}
+	return nil
+}
+
+func parseBoolValue(s string) error {
+	_, err := ParseBool(s)
+	return err
+}
+
+func intAtLeast(min int) func(string) error {
+	return func(s string) error {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil {
+			return fmt.Errorf("not an integer: %s", s)
+		}
+		if n < min {
+			return fmt.Errorf("must be at least %d, got %d", min, n)
+		}
+		return nil
+	}
+}

@@ -1,0 +1,62 @@
+// Package schedule is fom's engine: schedule contexts with their state
+// machine, plans, worker pools, timeouts, conflict detection, exec-now,
+// ad-hoc batches, and the circulation Trigger.
+//
+// # The model
+//
+// A Context runs a Job. Each round creates the job's tasks, submits them to
+// the context's own pool, waits on a complete-latch until every task has an
+// outcome, calls OnComplete, and computes the next fire from the Plan. A
+// plan is a pure function of the previous round: cron uses its start,
+// fixedRate its start plus the rate, fixedDelay its end plus the delay.
+// When the next fire is already past the round runs at once, once: there is
+// no burst of catch-up rounds.
+//
+// Every task gets exactly one outcome (a Result): success, failed, timeout,
+// rejected (the queue was full), conflict (its id was running elsewhere) or
+// canceled (by a shutdown). Outcomes are decided once, by whoever comes
+// first: the task returning, its deadline, or a shutdown. A task that
+// ignores its context is recorded as timed out at its deadline and the
+// round completes; its goroutine keeps its worker and its id counts as
+// running until it returns, and ActiveTasks marks it abandoned.
+//
+// Deadlines live in one heap per context with one watcher goroutine that
+// exists only while the heap is not empty; there is no timer or goroutine
+// per task. All time comes from an injected clockwork.Clock, and every wait
+// is bounded by a minute and re-checked against wall time, so a suspended
+// machine or a clock step cannot silently delay a fire.
+//
+// # States
+//
+// One goroutine per started context runs rounds; state changes are made
+// under the context's mutex, by that goroutine except for the two a caller
+// asks for directly (Startup, Shutdown).
+//
+//	```mermaid
+//	stateDiagram-v2
+//	    [*] --> INITED
+//	    INITED --> SLEEPING: Startup
+//	    STOPPED --> SLEEPING: Startup (fresh pool)
+//	    SLEEPING --> RUNNING: fire / ExecNow
+//	    RUNNING --> SLEEPING: round complete
+//	    RUNNING --> RUNNING: queued exec re-run
+//	    RUNNING --> INITED: managed pool round complete
+//	    SLEEPING --> STOPPING: Shutdown / deadTime
+//	    RUNNING --> STOPPING: Shutdown
+//	    STOPPING --> STOPPED: tasks returned, OnTerminate
+//	```
+//
+// A context without a plan is a managed pool: Submit works in INITED, and
+// Startup runs one round only when execOnLoad or initialDelay asks for it.
+//
+// Refusals are returned as *Error wrapping a sentinel (ErrNotStarted,
+// ErrAlreadyStarted, ErrAlreadyStopped, ErrStopping, ErrAlreadyRunning,
+// ErrExecAlreadyRequested, ErrNoTasks), with a message naming the schedule.
+//
+// # The pool
+//
+// A task goes to an idle worker, else to a new worker while fewer than
+// threadMax run, else to the queue of queueSize, else it is rejected and
+// recorded. Workers above threadCore exit after threadAliveTime idle. All
+// sizes can be changed while tasks run.
+package schedule

@@ -1,0 +1,244 @@
+package schedule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/fom-go/fom/config"
+)
+
+func newRun(t Task, id string, g *group, now time.Time) *taskRun {
+	return &taskRun{task: t, id: id, group: g, submitted: now, heapIndex: -1}
+}
+
+// submitAll submits tasks into g and seals it.
+func (c *Context) submitAll(gen *generation, g *group, tasks []Task, s config.Settings) {
+	if s.TaskOverTime > 0 && !s.DetectTimeoutOnEachTask {
+		gen.tmo.add(deadline{at: g.start.Add(s.TaskOverTime), group: g})
+	}
+	for _, t := range tasks {
+		c.submitOne(gen, g, t, s)
+	}
+	g.seal()
+}
+
+// submitOne submits a task; every path ends with an outcome for it.
+func (c *Context) submitOne(gen *generation, g *group, t Task, s config.Settings) {
+	now := c.clk.Now()
+	if t == nil {
+		run := newRun(nil, "<nil>", g, now)
+		g.add(run)
+		c.settle(run, Result{Status: StatusFailed, Err: fmt.Errorf("schedule %s: nil task", c.name)})
+		return
+	}
+	run := newRun(t, t.ID(), g, now)
+	g.add(run)
+	if gen.stopping.Load() || g.ctx.Err() != nil {
+		c.settle(run, Result{Status: StatusCanceled, Err: c.taskErr(run.id, ErrCanceled, "schedule is stopping")})
+		return
+	}
+	if !c.conflicts.acquire(run.id, s.EnableTaskConflict) {
+		c.settle(run, Result{Status: StatusConflict, Err: c.taskErr(run.id, ErrConflict, "")})
+		return
+	}
+	run.holdsID = true
+	ok, closed := gen.pool.submit(run)
+	if ok {
+		return
+	}
+	c.releaseID(run)
+	if closed {
+		c.settle(run, Result{Status: StatusCanceled, Err: c.taskErr(run.id, ErrCanceled, "schedule is stopping")})
+		return
+	}
+	c.settle(run, Result{Status: StatusRejected, Err: c.taskErr(run.id, ErrRejected, fmt.Sprintf("queueSize %d, threadMax %d", s.QueueSize, s.ThreadMax))})
+}
+
+func (c *Context) releaseID(r *taskRun) {
+	if r.holdsID {
+		r.holdsID = false
+		c.conflicts.release(r.id)
+	}
+}
+
+// begin marks a run as started unless its outcome is already decided.
+func (r *taskRun) begin(now time.Time, ctx context.Context, cancel context.CancelFunc) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done {
+		return false
+	}
+	r.started, r.ctx, r.cancel = now, ctx, cancel
+	return true
+}
+
+func (r *taskRun) startInfo() (time.Time, context.CancelFunc) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.started, r.cancel
+}
+
+// exec runs a task on a worker.
+func (c *Context) exec(gen *generation, run *taskRun) {
+	defer c.releaseID(run)
+	if gen.stopping.Load() || run.group.ctx.Err() != nil {
+		c.settle(run, Result{Status: StatusCanceled, Err: c.taskErr(run.id, ErrCanceled, "canceled before it started")})
+		return
+	}
+	s := c.cfg.Settings()
+	ctx, cancel := context.WithCancel(context.WithValue(run.group.ctx, taskKey{}, run.id))
+	defer cancel()
+	start := c.clk.Now()
+	if !run.begin(start, ctx, cancel) {
+		return // timed out or canceled while queued; already recorded
+	}
+	if s.TaskOverTime > 0 && s.DetectTimeoutOnEachTask {
+		gen.tmo.add(deadline{at: start.Add(s.TaskOverTime), run: run})
+	}
+	value, err := c.call(ctx, run.task)
+	end := c.clk.Now()
+	gen.tmo.remove(run, nil)
+	res := Result{Status: StatusSuccess, Value: value, Started: start, Cost: end.Sub(start)}
+	if err != nil {
+		res.Status, res.Err = StatusFailed, err
+		if gen.stopping.Load() && errors.Is(err, context.Canceled) {
+			res.Status = StatusCanceled
+		}
+	}
+	c.settle(run, res)
+	if a, ok := run.task.(AfterExecer); ok {
+		final := run.outcome()
+		if perr := safeCall(func() { a.AfterExec(ctx, final) }); perr != nil {
+			c.log.Error("AfterExec panicked", zap.String("task", run.id), zap.Error(perr))
+		}
+	}
+}
+
+// call runs BeforeExec and Exec, turning a panic into a *PanicError.
+func (c *Context) call(ctx context.Context, t Task) (value any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			value, err = nil, newPanicError(p)
+		}
+	}()
+	if b, ok := t.(BeforeExecer); ok {
+		if err := b.BeforeExec(ctx); err != nil {
+			return nil, fmt.Errorf("BeforeExec: %w", err)
+		}
+	}
+	return t.Exec(ctx)
+}
+
+// settle records res as run's outcome if none was recorded yet.
+func (c *Context) settle(run *taskRun, res Result) {
+	if run.claim(res) {
+		c.deliver(run)
+	}
+}
+
+// deliver publishes a decided outcome: counters, recorder, OnResult, latch.
+func (c *Context) deliver(run *taskRun) {
+	res := run.outcome()
+	c.counts[res.Status].Add(1)
+	c.rec.RecordResult(c.name, res)
+	if res.Status != StatusSuccess {
+		c.log.Warn("task "+res.Status.String(), zap.String("task", res.TaskID), zap.Duration("cost", res.Cost), zap.Error(res.Err))
+	} else {
+		c.log.Debug("task succeeded", zap.String("task", res.TaskID), zap.Duration("cost", res.Cost))
+	}
+	if c.job.OnResult != nil {
+		if err := safeCall(func() { c.job.OnResult(res) }); err != nil {
+			c.log.Error("OnResult panicked", zap.Error(err))
+		}
+	}
+	run.group.deliver(run)
+}
+
+// expire handles a deadline from the timeout heap.
+func (c *Context) expire(d deadline) {
+	if d.run != nil {
+		c.interrupt(d.run, d.at, StatusTimeout, ErrTimeout, "")
+		return
+	}
+	for _, r := range d.group.unfinished() {
+		c.interrupt(r, d.at, StatusTimeout, ErrTimeout, "round deadline")
+	}
+}
+
+// interrupt decides a timeout or cancellation for a run: the outcome first
+// (so a task returning at the same moment cannot overwrite it), then the
+// OnCancel hooks, then the task's context, then the latch. A task that
+// ignores its context keeps its worker and its id until it returns.
+func (c *Context) interrupt(r *taskRun, at time.Time, st Status, sentinel error, detail string) {
+	started, cancel := r.startInfo()
+	res := Result{Status: st, Started: started}
+	if !started.IsZero() {
+		res.Cost = at.Sub(started)
+	}
+	if sentinel == ErrTimeout && detail == "" {
+		detail = "taskOverTime " + c.cfg.Get(config.KeyTaskOverTime)
+	}
+	res.Err = c.taskErr(r.id, sentinel, detail)
+	if !r.claim(res) {
+		return
+	}
+	if !started.IsZero() {
+		elapsed := c.clk.Now().Sub(started)
+		if c.job.OnCancel != nil {
+			if err := safeCall(func() { c.job.OnCancel(r.id, elapsed) }); err != nil {
+				c.log.Error("OnCancel panicked", zap.Error(err))
+			}
+		}
+		if cn, ok := r.task.(Canceler); ok {
+			if err := safeCall(func() { cn.OnCancel(elapsed) }); err != nil {
+				c.log.Error("task OnCancel panicked", zap.String("task", r.id), zap.Error(err))
+			}
+		}
+		cancel()
+	}
+	c.deliver(r)
+}
+
+func (c *Context) taskErr(id string, sentinel error, detail string) error {
+	return &TaskError{Schedule: c.name, TaskID: id, Err: sentinel, Detail: detail}
+}
+
+func newPanicError(p any) *PanicError { return &PanicError{Value: p, Stack: debug.Stack()} }
+
+// safeCall runs fn, turning a panic into an error.
+func safeCall(fn func()) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = newPanicError(p)
+		}
+	}()
+	fn()
+	return nil
+}
+
+type scheduleKey struct{}
+type taskKey struct{}
+
+// FromContext returns the schedule a task runs in, or nil.
+func FromContext(ctx context.Context) *Context {
+	c, _ := ctx.Value(scheduleKey{}).(*Context)
+	return c
+}
+
+// Logger returns the logger of the schedule a task runs in, with the task
+// id; a no-op logger outside a task.
+func Logger(ctx context.Context) *zap.Logger {
+	c := FromContext(ctx)
+	if c == nil {
+		return zap.NewNop()
+	}
+	if id, ok := ctx.Value(taskKey{}).(string); ok {
+		return c.log.With(zap.String("task", id))
+	}
+	return c.log
+}

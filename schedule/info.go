@@ -1,0 +1,120 @@
+package schedule
+
+import (
+	"sort"
+	"time"
+)
+
+// Counts are a schedule's task outcomes since it was built.
+type Counts struct {
+	Success, Failed, Timeout, Rejected, Conflict, Canceled int64
+}
+
+// Total is the number of outcomes.
+func (c Counts) Total() int64 {
+	return c.Success + c.Failed + c.Timeout + c.Rejected + c.Conflict + c.Canceled
+}
+
+// Info is a snapshot of a schedule for display.
+type Info struct {
+	Name    string
+	State   State
+	Plan    string // e.g. "cron 0 */5 * * * *", "fixedRate 10s", "none"
+	Remark  string
+	Loaded  time.Time // last Startup
+	Last    time.Time // start of the last round
+	Next    time.Time // next fire; zero when none is planned
+	Rounds  int64
+	Batches int64
+	Counts  Counts
+	Waiting int
+	Active  int
+}
+
+// Info returns a snapshot of the schedule.
+func (c *Context) Info() Info {
+	c.mu.Lock()
+	i := Info{
+		Name: c.name, State: c.state, Plan: c.planString(), Remark: c.cfg.Settings().Remark,
+		Loaded: c.loaded, Last: c.last, Next: c.next, Rounds: c.rounds, Batches: c.batches,
+	}
+	gen := c.gen
+	c.mu.Unlock()
+	i.Counts = c.Counts()
+	if gen != nil {
+		i.Waiting, i.Active = gen.pool.counts()
+	}
+	return i
+}
+
+// Counts returns the outcome counters.
+func (c *Context) Counts() Counts {
+	return Counts{
+		Success: c.counts[StatusSuccess].Load(), Failed: c.counts[StatusFailed].Load(),
+		Timeout: c.counts[StatusTimeout].Load(), Rejected: c.counts[StatusRejected].Load(),
+		Conflict: c.counts[StatusConflict].Load(), Canceled: c.counts[StatusCanceled].Load(),
+	}
+}
+
+// TaskInfo describes a waiting or running task.
+type TaskInfo struct {
+	ID        string
+	Round     int64
+	Batch     bool
+	Submitted time.Time
+	Started   time.Time // zero while waiting
+	Elapsed   time.Duration
+	// Abandoned marks a task whose outcome was already recorded (timed out
+	// or canceled) but whose goroutine has not returned.
+	Abandoned bool
+	Stack     string // the goroutine's stack; running tasks only
+}
+
+// WaitingTasks lists tasks queued for a worker, oldest first.
+func (c *Context) WaitingTasks() []TaskInfo {
+	gen := c.currentGen()
+	if gen == nil {
+		return nil
+	}
+	w, _, _ := gen.pool.snapshot()
+	now := c.clk.Now()
+	out := make([]TaskInfo, 0, len(w))
+	for _, r := range w {
+		out = append(out, TaskInfo{ID: r.id, Round: r.group.number, Batch: r.group.batch, Submitted: r.submitted, Elapsed: now.Sub(r.submitted)})
+	}
+	return out
+}
+
+// ActiveTasks lists tasks on a worker, longest running first, with stacks.
+func (c *Context) ActiveTasks() []TaskInfo {
+	gen := c.currentGen()
+	if gen == nil {
+		return nil
+	}
+	_, a, gids := gen.pool.snapshot()
+	want := map[uint64]bool{}
+	for _, g := range gids {
+		want[g] = true
+	}
+	stacks := goroutineStacks(want)
+	now := c.clk.Now()
+	out := make([]TaskInfo, 0, len(a))
+	for _, r := range a {
+		started, _ := r.startInfo()
+		if started.IsZero() {
+			continue // picked up, not begun (or skipped)
+		}
+		out = append(out, TaskInfo{
+			ID: r.id, Round: r.group.number, Batch: r.group.batch, Submitted: r.submitted, Started: started,
+			Elapsed: now.Sub(started), Abandoned: r.isDone(), Stack: stacks[gids[r]],
+		})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Started.Before(out[j].Started) })
+	return out
+}
+
+func (c *Context) currentGen() *generation {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gen
+}

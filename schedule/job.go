@@ -1,0 +1,58 @@
+package schedule
+
+import (
+	"context"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"go.uber.org/zap"
+)
+
+// Job is the work and the handlers a Context runs. Package fom builds one
+// from a tagged struct; it can also be filled in by hand.
+type Job struct {
+	// Tasks creates a round's tasks. Required.
+	Tasks func(ctx context.Context) ([]Task, error)
+	// OnComplete is called once per round and per ad-hoc batch, after every
+	// task has an outcome (also for zero tasks).
+	OnComplete func(ctx context.Context, r Round)
+	// OnResult is called with every task outcome.
+	OnResult func(r Result)
+	// OnCancel is called before a task's context is canceled by a timeout or
+	// a shutdown, before the task's own OnCancel.
+	OnCancel func(taskID string, elapsed time.Duration)
+	// OnTerminate is called once the schedule has stopped.
+	OnTerminate func(s Summary)
+	// Plan, when set, overrides the cron/fixedRate/fixedDelay keys.
+	Plan Plan
+}
+
+// Recorder receives every outcome; package statistics implements it.
+// Calls come from many goroutines and must not block for long.
+type Recorder interface {
+	RecordResult(schedule string, r Result)
+	// RecordRound is called when a round or batch completes; Start minus
+	// Planned is the round's fire lateness.
+	RecordRound(schedule string, r Round)
+}
+
+type nopRecorder struct{}
+
+func (nopRecorder) RecordResult(string, Result) {}
+func (nopRecorder) RecordRound(string, Round)   {}
+
+var _ Recorder = nopRecorder{}
+
+// Options are a Context's collaborators. Every field is optional.
+type Options struct {
+	// Clock drives every wait and timestamp. Default: the real clock.
+	Clock clockwork.Clock
+	// Logger is the parent logger; the context logs through a child named
+	// after the schedule, with its own level. Default: no-op.
+	Logger *zap.Logger
+	// Conflicts is the registry shared by the schedules of one app.
+	// Default: a registry of this context's own.
+	Conflicts *Conflicts
+	// Recorder receives every outcome. Default: none.
+	Recorder Recorder
+}

@@ -1,0 +1,138 @@
+package schedule
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// taskRun is one submitted task, from submission until its goroutine returns.
+type taskRun struct {
+	task      Task
+	id        string
+	group     *group
+	index     int // position in the group's results
+	submitted time.Time
+	holdsID   bool // counted in the conflict registry
+
+	// Set by the pool under its lock when a worker takes the run.
+	started time.Time
+	worker  *worker
+	ctx     context.Context
+	cancel  context.CancelFunc
+
+	mu     sync.Mutex
+	done   bool // the outcome is decided
+	result Result
+
+	heapIndex int // position in the timeout heap, -1 when absent
+	deadline  time.Time
+}
+
+// claim decides the run's outcome once. Only the first claim wins; the
+// loser (a task returning after its timeout, say) changes nothing.
+func (r *taskRun) claim(res Result) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done {
+		return false
+	}
+	r.done = true
+	res.TaskID = r.id
+	res.Submitted = r.submitted
+	r.result = res
+	return true
+}
+
+func (r *taskRun) isDone() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.done
+}
+
+func (r *taskRun) outcome() Result {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.result
+}
+
+// group is the complete-latch of a round or an ad-hoc batch: it fires once
+// every submitted task has an outcome and submission is over, even when no
+// task was submitted or every task was canceled before it started.
+type group struct {
+	number  int64
+	batch   bool
+	planned time.Time
+	start   time.Time
+	ctx     context.Context
+
+	mu       sync.Mutex
+	results  []Result
+	runs     []*taskRun
+	pending  int
+	sealed   bool
+	complete chan struct{}
+
+	deadline  time.Time // round-wide deadline, zero when none
+	heapIndex int
+}
+
+func newGroup(ctx context.Context, number int64, batch bool, planned, start time.Time) *group {
+	return &group{ctx: ctx, number: number, batch: batch, planned: planned, start: start, complete: make(chan struct{}), heapIndex: -1}
+}
+
+// add reserves a result slot for run.
+func (g *group) add(r *taskRun) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	r.index = len(g.results)
+	g.results = append(g.results, Result{})
+	g.runs = append(g.runs, r)
+	g.pending++
+}
+
+// deliver stores a run's outcome in the group.
+func (g *group) deliver(r *taskRun) {
+	res := r.outcome()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.results[r.index] = res
+	g.pending--
+	g.check()
+}
+
+// seal marks the end of submission.
+func (g *group) seal() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.sealed = true
+	g.check()
+}
+
+func (g *group) check() {
+	if g.sealed && g.pending == 0 {
+		close(g.complete)
+	}
+}
+
+// unfinished returns the runs without an outcome.
+func (g *group) unfinished() []*taskRun {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []*taskRun
+	for _, r := range g.runs {
+		if !r.isDone() {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// round returns the group's results as a Round; call after complete.
+func (g *group) round(end time.Time) Round {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	res := make([]Result, len(g.results))
+	copy(res, g.results)
+	return Round{Number: g.number, Batch: g.batch, Planned: g.planned, Start: g.start, End: end, Results: res}
+}

@@ -1,0 +1,100 @@
+package schedule
+
+import (
+	"context"
+	"time"
+)
+
+// Task is one unit of work.
+type Task interface {
+	ID() string
+	Exec(ctx context.Context) (any, error)
+}
+
+// TaskFunc makes a Task of a function.
+func TaskFunc(id string, fn func(ctx context.Context) (any, error)) Task {
+	return funcTask{id: id, fn: fn}
+}
+
+type funcTask struct {
+	id string
+	fn func(ctx context.Context) (any, error)
+}
+
+func (t funcTask) ID() string                            { return t.id }
+func (t funcTask) Exec(ctx context.Context) (any, error) { return t.fn(ctx) }
+
+// Optional task methods.
+type (
+	// BeforeExecer runs before Exec; an error fails the task and skips Exec.
+	BeforeExecer interface{ BeforeExec(ctx context.Context) error }
+	// AfterExecer runs after Exec with the recorded result.
+	AfterExecer interface {
+		AfterExec(ctx context.Context, r Result)
+	}
+	// Canceler is told when its task is canceled by a timeout or a shutdown,
+	// before its context is canceled.
+	Canceler interface{ OnCancel(elapsed time.Duration) }
+)
+
+// Status is a task's outcome.
+type Status int
+
+const (
+	StatusSuccess Status = iota
+	StatusFailed
+	StatusTimeout
+	StatusRejected
+	StatusConflict
+	StatusCanceled
+)
+
+// Statuses lists every status in order.
+func Statuses() []Status {
+	return []Status{StatusSuccess, StatusFailed, StatusTimeout, StatusRejected, StatusConflict, StatusCanceled}
+}
+
+func (s Status) String() string {
+	switch s {
+	case StatusSuccess:
+		return "success"
+	case StatusFailed:
+		return "failed"
+	case StatusTimeout:
+		return "timeout"
+	case StatusRejected:
+		return "rejected"
+	case StatusConflict:
+		return "conflict"
+	case StatusCanceled:
+		return "canceled"
+	}
+	return "unknown"
+}
+
+// Result is the outcome of one task.
+type Result struct {
+	TaskID    string
+	Status    Status
+	Value     any   // what Exec returned
+	Err       error // nil on success
+	Submitted time.Time
+	Started   time.Time     // zero if the task never started
+	Cost      time.Duration // start to return, or start to the deadline for a timeout
+}
+
+// Round is a scheduled round or an ad-hoc batch.
+type Round struct {
+	Number  int64 // rounds and batches are numbered separately, from 1
+	Batch   bool  // an ad-hoc batch rather than a scheduled round
+	Planned time.Time
+	Start   time.Time
+	End     time.Time
+	Results []Result
+}
+
+// Summary is given to OnTerminate when a schedule stops.
+type Summary struct {
+	Rounds int64
+	Last   time.Time // start of the last round; zero if none ran
+}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/robfig/cron/v3"
+
 	"github.com/fom-go/fom/config"
 )
 
@@ -27,12 +29,101 @@ func CronPlan(spec string) (Plan, error) {
 
 type cronPlan struct {
 	spec string
-	s    interface{ Next(time.Time) time.Time }
+	s    cron.Schedule
 }
 
 func (p cronPlan) Next(prev Round) (time.Time, bool) {
-	t := p.s.Next(prev.Start)
+	t := p.next(prev.Start)
 	return t, !t.IsZero()
+}
+
+const allHours = 1<<24 - 1
+
+// next is robfig's Next with daylight-saving changes handled the way cron
+// users expect of a job at a fixed hour (as Vixie cron does): a fire whose
+// wall time falls in a spring-forward gap runs once at the end of the gap
+// instead of being skipped, and a wall time that repeats in a fall-back
+// runs only at its first occurrence. Specs whose hour is a wildcard, and
+// @every, follow elapsed time and are left as they are.
+func (p cronPlan) next(from time.Time) time.Time {
+	spec, ok := p.s.(*cron.SpecSchedule)
+	if !ok || spec.Hour&allHours == allHours {
+		return p.s.Next(from)
+	}
+	for range 4 {
+		t := p.s.Next(from)
+		if t.IsZero() {
+			return t
+		}
+		if g, ok := gapFire(spec, from, t); ok {
+			return g
+		}
+		if !repeatedWallTime(t) {
+			return t
+		}
+		from = t
+	}
+	return p.s.Next(from)
+}
+
+// gapFire finds a spring-forward gap between from and t in which spec
+// would have fired, and returns the end of that gap.
+func gapFire(spec *cron.SpecSchedule, from, t time.Time) (time.Time, bool) {
+	loc := spec.Location
+	if loc == time.Local {
+		loc = from.Location()
+	}
+	from, t = from.In(loc), t.In(loc)
+	_, off0 := from.Zone()
+	_, off1 := t.Zone()
+	if off1 <= off0 {
+		return time.Time{}, false
+	}
+	// Binary search for the first instant with a new offset.
+	lo, hi := from, t
+	for hi.Sub(lo) > time.Second {
+		mid := lo.Add(hi.Sub(lo) / 2)
+		if _, o := mid.Zone(); o == off0 {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	// Offsets change on whole seconds: hi is within a second after it.
+	if tr := hi.Truncate(time.Second); func() bool { _, o := tr.Zone(); return o != off0 }() {
+		hi = tr
+	} else {
+		hi = tr.Add(time.Second)
+	}
+	_, offAfter := hi.Zone()
+	gap := time.Duration(offAfter-off0) * time.Second
+	if gap <= 0 {
+		return time.Time{}, false
+	}
+	// Would spec fire at a wall time inside the gap, read in the old offset?
+	fixed := time.FixedZone("", off0)
+	shadow := *spec
+	shadow.Location = fixed
+	start := hi.In(fixed).Truncate(time.Second)
+	w := shadow.Next(start.Add(-time.Second))
+	if !w.IsZero() && w.Before(start.Add(gap)) && hi.Before(t) {
+		return hi, true
+	}
+	return time.Time{}, false
+}
+
+// repeatedWallTime reports whether t is the second occurrence of its wall
+// time, in the hour a fall-back repeats.
+func repeatedWallTime(t time.Time) bool {
+	_, off := t.Zone()
+	_, before := t.Add(-3 * time.Hour).Zone()
+	if before <= off {
+		return false
+	}
+	earlier := t.Add(-time.Duration(before-off) * time.Second)
+	y1, m1, d1 := t.Date()
+	y0, m0, d0 := earlier.Date()
+	return y1 == y0 && m1 == m0 && d1 == d0 && t.Hour() == earlier.Hour() && t.Minute() == earlier.Minute() && t.Second() == earlier.Second()
 }
 func (p cronPlan) String() string { return "cron " + p.spec }
 

@@ -1,0 +1,211 @@
+package schedule
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestPlanNext(t *testing.T) {
+	t.Parallel()
+	ny, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		t.Skip("no tzdata:", err)
+	}
+	mustCron := func(s string) Plan {
+		p, err := CronPlan(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	at := func(s string) time.Time {
+		v, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	round := func(start, end string) Round { return Round{Start: at(start), End: at(end)} }
+	tests := []struct {
+		name string
+		plan Plan
+		prev Round
+		want string // RFC 3339; "" for no further fire
+	}{
+		{"cron with seconds", mustCron("*/15 * * * * *"), round("2026-01-05T00:00:07Z", "2026-01-05T00:00:09Z"), "2026-01-05T00:00:15Z"},
+		{"cron five fields", mustCron("30 2 * * *"), round("2026-01-05T03:00:00Z", "2026-01-05T03:00:00Z"), "2026-01-06T02:30:00Z"},
+		{"cron from round start, not end", mustCron("0 * * * * *"), round("2026-01-05T00:00:00Z", "2026-01-05T00:05:30Z"), "2026-01-05T00:01:00Z"},
+		{"descriptor hourly", mustCron("@hourly"), round("2026-01-05T10:20:00Z", "2026-01-05T10:20:00Z"), "2026-01-05T11:00:00Z"},
+		{"descriptor every", mustCron("@every 90s"), round("2026-01-05T10:00:00Z", "2026-01-05T10:00:00Z"), "2026-01-05T10:01:30Z"},
+		{"weekday names", mustCron("0 0 9 * * MON-FRI"), round("2026-01-09T10:00:00Z", "2026-01-09T10:00:00Z"), "2026-01-12T09:00:00Z"},
+		// 2026-03-08 02:30 does not exist in New York: the fire runs once
+		// at the end of the gap, 03:00 EDT, rather than being skipped.
+		{"CRON_TZ spring forward", mustCron("CRON_TZ=America/New_York 30 2 * * *"), Round{Start: time.Date(2026, 3, 7, 12, 0, 0, 0, ny)}, "2026-03-08T03:00:00-04:00"},
+		{"CRON_TZ day after spring forward", mustCron("CRON_TZ=America/New_York 30 2 * * *"), Round{Start: time.Date(2026, 3, 8, 12, 0, 0, 0, ny)}, "2026-03-09T02:30:00-04:00"},
+		// 2026-11-01 01:30 happens twice; it fires once, at the first.
+		{"CRON_TZ fall back", mustCron("CRON_TZ=America/New_York 30 1 * * *"), Round{Start: time.Date(2026, 10, 31, 12, 0, 0, 0, ny)}, "2026-11-01T01:30:00-04:00"},
+		{"CRON_TZ after fall back", mustCron("CRON_TZ=America/New_York 30 1 * * *"), Round{Start: time.Date(2026, 11, 1, 1, 30, 0, 0, ny)}, "2026-11-02T01:30:00-05:00"},
+		{"hour wildcard follows elapsed time in fall back", mustCron("CRON_TZ=America/New_York 0 30 * * * *"), Round{Start: time.Date(2026, 11, 1, 1, 30, 0, 0, ny)}, "2026-11-01T01:30:00-05:00"},
+		{"hour wildcard across spring forward", mustCron("CRON_TZ=America/New_York 0 30 * * * *"), Round{Start: time.Date(2026, 3, 8, 1, 30, 0, 0, ny)}, "2026-03-08T03:30:00-04:00"},
+		{"no gap fire when the spec misses the gap", mustCron("CRON_TZ=America/New_York 0 4 * * *"), Round{Start: time.Date(2026, 3, 7, 12, 0, 0, 0, ny)}, "2026-03-08T04:00:00-04:00"},
+		{"fixedRate from start", FixedRatePlan(10 * time.Second), round("2026-01-05T00:00:00Z", "2026-01-05T00:00:04Z"), "2026-01-05T00:00:10Z"},
+		{"fixedDelay from end", FixedDelayPlan(10 * time.Second), round("2026-01-05T00:00:00Z", "2026-01-05T00:00:04Z"), "2026-01-05T00:00:14Z"},
+		{"impossible date", mustCron("0 0 0 30 2 *"), round("2026-01-05T00:00:00Z", "2026-01-05T00:00:00Z"), ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := tt.plan.Next(tt.prev)
+			if tt.want == "" {
+				if ok {
+					t.Fatalf("got %v, want no fire", got)
+				}
+				return
+			}
+			if !ok || !got.Equal(at(tt.want)) {
+				t.Fatalf("got %v (%v), want %s", got, ok, tt.want)
+			}
+		})
+	}
+	if _, err := CronPlan("61 * * * *"); err == nil {
+		t.Fatal("bad cron accepted")
+	}
+}
+
+// gatedRounds returns a Tasks func whose every round runs one gate task,
+// handing each gate to the test.
+func gatedRounds() (func(context.Context) ([]Task, error), chan *gate) {
+	gates := make(chan *gate, 16)
+	return func(context.Context) ([]Task, error) {
+		g := newGate("t")
+		gates <- g
+		return []Task{g}, nil
+	}, gates
+}
+
+func TestFixedRateAndCatchUp(t *testing.T) {
+	t.Parallel()
+	tasks, gates := gatedRounds()
+	var starts []time.Time
+	var mu sync.Mutex
+	h := newHarness(t, map[string]string{"fixedRate": "10s"}, Job{Tasks: tasks, OnComplete: func(_ context.Context, r Round) {
+		mu.Lock()
+		starts = append(starts, r.Start)
+		mu.Unlock()
+	}})
+	if err := h.c.Startup(); err != nil {
+		t.Fatal(err)
+	}
+	h.waitSleeping(0)
+	h.clk.Advance(10 * time.Second)
+	g := <-gates
+	waitChan(t, g.started, "round 1")
+	h.clk.Advance(35 * time.Second) // the round overruns three fires
+	g.open()
+	// Missed fires collapse into one round at once, then the rate resumes
+	// from that round's start.
+	g = <-gates
+	g.open()
+	h.waitSleeping(2)
+	if next := h.c.Info().Next; !next.Equal(t0.Add(55 * time.Second)) {
+		t.Fatalf("next %v, want t0+55s", next)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !starts[0].Equal(t0.Add(10*time.Second)) || !starts[1].Equal(t0.Add(45*time.Second)) {
+		t.Fatalf("starts %v", starts)
+	}
+}
+
+func TestFixedDelay(t *testing.T) {
+	t.Parallel()
+	tasks, gates := gatedRounds()
+	h := newHarness(t, map[string]string{"fixedDelay": "10s", "execOnLoad": "true"}, Job{Tasks: tasks})
+	if err := h.c.Startup(); err != nil {
+		t.Fatal(err)
+	}
+	g := <-gates
+	waitChan(t, g.started, "round 1")
+	h.clk.Advance(3 * time.Second)
+	g.open()
+	h.waitSleeping(1)
+	if next := h.c.Info().Next; !next.Equal(t0.Add(13 * time.Second)) {
+		t.Fatalf("next %v, want end+10s = t0+13s", next)
+	}
+}
+
+func TestInitialDelayAndCron(t *testing.T) {
+	t.Parallel()
+	var rounds atomic.Int32
+	h := newHarness(t, map[string]string{"cron": "*/20 * * * * *", "initialDelay": "5s"}, Job{Tasks: func(context.Context) ([]Task, error) {
+		rounds.Add(1)
+		return nil, nil
+	}})
+	if err := h.c.Startup(); err != nil {
+		t.Fatal(err)
+	}
+	if next := h.c.Info().Next; !next.Equal(t0.Add(5 * time.Second)) {
+		t.Fatalf("first fire %v, want t0+5s", next)
+	}
+	h.clk.Advance(5 * time.Second)
+	h.waitSleeping(1)
+	if next := h.c.Info().Next; !next.Equal(t0.Add(20 * time.Second)) {
+		t.Fatalf("cron next %v, want t0+20s", next)
+	}
+}
+
+func TestCustomPlanEndsSchedule(t *testing.T) {
+	t.Parallel()
+	plan := PlanFunc("twice", func(prev Round) (time.Time, bool) {
+		if prev.Number >= 2 {
+			return time.Time{}, false
+		}
+		return prev.Start.Add(time.Minute), true
+	})
+	h := newHarness(t, nil, Job{Plan: plan})
+	if err := h.c.Startup(); err != nil {
+		t.Fatal(err)
+	}
+	h.waitSleeping(0)
+	h.clk.Advance(time.Minute)
+	h.waitSleeping(1)
+	h.clk.Advance(time.Minute)
+	h.waitState(Stopped)
+	if i := h.c.Info(); i.Rounds != 2 || i.Plan != "twice" {
+		t.Fatalf("info %+v", i)
+	}
+}
+
+func TestPlanEditRecomputesNextAtOnce(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, map[string]string{"cron": "0 0 * * * *"}, Job{})
+	if err := h.c.Startup(); err != nil {
+		t.Fatal(err)
+	}
+	h.waitSleeping(0)
+	h.apply("cron", "", "fixedRate", "30s")
+	h.waitFor("replanned", func() bool { return h.c.Info().Next.Equal(t0.Add(30 * time.Second)) })
+	h.clk.Advance(30 * time.Second)
+	h.waitSleeping(1)
+	if i := h.c.Info(); i.Plan != "fixedRate 30s" || !i.Next.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("info %+v", i)
+	}
+}
+
+func TestWallClockJumpIsNoticedWithinAMinute(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, map[string]string{"cron": "0 0 * * * *"}, Job{})
+	if err := h.c.Startup(); err != nil {
+		t.Fatal(err)
+	}
+	h.waitSleeping(0)
+	// Waits are never longer than a minute, so advancing in one-minute steps
+	// reaches the hourly fire; a single timer for the whole hour would be
+	// armed exactly once.
+	for range 60 {
+		h.clk.Advance(time.Minute)
+	}
+	h.waitSleeping(1)
+}

@@ -66,9 +66,9 @@ type generation struct {
 type loop struct {
 	ctx    context.Context // passed to Tasks and OnComplete; canceled by Shutdown
 	cancel context.CancelFunc
-	stop   chan struct{}   // closed when the context must stop
-	wake   chan struct{}   // exec-now or a plan change while sleeping
-	done   chan struct{}   // closed when the goroutine has returned
+	stop   chan struct{} // closed when the context must stop
+	wake   chan struct{} // exec-now or a plan change while sleeping
+	done   chan struct{} // closed when the goroutine has returned
 	once   sync.Once
 }
 

@@ -27,7 +27,9 @@ func (t funcTask) Exec(ctx context.Context) (any, error) { return t.fn(ctx) }
 // Optional task methods.
 type (
 	// BeforeExecer runs before Exec; an error fails the task and skips Exec.
-	BeforeExecer interface{ BeforeExec(ctx context.Context) error }
+	BeforeExecer interface {
+		BeforeExec(ctx context.Context) error
+	}
 	// AfterExecer runs after Exec with the recorded result.
 	AfterExecer interface {
 		AfterExec(ctx context.Context, r Result)

@@ -603,10 +603,7 @@ func (c *Context) cancelAll(gen *generation) {
 		c.settle(r, Result{Status: StatusCanceled, Err: c.taskErr(r.id, ErrCanceled, "dropped from the queue by shutdown")})
 		c.releaseID(r)
 	}
-	now := c.clk.Now()
-	for _, r := range gen.pool.activeRuns() {
-		c.interrupt(r, now, StatusCanceled, ErrCanceled, "canceled by shutdown")
-	}
+	c.interrupt(c.clk.Now(), StatusCanceled, ErrCanceled, "canceled by shutdown", gen.pool.activeRuns()...)
 }
 
 // onConfig applies an edit live: pool sizes at once, a new plan at once.

@@ -162,46 +162,58 @@ func (c *Context) deliver(run *taskRun) {
 // expire handles a deadline from the timeout heap.
 func (c *Context) expire(d deadline) {
 	if d.run != nil {
-		c.interrupt(d.run, d.at, StatusTimeout, ErrTimeout, "")
+		c.interrupt(d.at, StatusTimeout, ErrTimeout, "", d.run)
 		return
 	}
-	for _, r := range d.group.unfinished() {
-		c.interrupt(r, d.at, StatusTimeout, ErrTimeout, "round deadline")
-	}
+	c.interrupt(d.at, StatusTimeout, ErrTimeout, "round deadline", d.group.unfinished()...)
 }
 
-// interrupt decides a timeout or cancellation for a run: the outcome first
-// (so a task returning at the same moment cannot overwrite it), then the
-// OnCancel hooks, then the task's context, then the latch. A task that
-// ignores its context keeps its worker and its id until it returns.
-func (c *Context) interrupt(r *taskRun, at time.Time, st Status, sentinel error, detail string) {
-	started, cancel := r.startInfo()
-	res := Result{Status: st, Started: started}
-	if !started.IsZero() {
-		res.Cost = at.Sub(started)
-	}
+// interrupt decides a timeout or cancellation for runs. Every outcome is
+// claimed first, so neither a task returning at the same moment nor a
+// worker freed by a cancellation can start or overwrite another of them;
+// then, per started run, the OnCancel hooks, then its context, then the
+// latch. A task that ignores its context keeps its worker and its id until
+// it returns.
+func (c *Context) interrupt(at time.Time, st Status, sentinel error, detail string, runs ...*taskRun) {
 	if sentinel == ErrTimeout && detail == "" {
 		detail = "taskOverTime " + c.cfg.Get(config.KeyTaskOverTime)
 	}
-	res.Err = c.taskErr(r.id, sentinel, detail)
-	if !r.claim(res) {
-		return
+	type claimed struct {
+		r       *taskRun
+		started time.Time
+		cancel  context.CancelFunc
 	}
-	if !started.IsZero() {
-		elapsed := c.clk.Now().Sub(started)
-		if c.job.OnCancel != nil {
-			if err := safeCall(func() { c.job.OnCancel(r.id, elapsed) }); err != nil {
-				c.log.Error("OnCancel panicked", zap.Error(err))
-			}
+	var won []claimed
+	for _, r := range runs {
+		started, cancel := r.startInfo()
+		res := Result{Status: st, Started: started, Err: c.taskErr(r.id, sentinel, detail)}
+		if !started.IsZero() {
+			res.Cost = at.Sub(started)
 		}
-		if cn, ok := r.task.(Canceler); ok {
-			if err := safeCall(func() { cn.OnCancel(elapsed) }); err != nil {
-				c.log.Error("task OnCancel panicked", zap.String("task", r.id), zap.Error(err))
-			}
+		if r.claim(res) {
+			won = append(won, claimed{r, started, cancel})
 		}
-		cancel()
 	}
-	c.deliver(r)
+	for _, w := range won {
+		if !w.started.IsZero() {
+			c.cancelHooks(w.r, c.clk.Now().Sub(w.started))
+			w.cancel()
+		}
+		c.deliver(w.r)
+	}
+}
+
+func (c *Context) cancelHooks(r *taskRun, elapsed time.Duration) {
+	if c.job.OnCancel != nil {
+		if err := safeCall(func() { c.job.OnCancel(r.id, elapsed) }); err != nil {
+			c.log.Error("OnCancel panicked", zap.Error(err))
+		}
+	}
+	if cn, ok := r.task.(Canceler); ok {
+		if err := safeCall(func() { cn.OnCancel(elapsed) }); err != nil {
+			c.log.Error("task OnCancel panicked", zap.String("task", r.id), zap.Error(err))
+		}
+	}
 }
 
 func (c *Context) taskErr(id string, sentinel error, detail string) error {

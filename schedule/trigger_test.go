@@ -145,6 +145,9 @@ func TestTriggerStorm(t *testing.T) {
 			}()
 		}
 		wg.Wait()
+		// Quiesce: after a Suspend nothing new starts; let a run in
+		// progress finish. Then one last call decides.
+		tr.Suspend()
 		waitFor(t, func() bool { return !tr.Running() })
 		before := runs.Load()
 		if lastIsFire {

@@ -1,0 +1,341 @@
+// Package sqlite is fom's embedded store: one SQLite file (pure Go, no cgo),
+// its schema versioned by PRAGMA user_version and migrated at open.
+//
+// Open never creates tables in, rewrites or truncates a file it cannot
+// read as a fom store of this or an older version: a corrupt file, or one
+// written by a newer fom, is reported and left as it is.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/fom-go/fom/store"
+)
+
+// FileName is the store's file in the data directory.
+const FileName = "fom.db"
+
+// migrations are applied in order; index i brings the schema to version i+1.
+// Append only: never edit a released migration.
+func migrations() []string {
+	return []string{
+		`CREATE TABLE config_edits (
+			schedule TEXT NOT NULL,
+			key      TEXT NOT NULL,
+			value    TEXT NOT NULL,
+			PRIMARY KEY (schedule, key)
+		);
+		CREATE TABLE settings (
+			schedule TEXT NOT NULL,
+			key      TEXT NOT NULL,
+			value    TEXT NOT NULL,
+			PRIMARY KEY (schedule, key)
+		);`,
+		`CREATE TABLE stats_days (
+			schedule TEXT NOT NULL,
+			day      TEXT NOT NULL,
+			data     BLOB NOT NULL,
+			PRIMARY KEY (schedule, day)
+		);
+		CREATE TABLE failures (
+			id       INTEGER PRIMARY KEY AUTOINCREMENT,
+			schedule TEXT NOT NULL,
+			at       INTEGER NOT NULL,
+			task_id  TEXT NOT NULL,
+			status   TEXT NOT NULL,
+			error    TEXT NOT NULL,
+			stack    TEXT NOT NULL,
+			cost_ns  INTEGER NOT NULL
+		);
+		CREATE INDEX failures_by_schedule ON failures (schedule, at);`,
+	}
+}
+
+// SchemaVersion is the schema version this build writes.
+func SchemaVersion() int { return len(migrations()) }
+
+// Store is a SQLite-backed store.Store.
+type Store struct {
+	db   *sql.DB
+	path string
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open opens (creating if missing) the store at dir/fom.db.
+func Open(ctx context.Context, dir string) (*Store, error) {
+	if dir == "" {
+		return nil, errors.New("fom: sqlite store: empty data directory")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("fom: create data directory %q: %w", dir, err)
+	}
+	return OpenFile(ctx, filepath.Join(dir, FileName))
+}
+
+// OpenFile opens (creating if missing) the store file at path.
+func OpenFile(ctx context.Context, path string) (*Store, error) {
+	if err := checkHeader(path); err != nil {
+		return nil, err
+	}
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(5000)")
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Add("_txlock", "immediate")
+	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("fom: open store %q: %w", path, err)
+	}
+	// One connection: SQLite has one writer anyway, and this avoids
+	// SQLITE_BUSY between our own connections.
+	db.SetMaxOpenConns(1)
+	s := &Store{db: db, path: path}
+	if err := s.migrate(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if _, err := db.ExecContext(ctx, "PRAGMA journal_mode=WAL"); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("fom: store %q: enable WAL: %w", path, err)
+	}
+	return s, nil
+}
+
+// checkHeader refuses a non-empty file that is not SQLite before the driver
+// touches it.
+func checkHeader(path string) error {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("fom: open store %q: %w", path, err)
+	}
+	defer f.Close()
+	head := make([]byte, 16)
+	n, _ := f.Read(head)
+	if n == 0 {
+		return nil
+	}
+	if n < 16 || string(head) != "SQLite format 3\x00" {
+		return fmt.Errorf("%w: %s does not start with the SQLite header; it was left untouched (move it away to start afresh)", store.ErrCorrupt, path)
+	}
+	return nil
+}
+
+func (s *Store) migrate(ctx context.Context) error {
+	var version int
+	if err := s.db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+		return s.readErr(err)
+	}
+	if err := s.quickCheck(ctx); err != nil {
+		return err
+	}
+	ms := migrations()
+	if version > len(ms) {
+		return fmt.Errorf("%w: %s has schema version %d, this build knows up to %d; it was left untouched", store.ErrNewerSchema, s.path, version, len(ms))
+	}
+	for v := version; v < len(ms); v++ {
+		tx, err := s.db.BeginTx(ctx, nil)
+		if err != nil {
+			return s.readErr(err)
+		}
+		if _, err := tx.ExecContext(ctx, ms[v]); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("fom: store %q: migrate to schema version %d: %w", s.path, v+1, err)
+		}
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", v+1)); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("fom: store %q: set schema version %d: %w", s.path, v+1, err)
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("fom: store %q: migrate to schema version %d: %w", s.path, v+1, err)
+		}
+	}
+	return nil
+}
+
+func (s *Store) quickCheck(ctx context.Context) error {
+	var res string
+	if err := s.db.QueryRowContext(ctx, "PRAGMA quick_check").Scan(&res); err != nil {
+		return s.readErr(err)
+	}
+	if res != "ok" {
+		return fmt.Errorf("%w: %s failed its integrity check (%s); it was left untouched", store.ErrCorrupt, s.path, res)
+	}
+	return nil
+}
+
+func (s *Store) readErr(err error) error {
+	msg := err.Error()
+	if strings.Contains(msg, "not a database") || strings.Contains(msg, "malformed") || strings.Contains(msg, "corrupt") {
+		return fmt.Errorf("%w: %s: %v; it was left untouched", store.ErrCorrupt, s.path, err)
+	}
+	return fmt.Errorf("fom: store %q: %w", s.path, err)
+}
+
+// Path returns the store file's path.
+func (s *Store) Path() string { return s.path }
+
+// Close closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+// LoadConfig implements store.Store.
+func (s *Store) LoadConfig(ctx context.Context, schedule string) (map[string]string, error) {
+	rows, err := s.db.QueryContext(ctx, "SELECT key, value FROM config_edits WHERE schedule = ?", schedule)
+	if err != nil {
+		return nil, fmt.Errorf("load config of schedule %q: %w", schedule, err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			return nil, fmt.Errorf("load config of schedule %q: %w", schedule, err)
+		}
+		out[k] = v
+	}
+	return out, rows.Err()
+}
+
+// SaveConfig implements store.Store: the whole set is replaced in one
+// transaction.
+func (s *Store) SaveConfig(ctx context.Context, schedule string, edits map[string]string) error {
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, "DELETE FROM config_edits WHERE schedule = ?", schedule); err != nil {
+			return err
+		}
+		for k, v := range edits {
+			if _, err := tx.ExecContext(ctx, "INSERT INTO config_edits (schedule, key, value) VALUES (?, ?, ?)", schedule, k, v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// GetSetting implements store.Store.
+func (s *Store) GetSetting(ctx context.Context, schedule, key string) (string, bool, error) {
+	var v string
+	err := s.db.QueryRowContext(ctx, "SELECT value FROM settings WHERE schedule = ? AND key = ?", schedule, key).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("load setting %q of schedule %q: %w", key, schedule, err)
+	}
+	return v, true, nil
+}
+
+// PutSetting implements store.Store.
+func (s *Store) PutSetting(ctx context.Context, schedule, key, value string) error {
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO settings (schedule, key, value) VALUES (?, ?, ?)
+			ON CONFLICT (schedule, key) DO UPDATE SET value = excluded.value`, schedule, key, value)
+		return err
+	})
+}
+
+// SaveStats implements store.Store.
+func (s *Store) SaveStats(ctx context.Context, b store.StatsBatch) error {
+	if len(b.Days) == 0 && len(b.Failures) == 0 {
+		return nil
+	}
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		for _, d := range b.Days {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO stats_days (schedule, day, data) VALUES (?, ?, ?)
+				ON CONFLICT (schedule, day) DO UPDATE SET data = excluded.data`, d.Schedule, dayKey(d.Day), d.Data); err != nil {
+				return err
+			}
+		}
+		for _, f := range b.Failures {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO failures (schedule, at, task_id, status, error, stack, cost_ns)
+				VALUES (?, ?, ?, ?, ?, ?, ?)`, f.Schedule, f.At.UnixNano(), f.TaskID, f.Status, f.Error, f.Stack, int64(f.Cost)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// LoadDays implements store.Store.
+func (s *Store) LoadDays(ctx context.Context, schedule string, from time.Time) ([]store.Day, error) {
+	rows, err := s.db.QueryContext(ctx, "SELECT day, data FROM stats_days WHERE schedule = ? AND day >= ? ORDER BY day", schedule, dayKey(from))
+	if err != nil {
+		return nil, fmt.Errorf("load statistics of schedule %q: %w", schedule, err)
+	}
+	defer rows.Close()
+	var out []store.Day
+	for rows.Next() {
+		var day string
+		var data []byte
+		if err := rows.Scan(&day, &data); err != nil {
+			return nil, err
+		}
+		t, err := time.Parse(time.DateOnly, day)
+		if err != nil {
+			return nil, fmt.Errorf("load statistics of schedule %q: bad day %q: %w", schedule, day, err)
+		}
+		out = append(out, store.Day{Schedule: schedule, Day: t, Data: data})
+	}
+	return out, rows.Err()
+}
+
+// LoadFailures implements store.Store.
+func (s *Store) LoadFailures(ctx context.Context, schedule string, limit int) ([]store.Failure, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT at, task_id, status, error, stack, cost_ns FROM failures
+		WHERE schedule = ? ORDER BY at DESC, id DESC LIMIT ?`, schedule, limit)
+	if err != nil {
+		return nil, fmt.Errorf("load failures of schedule %q: %w", schedule, err)
+	}
+	defer rows.Close()
+	var out []store.Failure
+	for rows.Next() {
+		var f store.Failure
+		var at, cost int64
+		if err := rows.Scan(&at, &f.TaskID, &f.Status, &f.Error, &f.Stack, &cost); err != nil {
+			return nil, err
+		}
+		f.Schedule, f.At, f.Cost = schedule, time.Unix(0, at).UTC(), time.Duration(cost)
+		out = append(out, f)
+	}
+	return out, rows.Err()
+}
+
+// Prune implements store.Store.
+func (s *Store) Prune(ctx context.Context, schedule string, before time.Time) error {
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, "DELETE FROM stats_days WHERE schedule = ? AND day < ?", schedule, dayKey(before)); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, "DELETE FROM failures WHERE schedule = ? AND at < ?", schedule, before.UnixNano())
+		return err
+	})
+}
+
+func (s *Store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("fom: store %q: begin: %w", s.path, err)
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return fmt.Errorf("fom: store %q: %w", s.path, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("fom: store %q: commit: %w", s.path, err)
+	}
+	return nil
+}
+
+func dayKey(t time.Time) string { return t.UTC().Format(time.DateOnly) }

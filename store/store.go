@@ -1,0 +1,69 @@
+// Package store is fom's persistence: operator config edits, per-schedule
+// settings such as the log level, and statistics. store/sqlite is the
+// embedded default.
+//
+// Every write is atomic: after a crash a reader finds either the old or
+// the new value, never a mix.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ErrNewerSchema is returned when a store was written by a newer fom.
+var ErrNewerSchema = errors.New("fom: store was written by a newer version of fom")
+
+// ErrCorrupt is returned when a store file cannot be read as a fom store.
+var ErrCorrupt = errors.New("fom: store is corrupt or not a fom store")
+
+// Store persists what fom must keep across restarts. Implementations are
+// safe for concurrent use.
+type Store interface {
+	// LoadConfig returns a schedule's operator edits (empty when none).
+	LoadConfig(ctx context.Context, schedule string) (map[string]string, error)
+	// SaveConfig replaces a schedule's operator edits as one unit.
+	SaveConfig(ctx context.Context, schedule string, edits map[string]string) error
+
+	// GetSetting returns a per-schedule setting such as "logLevel".
+	GetSetting(ctx context.Context, schedule, key string) (value string, ok bool, err error)
+	// PutSetting saves a per-schedule setting.
+	PutSetting(ctx context.Context, schedule, key, value string) error
+
+	// SaveStats upserts daily statistics and appends failures, in one unit.
+	SaveStats(ctx context.Context, batch StatsBatch) error
+	// LoadDays returns a schedule's daily statistics from `from` on, oldest first.
+	LoadDays(ctx context.Context, schedule string, from time.Time) ([]Day, error)
+	// LoadFailures returns a schedule's most recent failures, newest first.
+	LoadFailures(ctx context.Context, schedule string, limit int) ([]Failure, error)
+	// Prune deletes days and failures older than before.
+	Prune(ctx context.Context, schedule string, before time.Time) error
+
+	Close() error
+}
+
+// Day is one schedule's aggregate for one day; Data is the statistics
+// package's encoding of it.
+type Day struct {
+	Schedule string
+	Day      time.Time // midnight UTC
+	Data     []byte
+}
+
+// Failure is one recorded failure.
+type Failure struct {
+	Schedule string
+	At       time.Time
+	TaskID   string
+	Status   string
+	Error    string
+	Stack    string
+	Cost     time.Duration
+}
+
+// StatsBatch is what a statistics flush writes.
+type StatsBatch struct {
+	Days     []Day
+	Failures []Failure
+}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Source says where a key's current value comes from.
@@ -241,7 +242,7 @@ func (c *Config) Entries() []Entry {
 	for _, d := range c.defs {
 		e := Entry{Key: d.name, Value: s.values[d.name], Default: c.codeDefault(d.name), Editable: d.editable, Custom: d.custom, Doc: d.doc}
 		switch _, tagged := c.tags[d.name]; {
-		case s.persist[d.name] != "" || hasKey(s.persist, d.name):
+		case hasKey(s.persist, d.name):
 			e.Source = SourcePersisted
 		case tagged:
 			e.Source = SourceTag
@@ -259,9 +260,28 @@ func (c *Config) Subscribe(fn func(Change)) {
 	c.subs = append(c.subs, fn)
 }
 
+// saveTimeout bounds a save made without a caller's context.
+const saveTimeout = 30 * time.Second
+
 // Apply validates changes as a whole, saves them, and only then makes them
-// current. On any error nothing is changed, in memory or in the store.
-func (c *Config) Apply(ctx context.Context, changes map[string]string) error {
+// current. On any error nothing is changed, in memory or in the store. An
+// empty value clears an optional key (cron, fixedRate, ...).
+func (c *Config) Apply(changes map[string]string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), saveTimeout)
+	defer cancel()
+	return c.ApplyContext(ctx, changes)
+}
+
+// Reset removes operator edits of keys (all keys when none are given),
+// returning them to the code default.
+func (c *Config) Reset(keys ...string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), saveTimeout)
+	defer cancel()
+	return c.ResetContext(ctx, keys...)
+}
+
+// ApplyContext is Apply with a context for the save.
+func (c *Config) ApplyContext(ctx context.Context, changes map[string]string) error {
 	if len(changes) == 0 {
 		return nil
 	}
@@ -292,9 +312,8 @@ func (c *Config) Apply(ctx context.Context, changes map[string]string) error {
 	return c.commit(ctx, old, persist, changes)
 }
 
-// Reset removes operator edits of keys (all keys when none are given),
-// returning them to the code default.
-func (c *Config) Reset(ctx context.Context, keys ...string) error {
+// ResetContext is Reset with a context for the save.
+func (c *Config) ResetContext(ctx context.Context, keys ...string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	old := c.cur.Load()

@@ -92,7 +92,7 @@ func (h *harness) apply(kv ...string) {
 	for i := 0; i < len(kv); i += 2 {
 		m[kv[i]] = kv[i+1]
 	}
-	if err := h.cfg.Apply(context.Background(), m); err != nil {
+	if err := h.cfg.Apply(m); err != nil {
 		h.t.Fatal(err)
 	}
 }

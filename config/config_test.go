@@ -1,0 +1,104 @@
+package config
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+type failingSaver struct{ calls atomic.Int32 }
+
+func (f *failingSaver) SaveConfig(context.Context, string, map[string]string) error {
+	f.calls.Add(1)
+	return errors.New("disk full")
+}
+
+func TestPersistedFromOlderVersionIsFilteredNotFatal(t *testing.T) {
+	t.Parallel()
+	c, err := New("a", Spec{
+		Tags:      map[string]string{"fixedRate": "10s"},
+		Persisted: map[string]string{"threadMax": "3", "retired": "x", "queueSize": "lots", "name": "b"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Get("threadMax") != "3" || c.Get("queueSize") != "256" || c.Get("name") != "a" {
+		t.Fatalf("values %v", c.Values())
+	}
+	w := strings.Join(c.Warnings(), "\n")
+	for _, want := range []string{`persisted key "retired" is not known any more`, `persisted value "lots" of key "queueSize" is invalid`, `persisted key "name" is not editable`} {
+		if !strings.Contains(w, want) {
+			t.Errorf("warnings lack %q:\n%s", want, w)
+		}
+	}
+}
+
+func TestPersistedEditsThatBreakTheWholeAreDropped(t *testing.T) {
+	t.Parallel()
+	// The tag moved to cron in code while an old edit keeps fixedDelay.
+	c, err := New("a", Spec{Tags: map[string]string{"cron": "@hourly"}, Persisted: map[string]string{"fixedDelay": "5s"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Get("fixedDelay") != "" || len(c.Warnings()) != 1 {
+		t.Fatalf("values %v warnings %v", c.Values(), c.Warnings())
+	}
+}
+
+func TestApplyIsAllOrNothing(t *testing.T) {
+	t.Parallel()
+	saver := &failingSaver{}
+	c, err := New("a", Spec{Persister: saver})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var notified atomic.Int32
+	c.Subscribe(func(Change) { notified.Add(1) })
+	err = c.Apply(map[string]string{"threadMax": "4", "threadCore": "2"})
+	if err == nil || !strings.Contains(err.Error(), `save config of schedule "a": disk full`) {
+		t.Fatalf("got %v", err)
+	}
+	if c.Get("threadMax") != "1" || notified.Load() != 0 {
+		t.Fatal("a failed save was applied")
+	}
+	err = c.Apply(map[string]string{"threadCore": "3"})
+	if err == nil || err.Error() != `fom: config of schedule "a": key "threadCore" value "3": threadCore (3) must not exceed threadMax (1)` {
+		t.Fatalf("got %v", err)
+	}
+	if saver.calls.Load() != 1 {
+		t.Fatal("an invalid edit reached the store")
+	}
+}
+
+func TestEditsNotify(t *testing.T) {
+	t.Parallel()
+	c, _ := New("a", Spec{Custom: []CustomKey{{Name: "size", Default: "1"}}})
+	var got Change
+	c.Subscribe(func(ch Change) { got = ch })
+	if err := c.Apply(map[string]string{"size": "2", "remark": "r", "threadMax": "1"}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got.Changed, ",") != "remark,size" || got.Settings.Remark != "r" {
+		t.Fatalf("change %+v", got)
+	}
+	if err := c.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	if c.Get("size") != "1" || c.Get("remark") != "" {
+		t.Fatalf("after reset %v", c.Values())
+	}
+	if err := c.Reset("nope"); err == nil {
+		t.Fatal("reset of an unknown key accepted")
+	}
+}
+
+func TestParseDuration(t *testing.T) {
+	t.Parallel()
+	for in, ok := range map[string]bool{"1500ms": true, "30s": true, "0": true, "30": false, "1.5": false, "soon": false, "": false} {
+		if _, err := ParseDuration(in); (err == nil) != ok {
+			t.Errorf("%q: err %v", in, err)
+		}
+	}
+}

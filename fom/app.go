@@ -1,0 +1,256 @@
+package fom
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+
+	"github.com/jonboulle/clockwork"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/fom-go/fom/config"
+	"github.com/fom-go/fom/schedule"
+	"github.com/fom-go/fom/store"
+	"github.com/fom-go/fom/store/sqlite"
+)
+
+// settingLogLevel is the store setting that keeps a schedule's log level.
+const settingLogLevel = "logLevel"
+
+// App owns a set of schedules, their shared conflict registry and their
+// store. Build it with New, add jobs with Register, then Start and Stop.
+type App struct {
+	o         options
+	log       *zap.Logger
+	conflicts *schedule.Conflicts
+	types     sync.Map // reflect.Type -> *jobType
+
+	mu        sync.Mutex
+	st        store.Store
+	ownStore  bool
+	schedules []*ScheduleContext
+	byName    map[string]*ScheduleContext
+	running   bool
+}
+
+// New builds an app. It allocates only: no goroutine runs and no file is
+// opened until the first Register.
+func New(opts ...Option) (*App, error) {
+	o := options{dataDir: DefaultDataDir}
+	for _, opt := range opts {
+		if opt == nil {
+			return nil, fmt.Errorf("fom: new app: %w", schedule.ErrNilOption)
+		}
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	if o.logger == nil {
+		o.logger = zap.NewNop()
+	}
+	if o.clock == nil {
+		o.clock = clockwork.NewRealClock()
+	}
+	return &App{
+		o: o, log: o.logger.Named("fom"), conflicts: schedule.NewConflicts(),
+		byName: map[string]*ScheduleContext{}, st: o.store,
+	}, nil
+}
+
+// store returns the app's store, opening the embedded one on first use.
+func (a *App) store(ctx context.Context) (store.Store, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.storeLocked(ctx)
+}
+
+func (a *App) storeLocked(ctx context.Context) (store.Store, error) {
+	if a.st != nil {
+		return a.st, nil
+	}
+	s, err := sqlite.Open(ctx, a.o.dataDir)
+	if err != nil {
+		return nil, err
+	}
+	a.st, a.ownStore = s, true
+	return s, nil
+}
+
+// Store returns the app's store, opening the embedded one if needed.
+func (a *App) Store() (store.Store, error) { return a.store(context.Background()) }
+
+// persister forwards config saves to whatever store the app has now, so a
+// store reopened after Stop keeps serving the same configs.
+type persister struct{ a *App }
+
+func (p persister) SaveConfig(ctx context.Context, schedule string, edits map[string]string) error {
+	s, err := p.a.store(ctx)
+	if err != nil {
+		return err
+	}
+	return s.SaveConfig(ctx, schedule, edits)
+}
+
+// Register declares a job: a pointer to a struct embedding fom.Schedule.
+// Every problem of the declaration is reported in one *RegistrationError
+// naming the type, the keys and the values. If the app is running and the
+// job is enabled, it starts at once.
+func (a *App) Register(job any) (*ScheduleContext, error) {
+	if job == nil {
+		return nil, ErrNilJob
+	}
+	t := reflect.TypeOf(job)
+	cached, ok := a.types.Load(t)
+	if !ok {
+		cached, _ = a.types.LoadOrStore(t, analyze(t))
+	}
+	jt := cached.(*jobType)
+	d, problems := jt.declare(job)
+	fail := func(extra ...string) error {
+		return &RegistrationError{Type: jt.typeName, Problems: append(problems, extra...)}
+	}
+	if len(jt.problems) > 0 && jt.defName == "" {
+		return nil, fail()
+	}
+
+	ctx := context.Background()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, dup := a.byName[d.name]; dup {
+		problems = append(problems, fmt.Sprintf("key \"name\" value %q: %v: another job is registered under this name", d.name, ErrDuplicateName))
+	}
+	st, err := a.storeLocked(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("fom: register %s: %w", jt.typeName, err)
+	}
+	persisted, err := st.LoadConfig(ctx, d.name)
+	if err != nil {
+		return nil, fmt.Errorf("fom: register %s: %w", jt.typeName, err)
+	}
+	cfg, err := config.New(d.name, config.Spec{Tags: d.tags, Custom: d.custom, Persisted: persisted, Persister: persister{a}})
+	if err != nil {
+		problems = append(problems, configProblems(err)...)
+	}
+	if len(problems) > 0 {
+		return nil, fail()
+	}
+	for _, w := range cfg.Warnings() {
+		a.log.Warn(w)
+	}
+	sc, err := schedule.New(cfg, d.job, schedule.Options{Clock: a.o.clock, Logger: a.o.logger, Conflicts: a.conflicts})
+	if err != nil {
+		return nil, fmt.Errorf("fom: register %s: %w", jt.typeName, err)
+	}
+	// Value fields: set now, and again on every edit of their key.
+	for key, set := range d.setter {
+		if err := set(cfg.Get(key)); err != nil {
+			return nil, fmt.Errorf("fom: register %s: key %q: %w", jt.typeName, key, err)
+		}
+	}
+	cfg.Subscribe(func(ch config.Change) {
+		for _, k := range ch.Changed {
+			if set, ok := d.setter[k]; ok {
+				_ = set(ch.Values[k]) // validated by config
+			}
+		}
+	})
+	level := zapcore.InfoLevel
+	if v, ok, err := st.GetSetting(ctx, d.name, settingLogLevel); err != nil {
+		return nil, fmt.Errorf("fom: register %s: %w", jt.typeName, err)
+	} else if ok {
+		if err := level.Set(v); err != nil {
+			a.log.Warn("persisted log level ignored", zap.String("schedule", d.name), zap.String("value", v))
+			level = zapcore.InfoLevel
+		}
+	}
+	name := d.name
+	sc.BindLogLevel(level, func(l zapcore.Level) error {
+		s, err := a.store(context.Background())
+		if err != nil {
+			return err
+		}
+		return s.PutSetting(context.Background(), name, settingLogLevel, l.String())
+	})
+	a.schedules = append(a.schedules, sc)
+	a.byName[d.name] = sc
+	a.log.Info("registered", zap.String("schedule", d.name), zap.String("type", jt.typeName), zap.String("plan", sc.Info().Plan))
+	if a.running && cfg.Settings().Enable {
+		if err := sc.Startup(); err != nil {
+			return sc, err
+		}
+	}
+	return sc, nil
+}
+
+// Start starts every enabled schedule. It does not block.
+func (a *App) Start(ctx context.Context) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, err := a.storeLocked(ctx); err != nil {
+		return err
+	}
+	a.running = true
+	var errs []error
+	for _, sc := range a.schedules {
+		if !sc.Config().Settings().Enable {
+			a.log.Info("not started: enable=false", zap.String("schedule", sc.Name()))
+			continue
+		}
+		if err := sc.Startup(); err != nil && !errors.Is(err, schedule.ErrAlreadyStarted) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Stop stops every schedule, concurrently and gracefully: running tasks are
+// canceled (after their OnCancel hooks), queued ones are recorded as
+// canceled, and Stop waits for every task to return. If ctx ends first, the
+// error names the schedules and tasks that did not return. An embedded
+// store is closed once everything stopped.
+func (a *App) Stop(ctx context.Context) error {
+	a.mu.Lock()
+	a.running = false
+	scs := append([]*ScheduleContext(nil), a.schedules...)
+	a.mu.Unlock()
+	errs := make([]error, len(scs))
+	var wg sync.WaitGroup
+	for i, sc := range scs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = sc.Close(ctx)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("fom: stop: %w", err)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.ownStore && a.st != nil {
+		err := a.st.Close()
+		a.st, a.ownStore = nil, false
+		if err != nil {
+			return fmt.Errorf("fom: stop: close store: %w", err)
+		}
+	}
+	return nil
+}
+
+// Schedule returns the schedule with this name, or nil.
+func (a *App) Schedule(name string) *ScheduleContext {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.byName[name]
+}
+
+// Schedules returns every schedule in registration order.
+func (a *App) Schedules() []*ScheduleContext {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]*ScheduleContext(nil), a.schedules...)
+}

@@ -1,0 +1,324 @@
+package fom
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"maps"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/fom-go/fom/config"
+	"github.com/fom-go/fom/store"
+)
+
+type knobJob struct {
+	Schedule  `name:"knob" fixedRate:"1h" threadMax:"2" remark:"has knobs"`
+	BatchSize Value[int]           `fom:"batchSize" default:"500"`
+	Pause     Value[time.Duration] `fom:"pause" default:"1s"`
+	Mode      Value[string]        `fom:"mode" default:"fast"`
+}
+
+func (j *knobJob) Run(context.Context) (any, error) { return j.BatchSize.Get(), nil }
+
+func TestConfigEditsPersistAcrossRestart(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ctx := context.Background()
+
+	app1, err := New(WithDataDir(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	job1 := &knobJob{}
+	sc, err := app1.Register(job1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if job1.BatchSize.Get() != 500 || job1.Pause.Get() != time.Second {
+		t.Fatalf("defaults not bound: %d %v", job1.BatchSize.Get(), job1.Pause.Get())
+	}
+	if err := app1.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.Config().Apply(map[string]string{"batchSize": "42", "threadMax": "6", "fixedRate": "", "cron": "0 */5 * * * *"}); err != nil {
+		t.Fatal(err)
+	}
+	if job1.BatchSize.Get() != 42 || sc.Info().Plan != "cron 0 */5 * * * *" {
+		t.Fatalf("edit not live: %d %s", job1.BatchSize.Get(), sc.Info().Plan)
+	}
+	if err := sc.SetLogLevel(zapcore.DebugLevel); err != nil {
+		t.Fatal(err)
+	}
+	dbPath := filepath.Join(dir, "fom.db")
+	before := readDB(t, app1)
+
+	// A failed edit changes nothing, in memory or on disk.
+	err = sc.Config().Apply(map[string]string{"batchSize": "7", "threadMax": "0", "name": "other"})
+	var ve *config.ValidationError
+	if !errors.As(err, &ve) || len(ve.Problems) != 2 {
+		t.Fatalf("got %v", err)
+	}
+	if want := `fom: config of schedule "knob": key "name" value "other": is not editable at runtime; key "threadMax" value "0": must be at least 1, got 0`; err.Error() != want {
+		t.Fatalf("message\n got %s\nwant %s", err, want)
+	}
+	if job1.BatchSize.Get() != 42 || sc.Config().Get("threadMax") != "6" {
+		t.Fatal("a failed edit was half-applied")
+	}
+	if after := readDB(t, app1); !maps.Equal(after, before) {
+		t.Fatalf("a failed edit changed the store: %v -> %v", before, after)
+	}
+	if err := app1.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// A new app on the same data dir finds the edits over the tags.
+	app2, err := New(WithDataDir(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app2.Stop(ctx)
+	job2 := &knobJob{}
+	sc2, err := app2.Register(job2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if job2.BatchSize.Get() != 42 || sc2.Config().Get("threadMax") != "6" || sc2.Info().Plan != "cron 0 */5 * * * *" {
+		t.Fatalf("edits lost: %v", sc2.Config().Values())
+	}
+	if sc2.LogLevel() != zapcore.DebugLevel {
+		t.Fatalf("log level %s", sc2.LogLevel())
+	}
+	sources := map[string]config.Source{}
+	for _, e := range sc2.Config().Entries() {
+		sources[e.Key] = e.Source
+	}
+	if sources["batchSize"] != config.SourcePersisted || sources["remark"] != config.SourceTag || sources["queueSize"] != config.SourceDefault {
+		t.Fatalf("sources %v", sources)
+	}
+	// Reset returns to the code default (the tag) and forgets the edit.
+	if err := sc2.Config().Reset("threadMax", "batchSize"); err != nil {
+		t.Fatal(err)
+	}
+	if sc2.Config().Get("threadMax") != "2" || job2.BatchSize.Get() != 500 {
+		t.Fatalf("after reset %v", sc2.Config().Values())
+	}
+	st, _ := app2.Store()
+	edits, _ := st.LoadConfig(ctx, "knob")
+	if _, ok := edits["threadMax"]; ok || edits["cron"] == "" {
+		t.Fatalf("store after reset %v", edits)
+	}
+	_ = dbPath
+}
+
+func readDB(t *testing.T, a *App) map[string]string {
+	t.Helper()
+	st, err := a.Store()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := st.LoadConfig(context.Background(), "knob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestCorruptStoreIsReportedAndUntouched(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "fom.db")
+	junk := []byte("definitely not sqlite, but someone's notes file...")
+	if err := os.WriteFile(path, junk, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	app, err := New(WithDataDir(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = app.Register(&knobJob{})
+	if !errors.Is(err, store.ErrCorrupt) || !strings.Contains(err.Error(), path) {
+		t.Fatalf("got %v", err)
+	}
+	if got, _ := os.ReadFile(path); !bytes.Equal(got, junk) {
+		t.Fatal("corrupt file modified")
+	}
+	if err := app.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestValueGetRacesApply(t *testing.T) {
+	t.Parallel()
+	app := newTestApp(t)
+	job := &knobJob{}
+	sc, err := app.Register(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	var seen atomic.Int64
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if v := job.BatchSize.Get(); v < 500 || v > 600 {
+					t.Errorf("torn or foreign value %d", v)
+					return
+				}
+				_ = job.Mode.Get()
+				seen.Add(1)
+			}
+		}()
+	}
+	for i := range 100 {
+		if err := sc.Config().Apply(map[string]string{"batchSize": itoa(500 + i), "mode": "m" + itoa(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if job.BatchSize.Get() != 599 || job.Mode.Get() != "m99" || seen.Load() == 0 {
+		t.Fatalf("final %d %q", job.BatchSize.Get(), job.Mode.Get())
+	}
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+type multiJob struct {
+	Schedule  `name:"multi" methods:"SyncUsers,SyncOrders" execOnLoad:"true"`
+	completes chan Round
+	results   atomic.Int32
+}
+
+func (j *multiJob) Tasks(context.Context) ([]Task, error) {
+	return []Task{TaskFunc("extra", func(ctx context.Context) (any, error) {
+		Logger(ctx).Info("extra runs")
+		return FromContext(ctx).Name(), nil
+	})}, nil
+}
+func (j *multiJob) Run(context.Context) (any, error)       { return "run", nil }
+func (j *multiJob) SyncUsers(context.Context) (any, error) { return 3, nil }
+func (j *multiJob) SyncOrders(context.Context) error       { return errors.New("orders api down") }
+func (j *multiJob) OnComplete(_ context.Context, r Round)  { j.completes <- r }
+func (j *multiJob) OnResult(Result)                        { j.results.Add(1) }
+
+func TestWorkFromAllSources(t *testing.T) {
+	t.Parallel()
+	core, logs := observer.New(zapcore.DebugLevel)
+	app := newTestApp(t, WithLogger(zap.New(core)))
+	job := &multiJob{completes: make(chan Round, 1)}
+	sc, err := app.Register(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r := <-job.completes
+	ids := map[string]Result{}
+	for _, res := range r.Results {
+		ids[res.TaskID] = res
+	}
+	if len(ids) != 4 || ids["extra"].Value != "multi" || ids["multi"].Value != "run" || ids["multi.SyncUsers"].Value != 3 ||
+		ids["multi.SyncOrders"].Status != StatusFailed || job.results.Load() != 4 {
+		t.Fatalf("results %+v", r.Results)
+	}
+	if sc.State() == Stopped {
+		t.Fatal("stopped")
+	}
+	if logs.FilterMessage("extra runs").FilterField(zap.String("task", "extra")).Len() != 1 {
+		t.Fatalf("task log not found in %v", logs.All())
+	}
+	if logs.Filter(func(e observer.LoggedEntry) bool { return e.LoggerName == "multi" }).Len() == 0 {
+		t.Fatal("no log from the schedule's named logger")
+	}
+}
+
+type stuckJob struct {
+	Schedule `name:"stuck" execOnLoad:"true" fixedRate:"1h"`
+	started  chan struct{}
+	release  chan struct{}
+}
+
+func (j *stuckJob) Run(context.Context) (any, error) {
+	close(j.started)
+	<-j.release // ignores its context
+	return nil, nil
+}
+
+func TestStopNamesWhatDidNotReturn(t *testing.T) {
+	t.Parallel()
+	app := newTestApp(t)
+	job := &stuckJob{started: make(chan struct{}), release: make(chan struct{})}
+	if _, err := app.Register(job); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := app.Register(&runJob{}); err != nil {
+		t.Fatal(err)
+	}
+	app.Start(context.Background())
+	<-job.started
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err := app.Stop(ctx)
+	if err == nil || !strings.Contains(err.Error(), "schedule stuck did not stop, tasks still running: [stuck (running") {
+		t.Fatalf("got %v", err)
+	}
+	if strings.Contains(err.Error(), "runJob") {
+		t.Fatalf("a schedule that stopped is named: %v", err)
+	}
+	close(job.release)
+}
+
+func TestDisabledJobDoesNotStart(t *testing.T) {
+	t.Parallel()
+	app := newTestApp(t, WithClock(clockwork.NewFakeClock()))
+	sc, err := app.Register(&runJob{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.Config().Apply(map[string]string{"enable": "false"}); err != nil {
+		t.Fatal(err)
+	}
+	app.Start(context.Background())
+	if sc.State() != Inited {
+		t.Fatalf("state %s", sc.State())
+	}
+}
+
+func TestOptionsAreValidated(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		opt  Option
+		want error
+	}{
+		{WithDataDir(""), ErrEmptyDataDir}, {WithStore(nil), ErrNilStore},
+		{WithLogger(nil), ErrNilLogger}, {WithClock(nil), ErrNilClock},
+	} {
+		if _, err := New(tc.opt); !errors.Is(err, tc.want) {
+			t.Errorf("got %v, want %v", err, tc.want)
+		}
+	}
+	if _, err := New(); err != nil {
+		t.Fatal(err)
+	}
+}

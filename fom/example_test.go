@@ -1,0 +1,116 @@
+package fom_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"go.uber.org/fx"
+
+	"github.com/fom-go/fom/fom"
+)
+
+// Cleanup purges expired sessions every five minutes.
+type Cleanup struct {
+	fom.Schedule `name:"cleanup" cron:"0 */5 * * * *" threadMax:"4" taskOverTime:"30s" remark:"purge expired sessions"`
+	BatchSize    fom.Value[int] `fom:"batchSize" default:"500"`
+}
+
+func (c *Cleanup) Run(ctx context.Context) (any, error) {
+	return fmt.Sprintf("purged up to %d sessions", c.BatchSize.Get()), nil
+}
+
+func ExampleNew() {
+	dir, _ := os.MkdirTemp("", "fom-example")
+	defer os.RemoveAll(dir)
+
+	app, err := fom.New(fom.WithDataDir(dir))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(len(app.Schedules()), "schedules")
+	// Output: 0 schedules
+}
+
+func ExampleApp_Register() {
+	dir, _ := os.MkdirTemp("", "fom-example")
+	defer os.RemoveAll(dir)
+	app, _ := fom.New(fom.WithDataDir(dir))
+	defer app.Stop(context.Background())
+
+	sc, err := app.Register(&Cleanup{})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(sc.Name(), sc.State(), sc.Info().Plan)
+	fmt.Println(sc.Config().Get("threadMax"), sc.Config().Get("taskOverTime"))
+
+	// Mistakes are reported all at once, naming the type, key and value.
+	type Broken struct {
+		fom.Schedule `fixedrate:"10" threadMax:"0"`
+	}
+	_, err = app.Register(&Broken{})
+	fmt.Println(err)
+	// Output:
+	// cleanup INITED cron 0 */5 * * * *
+	// 4 30s
+	// fom: register *fom_test.Broken: no work: define Run(ctx context.Context) (any, error), Tasks(ctx context.Context) ([]fom.Task, error), or a methods tag; key "fixedrate" value "10": unknown key (did you mean "fixedRate"?); key "threadMax" value "0": must be at least 1, got 0
+}
+
+func ExampleValue() {
+	dir, _ := os.MkdirTemp("", "fom-example")
+	defer os.RemoveAll(dir)
+	app, _ := fom.New(fom.WithDataDir(dir))
+	defer app.Stop(context.Background())
+
+	job := &Cleanup{}
+	sc, _ := app.Register(job)
+	fmt.Println(job.BatchSize.Get())
+
+	// An operator's edit (the admin page does this) takes effect at once and
+	// is saved for the next start.
+	if err := sc.Config().Apply(map[string]string{"batchSize": "50"}); err != nil {
+		panic(err)
+	}
+	fmt.Println(job.BatchSize.Get())
+	fmt.Println(sc.Config().Apply(map[string]string{"batchSize": "many"}))
+	// Output:
+	// 500
+	// 50
+	// fom: config of schedule "cleanup": key "batchSize" value "many": not a 64-bit integer: many
+}
+
+type Report struct {
+	fom.Schedule `name:"report" execOnLoad:"true" fixedRate:"1h"`
+	done         chan struct{}
+}
+
+func (r *Report) Run(ctx context.Context) (any, error) {
+	fmt.Println("report from", fom.FromContext(ctx).Name())
+	close(r.done)
+	return nil, nil
+}
+
+func ExampleModule() {
+	dir, _ := os.MkdirTemp("", "fom-example")
+	defer os.RemoveAll(dir)
+	done := make(chan struct{})
+
+	app := fx.New(
+		fx.NopLogger,
+		fom.Module,
+		fx.Supply(&fom.Config{DataDir: dir}),
+		fom.Job(func() *Report { return &Report{done: done} }),
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := app.Start(ctx); err != nil {
+		panic(err)
+	}
+	<-done
+	if err := app.Stop(ctx); err != nil {
+		panic(err)
+	}
+	// Output: report from report
+}

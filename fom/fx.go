@@ -1,0 +1,69 @@
+package fom
+
+import (
+	"fmt"
+	"reflect"
+
+	"go.uber.org/fx"
+	"go.uber.org/zap"
+)
+
+// Config configures the App that Module provides. Supplying it is optional.
+type Config struct {
+	// DataDir is the embedded store's directory. Default: ./fom-data.
+	DataDir string
+}
+
+// Module provides *fom.App to an fx application and ties Start and Stop to
+// its lifecycle. The hooks never block: Start only starts schedules, and
+// Stop waits no longer than fx's stop timeout.
+var Module = fx.Module("fom",
+	fx.Provide(newFxApp),
+)
+
+type fxParams struct {
+	fx.In
+	Lifecycle fx.Lifecycle
+	Config    *Config     `optional:"true"`
+	Logger    *zap.Logger `optional:"true"`
+}
+
+func newFxApp(p fxParams) (*App, error) {
+	var opts []Option
+	if p.Config != nil && p.Config.DataDir != "" {
+		opts = append(opts, WithDataDir(p.Config.DataDir))
+	}
+	if p.Logger != nil {
+		opts = append(opts, WithLogger(p.Logger))
+	}
+	app, err := New(opts...)
+	if err != nil {
+		return nil, err
+	}
+	p.Lifecycle.Append(fx.Hook{OnStart: app.Start, OnStop: app.Stop})
+	return app, nil
+}
+
+// Job provides a job built by constructor (a function whose first result is
+// a pointer to a job struct, optionally followed by an error, with its
+// dependencies as parameters) and registers it with the app. The job is
+// also available to the rest of the graph.
+func Job(constructor any) fx.Option {
+	ct := reflect.TypeOf(constructor)
+	if ct == nil || ct.Kind() != reflect.Func || ct.NumOut() == 0 {
+		return fx.Error(fmt.Errorf("fom.Job: want a constructor function, got %T", constructor))
+	}
+	jobT := ct.Out(0)
+	// func(app *App, job T) error { _, err := app.Register(job); return err }
+	invokeT := reflect.FuncOf([]reflect.Type{reflect.TypeFor[*App](), jobT}, []reflect.Type{errType}, false)
+	invoke := reflect.MakeFunc(invokeT, func(args []reflect.Value) []reflect.Value {
+		app := args[0].Interface().(*App)
+		_, err := app.Register(args[1].Interface())
+		errV := reflect.New(errType).Elem()
+		if err != nil {
+			errV.Set(reflect.ValueOf(err))
+		}
+		return []reflect.Value{errV}
+	})
+	return fx.Options(fx.Provide(constructor), fx.Invoke(invoke.Interface()))
+}

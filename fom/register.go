@@ -1,0 +1,363 @@
+package fom
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/fom-go/fom/config"
+	"github.com/fom-go/fom/schedule"
+)
+
+// jobType is what reflection learns about a job type. It is computed once
+// per type and app, and holds no instance data.
+type jobType struct {
+	typeName string
+	defName  string
+	tags     [][2]string
+	tagErr   error
+	values   []valueField
+	methods  []workMethod // from the methods tag
+	run      bool         // has Run(ctx) (any, error)
+	tasks    bool         // has Tasks(ctx) ([]Task, error)
+	next     bool         // has Next(Round) (time.Time, bool)
+	problems []string
+}
+
+type valueField struct {
+	index    []int
+	field    string
+	key      string
+	def      string
+	hasDef   bool
+	exported bool
+}
+
+type workMethod struct {
+	name    string
+	errOnly bool // func(ctx) error rather than func(ctx) (any, error)
+}
+
+var (
+	ctxType      = reflect.TypeFor[context.Context]()
+	errType      = reflect.TypeFor[error]()
+	anyType      = reflect.TypeFor[any]()
+	scheduleType = reflect.TypeFor[Schedule]()
+	binderType   = reflect.TypeFor[binder]()
+)
+
+// signatures of the methods fom looks for, by name.
+type signature struct {
+	in, out []reflect.Type
+	text    string
+}
+
+func signatures() map[string]signature {
+	return map[string]signature{
+		"Run":         {[]reflect.Type{ctxType}, []reflect.Type{anyType, errType}, "func(context.Context) (any, error)"},
+		"Tasks":       {[]reflect.Type{ctxType}, []reflect.Type{reflect.TypeFor[[]Task](), errType}, "func(context.Context) ([]fom.Task, error)"},
+		"OnComplete":  {[]reflect.Type{ctxType, reflect.TypeFor[Round]()}, nil, "func(context.Context, fom.Round)"},
+		"OnResult":    {[]reflect.Type{reflect.TypeFor[Result]()}, nil, "func(fom.Result)"},
+		"OnCancel":    {[]reflect.Type{reflect.TypeFor[string](), reflect.TypeFor[time.Duration]()}, nil, "func(taskID string, elapsed time.Duration)"},
+		"OnTerminate": {[]reflect.Type{reflect.TypeFor[Summary]()}, nil, "func(fom.Summary)"},
+		"Next":        {[]reflect.Type{reflect.TypeFor[Round]()}, []reflect.Type{reflect.TypeFor[time.Time](), reflect.TypeFor[bool]()}, "func(prev fom.Round) (time.Time, bool)"},
+	}
+}
+
+// matches reports whether method m (from a type, receiver first) has the
+// signature.
+func (s signature) matches(m reflect.Method) bool {
+	t := m.Type
+	if t.NumIn() != len(s.in)+1 || t.NumOut() != len(s.out) || t.IsVariadic() {
+		return false
+	}
+	for i, in := range s.in {
+		if t.In(i+1) != in {
+			return false
+		}
+	}
+	for i, out := range s.out {
+		if t.Out(i) != out {
+			return false
+		}
+	}
+	return true
+}
+
+func methodText(m reflect.Method) string {
+	// Drop the receiver from the printed signature.
+	t := m.Type
+	var in, out []string
+	for i := 1; i < t.NumIn(); i++ {
+		in = append(in, t.In(i).String())
+	}
+	for i := 0; i < t.NumOut(); i++ {
+		out = append(out, t.Out(i).String())
+	}
+	s := "func(" + strings.Join(in, ", ") + ")"
+	switch len(out) {
+	case 0:
+	case 1:
+		s += " " + out[0]
+	default:
+		s += " (" + strings.Join(out, ", ") + ")"
+	}
+	return s
+}
+
+// analyze inspects a job type. t is a pointer to a struct.
+func analyze(t reflect.Type) *jobType {
+	jt := &jobType{typeName: t.String()}
+	if t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
+		jt.problems = append(jt.problems, "a job must be a pointer to a struct that embeds fom.Schedule")
+		return jt
+	}
+	st := t.Elem()
+	jt.defName = lowerCamel(st.Name())
+	marker := false
+	for i := 0; i < st.NumField(); i++ {
+		f := st.Field(i)
+		if f.Anonymous && f.Type == scheduleType {
+			marker = true
+			jt.tags, jt.tagErr = parseTag(string(f.Tag))
+			continue
+		}
+		if reflect.PointerTo(f.Type).Implements(binderType) {
+			key, ok := f.Tag.Lookup("fom")
+			def, hasDef := f.Tag.Lookup("default")
+			switch {
+			case !f.IsExported():
+				jt.problems = append(jt.problems, fmt.Sprintf("field %s: a fom.Value field must be exported", f.Name))
+			case !ok || key == "":
+				jt.problems = append(jt.problems, fmt.Sprintf("field %s: a fom.Value field needs a key, such as `fom:\"%s\"`", f.Name, lowerCamel(f.Name)))
+			default:
+				jt.values = append(jt.values, valueField{index: f.Index, field: f.Name, key: key, def: def, hasDef: hasDef, exported: true})
+			}
+		}
+	}
+	if !marker {
+		jt.problems = append(jt.problems, "the struct does not embed fom.Schedule")
+	}
+	sigs := signatures()
+	for _, name := range []string{"Run", "Tasks", "OnComplete", "OnResult", "OnCancel", "OnTerminate", "Next"} {
+		m, ok := t.MethodByName(name)
+		if !ok {
+			continue
+		}
+		sig := sigs[name]
+		if !sig.matches(m) {
+			jt.problems = append(jt.problems, fmt.Sprintf("method %s has signature %s, want %s", name, methodText(m), sig.text))
+			continue
+		}
+		switch name {
+		case "Run":
+			jt.run = true
+		case "Tasks":
+			jt.tasks = true
+		case "Next":
+			jt.next = true
+		}
+	}
+	for _, kv := range jt.tags {
+		if kv[0] != "methods" {
+			continue
+		}
+		for _, name := range strings.Split(kv[1], ",") {
+			name = strings.TrimSpace(name)
+			if name == "" {
+				continue
+			}
+			m, ok := t.MethodByName(name)
+			if !ok {
+				jt.problems = append(jt.problems, fmt.Sprintf("key \"methods\" value %q: method %s not found on %s (it must be exported and have a pointer or value receiver)", kv[1], name, t))
+				continue
+			}
+			full := signature{[]reflect.Type{ctxType}, []reflect.Type{anyType, errType}, ""}
+			short := signature{[]reflect.Type{ctxType}, []reflect.Type{errType}, ""}
+			switch {
+			case full.matches(m):
+				jt.methods = append(jt.methods, workMethod{name: name})
+			case short.matches(m):
+				jt.methods = append(jt.methods, workMethod{name: name, errOnly: true})
+			default:
+				jt.problems = append(jt.problems, fmt.Sprintf("key \"methods\" value %q: method %s has signature %s, want func(context.Context) (any, error) or func(context.Context) error", kv[1], name, methodText(m)))
+			}
+		}
+	}
+	if !jt.run && !jt.tasks && len(jt.methods) == 0 && marker && !hasTag(jt.tags, "methods") {
+		jt.problems = append(jt.problems, "no work: define Run(ctx context.Context) (any, error), Tasks(ctx context.Context) ([]fom.Task, error), or a methods tag")
+	}
+	return jt
+}
+
+func hasTag(tags [][2]string, key string) bool {
+	return slices.ContainsFunc(tags, func(kv [2]string) bool { return kv[0] == key })
+}
+
+// lowerCamel turns "SyncUsers" into "syncUsers" and "HTTPPoller" into "httpPoller".
+func lowerCamel(s string) string {
+	r := []rune(s)
+	for i := 0; i < len(r); i++ {
+		if !unicode.IsUpper(r[i]) {
+			break
+		}
+		if i > 0 && i+1 < len(r) && !unicode.IsUpper(r[i+1]) {
+			break
+		}
+		r[i] = unicode.ToLower(r[i])
+	}
+	return string(r)
+}
+
+// declaration is one job instance resolved against its type.
+type declaration struct {
+	name   string
+	tags   map[string]string
+	custom []config.CustomKey
+	job    schedule.Job
+	bind   []func(*config.Config) error // sets each Value from the config
+	setter map[string]func(string) error
+}
+
+// declare resolves tags (with ${ENV} expansion), Value fields and work.
+func (jt *jobType) declare(job any) (*declaration, []string) {
+	problems := slices.Clone(jt.problems)
+	if jt.tagErr != nil {
+		problems = append(problems, "fom.Schedule tag: "+jt.tagErr.Error())
+	}
+	d := &declaration{tags: map[string]string{}, setter: map[string]func(string) error{}}
+	for _, kv := range jt.tags {
+		if kv[0] == "methods" {
+			continue
+		}
+		v, err := expandEnv(kv[1])
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("key %q value %q: %v", kv[0], kv[1], err))
+			continue
+		}
+		if _, dup := d.tags[kv[0]]; dup {
+			problems = append(problems, fmt.Sprintf("key %q is given twice", kv[0]))
+		}
+		d.tags[kv[0]] = v
+	}
+	d.name = jt.defName
+	if n, ok := d.tags[config.KeyName]; ok {
+		d.name = n
+	}
+	if jt.next {
+		for _, k := range []string{config.KeyCron, config.KeyFixedRate, config.KeyFixedDelay} {
+			if d.tags[k] != "" {
+				problems = append(problems, fmt.Sprintf("key %q value %q: two plans: the job also has a Next method", k, d.tags[k]))
+			}
+		}
+	}
+	rv := reflect.ValueOf(job)
+	if rv.Kind() == reflect.Pointer && rv.IsNil() {
+		return d, append(problems, "job is a nil pointer")
+	}
+	for _, vf := range jt.values {
+		def, err := expandEnv(vf.def)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("field %s key %q default %q: %v", vf.field, vf.key, vf.def, err))
+			continue
+		}
+		b := rv.Elem().FieldByIndex(vf.index).Addr().Interface().(binder)
+		parse, set, kind := b.parser()
+		if err := parse(def); err != nil {
+			if !vf.hasDef {
+				err = fmt.Errorf("no default given and the zero text is not a %s; add `default:\"...\"`", kind)
+			}
+			problems = append(problems, fmt.Sprintf("field %s key %q default %q: %v", vf.field, vf.key, def, err))
+			continue
+		}
+		d.custom = append(d.custom, config.CustomKey{Name: vf.key, Default: def, Parse: parse, Doc: kind + " (field " + vf.field + ")"})
+		d.setter[vf.key] = set
+	}
+	d.job = jt.work(d.name, job)
+	return d, problems
+}
+
+// work builds the engine's Job from the job's methods.
+func (jt *jobType) work(name string, job any) schedule.Job {
+	var j schedule.Job
+	rv := reflect.ValueOf(job)
+	var fixed []func() Task
+	if jt.run {
+		r := job.(interface {
+			Run(context.Context) (any, error)
+		})
+		fixed = append(fixed, func() Task { return TaskFunc(name, r.Run) })
+	}
+	for _, m := range jt.methods {
+		id := name + "." + m.name
+		mv := rv.MethodByName(m.name).Interface()
+		if m.errOnly {
+			fn := mv.(func(context.Context) error)
+			fixed = append(fixed, func() Task {
+				return TaskFunc(id, func(ctx context.Context) (any, error) { return nil, fn(ctx) })
+			})
+		} else {
+			fn := mv.(func(context.Context) (any, error))
+			fixed = append(fixed, func() Task { return TaskFunc(id, fn) })
+		}
+	}
+	var batch func(context.Context) ([]Task, error)
+	if jt.tasks {
+		batch = job.(interface {
+			Tasks(context.Context) ([]Task, error)
+		}).Tasks
+	}
+	j.Tasks = func(ctx context.Context) ([]Task, error) {
+		var out []Task
+		if batch != nil {
+			ts, err := batch(ctx)
+			if err != nil {
+				return nil, err
+			}
+			out = ts
+		}
+		for _, f := range fixed {
+			out = append(out, f())
+		}
+		return out, nil
+	}
+	if h, ok := job.(interface{ OnComplete(context.Context, Round) }); ok {
+		j.OnComplete = h.OnComplete
+	}
+	if h, ok := job.(interface{ OnResult(Result) }); ok {
+		j.OnResult = h.OnResult
+	}
+	if h, ok := job.(interface {
+		OnCancel(string, time.Duration)
+	}); ok {
+		j.OnCancel = h.OnCancel
+	}
+	if h, ok := job.(interface{ OnTerminate(Summary) }); ok {
+		j.OnTerminate = h.OnTerminate
+	}
+	if jt.next {
+		n := job.(interface {
+			Next(Round) (time.Time, bool)
+		})
+		j.Plan = schedule.PlanFunc("custom ("+jt.typeName+".Next)", n.Next)
+	}
+	return j
+}
+
+// configProblems turns a config validation error into problem lines.
+func configProblems(err error) []string {
+	var ve *config.ValidationError
+	if !errors.As(err, &ve) {
+		return []string{err.Error()}
+	}
+	out := make([]string, len(ve.Problems))
+	for i, p := range ve.Problems {
+		out[i] = p.String()
+	}
+	return out
+}

@@ -1,0 +1,202 @@
+package sqlite
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/fom-go/fom/store"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func open(t *testing.T, dir string) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestConfigRoundTripAndReopen(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := open(t, dir)
+	if err := s.SaveConfig(ctx, "cleanup", map[string]string{"threadMax": "4", "cron": ""}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SaveConfig(ctx, "cleanup", map[string]string{"threadMax": "8"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutSetting(ctx, "cleanup", "logLevel", "debug"); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s2 := open(t, dir)
+	got, err := s2.LoadConfig(ctx, "cleanup")
+	if err != nil || len(got) != 1 || got["threadMax"] != "8" {
+		t.Fatalf("got %v %v: the second save must replace the first as a whole", got, err)
+	}
+	if v, ok, err := s2.GetSetting(ctx, "cleanup", "logLevel"); v != "debug" || !ok || err != nil {
+		t.Fatalf("setting %q %v %v", v, ok, err)
+	}
+	if _, ok, _ := s2.GetSetting(ctx, "other", "logLevel"); ok {
+		t.Fatal("setting of another schedule")
+	}
+}
+
+func TestCorruptFileIsRefusedAndUntouched(t *testing.T) {
+	t.Parallel()
+	for name, content := range map[string][]byte{
+		"garbage":          []byte("this is not a database at all, just some text that is long enough"),
+		"damaged database": nil, // filled below
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			path := filepath.Join(dir, FileName)
+			if content == nil {
+				s := open(t, dir)
+				if err := s.SaveConfig(context.Background(), "a", map[string]string{"k": "v"}); err != nil {
+					t.Fatal(err)
+				}
+				s.Close()
+				b, _ := os.ReadFile(path)
+				for i := 100; i < len(b); i += 7 { // keep the header, scramble the pages
+					b[i] ^= 0x5a
+				}
+				content = b
+			}
+			if err := os.WriteFile(path, content, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			os.Remove(path + "-wal")
+			os.Remove(path + "-shm")
+			_, err := Open(context.Background(), dir)
+			if !errors.Is(err, store.ErrCorrupt) {
+				t.Fatalf("got %v, want ErrCorrupt", err)
+			}
+			after, _ := os.ReadFile(path)
+			if !bytes.Equal(after, content) {
+				t.Fatal("the corrupt file was modified")
+			}
+		})
+	}
+}
+
+func TestNewerSchemaIsRefused(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := open(t, dir)
+	if _, err := s.db.Exec("PRAGMA user_version = 99"); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	before, _ := os.ReadFile(filepath.Join(dir, FileName))
+	_, err := Open(context.Background(), dir)
+	if !errors.Is(err, store.ErrNewerSchema) {
+		t.Fatalf("got %v", err)
+	}
+	after, _ := os.ReadFile(filepath.Join(dir, FileName))
+	if !bytes.Equal(before, after) {
+		t.Fatal("file modified")
+	}
+}
+
+func TestMigratesFromVersionOne(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, FileName)
+	// Build a version-1 store by hand, as an older fom would have.
+	s := &Store{path: path}
+	var err error
+	s, err = func() (*Store, error) {
+		st, err := OpenFile(context.Background(), path)
+		if err != nil {
+			return nil, err
+		}
+		_, err = st.db.Exec(`DROP TABLE stats_days; DROP TABLE failures; PRAGMA user_version = 1;`)
+		return st, err
+	}()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SaveConfig(context.Background(), "a", map[string]string{"threadMax": "2"}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s2 := open(t, dir)
+	var v int
+	s2.db.QueryRow("PRAGMA user_version").Scan(&v)
+	if v != SchemaVersion() {
+		t.Fatalf("version %d", v)
+	}
+	if got, _ := s2.LoadConfig(context.Background(), "a"); got["threadMax"] != "2" {
+		t.Fatalf("data lost in migration: %v", got)
+	}
+	if err := s2.SaveStats(context.Background(), store.StatsBatch{Days: []store.Day{{Schedule: "a", Day: time.Now(), Data: []byte("x")}}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestStatsAndPrune(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, t.TempDir())
+	d1 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	d2 := d1.AddDate(0, 0, 1)
+	err := s.SaveStats(ctx, store.StatsBatch{
+		Days:     []store.Day{{Schedule: "a", Day: d1, Data: []byte("one")}, {Schedule: "a", Day: d2, Data: []byte("two")}},
+		Failures: []store.Failure{{Schedule: "a", At: d1.Add(time.Hour), TaskID: "t", Status: "failed", Error: "e1"}, {Schedule: "a", At: d2.Add(time.Hour), TaskID: "t", Status: "timeout", Error: "e2", Cost: time.Second}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SaveStats(ctx, store.StatsBatch{Days: []store.Day{{Schedule: "a", Day: d2, Data: []byte("two'")}}})
+	days, _ := s.LoadDays(ctx, "a", d1)
+	if len(days) != 2 || string(days[1].Data) != "two'" {
+		t.Fatalf("days %+v", days)
+	}
+	fs, _ := s.LoadFailures(ctx, "a", 10)
+	if len(fs) != 2 || fs[0].Error != "e2" || fs[0].Cost != time.Second {
+		t.Fatalf("failures %+v", fs)
+	}
+	if err := s.Prune(ctx, "a", d2); err != nil {
+		t.Fatal(err)
+	}
+	days, _ = s.LoadDays(ctx, "a", d1)
+	fs, _ = s.LoadFailures(ctx, "a", 10)
+	if len(days) != 1 || len(fs) != 1 {
+		t.Fatalf("after prune: %d days, %d failures", len(days), len(fs))
+	}
+}
+
+func TestConcurrentSaves(t *testing.T) {
+	t.Parallel()
+	s := open(t, t.TempDir())
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.SaveConfig(context.Background(), "a", map[string]string{"k": string(rune('a' + i)), "other": "x"}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	got, _ := s.LoadConfig(context.Background(), "a")
+	if len(got) != 2 || got["other"] != "x" {
+		t.Fatalf("got %v", got)
+	}
+}

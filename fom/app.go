@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"sync"
+	"time"
 
 	"github.com/jonboulle/clockwork"
 	"go.uber.org/zap"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/fom-go/fom/config"
 	"github.com/fom-go/fom/schedule"
+	"github.com/fom-go/fom/statistics"
 	"github.com/fom-go/fom/store"
 	"github.com/fom-go/fom/store/sqlite"
 )
@@ -34,7 +36,13 @@ type App struct {
 	schedules []*ScheduleContext
 	byName    map[string]*ScheduleContext
 	running   bool
+	flushStop chan struct{} // closes the statistics flush loop
+	flushDone chan struct{}
 }
+
+// flushInterval is how often statistics are written to the store. Writes
+// are batched off the task path; Stop writes what is left.
+const flushInterval = 5 * time.Second
 
 // New builds an app. It allocates only: no goroutine runs and no file is
 // opened until the first Register.
@@ -140,7 +148,18 @@ func (a *App) Register(job any) (*ScheduleContext, error) {
 	for _, w := range cfg.Warnings() {
 		a.log.Warn(w)
 	}
-	sc, err := schedule.New(cfg, d.job, schedule.Options{Clock: a.o.clock, Logger: a.o.logger, Conflicts: a.conflicts})
+	stats, err := statistics.New(d.name, a.o.clock, statistics.DefaultSettings())
+	if err != nil {
+		return nil, fmt.Errorf("fom: register %s: %w", jt.typeName, err)
+	}
+	warnings, err := stats.Load(ctx, st)
+	if err != nil {
+		return nil, fmt.Errorf("fom: register %s: load statistics: %w", jt.typeName, err)
+	}
+	for _, w := range warnings {
+		a.log.Warn(w)
+	}
+	sc, err := schedule.New(cfg, d.job, schedule.Options{Clock: a.o.clock, Logger: a.o.logger, Conflicts: a.conflicts, Stats: stats})
 	if err != nil {
 		return nil, fmt.Errorf("fom: register %s: %w", jt.typeName, err)
 	}
@@ -193,6 +212,10 @@ func (a *App) Start(ctx context.Context) error {
 		return err
 	}
 	a.running = true
+	if a.flushStop == nil {
+		a.flushStop, a.flushDone = make(chan struct{}), make(chan struct{})
+		go a.flushLoop(a.flushStop, a.flushDone)
+	}
 	var errs []error
 	for _, sc := range a.schedules {
 		if !sc.Config().Settings().Enable {
@@ -226,6 +249,21 @@ func (a *App) Stop(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	a.mu.Lock()
+	stop, done := a.flushStop, a.flushDone
+	a.flushStop, a.flushDone = nil, nil
+	a.mu.Unlock()
+	if stop != nil {
+		close(stop)
+		<-done
+	}
+	// The last flush gets its own deadline: statistics are worth saving
+	// even when the caller's context ran out waiting for a stuck task.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if ferr := a.flush(fctx); ferr != nil {
+		errs = append(errs, ferr)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("fom: stop: %w", err)
 	}
@@ -239,6 +277,43 @@ func (a *App) Stop(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// flushLoop writes statistics every flushInterval until stop is closed.
+func (a *App) flushLoop(stop, done chan struct{}) {
+	defer close(done)
+	t := a.o.clock.NewTicker(flushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.Chan():
+			ctx, cancel := context.WithTimeout(context.Background(), flushInterval)
+			if err := a.flush(ctx); err != nil {
+				a.log.Warn("statistics flush failed; will retry", zap.Error(err))
+			}
+			cancel()
+		}
+	}
+}
+
+// flush writes every schedule's pending statistics.
+func (a *App) flush(ctx context.Context) error {
+	a.mu.Lock()
+	st := a.st
+	scs := append([]*ScheduleContext(nil), a.schedules...)
+	a.mu.Unlock()
+	if st == nil {
+		return nil
+	}
+	var errs []error
+	for _, sc := range scs {
+		if err := sc.Stats().Flush(ctx, st); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Schedule returns the schedule with this name, or nil.

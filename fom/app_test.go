@@ -269,6 +269,7 @@ func TestStopNamesWhatDidNotReturn(t *testing.T) {
 	t.Parallel()
 	app := newTestApp(t)
 	job := &stuckJob{started: make(chan struct{}), release: make(chan struct{})}
+	defer close(job.release)
 	if _, err := app.Register(job); err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +287,6 @@ func TestStopNamesWhatDidNotReturn(t *testing.T) {
 	if strings.Contains(err.Error(), "runJob") {
 		t.Fatalf("a schedule that stopped is named: %v", err)
 	}
-	close(job.release)
 }
 
 func TestDisabledJobDoesNotStart(t *testing.T) {
@@ -320,5 +320,38 @@ func TestOptionsAreValidated(t *testing.T) {
 	}
 	if _, err := New(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestStatisticsSurviveRestart(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ctx := context.Background()
+	clk := clockwork.NewFakeClockAt(time.Date(2026, 5, 4, 12, 0, 0, 0, time.UTC))
+	app1, _ := New(WithDataDir(dir), WithClock(clk))
+	sc, err := app1.Register(&runJob{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := sc.Submit(ctx, TaskFunc("a", func(context.Context) (any, error) { return nil, nil }),
+		TaskFunc("b", func(context.Context) (any, error) { return nil, errors.New("nope") }))
+	b.Wait(ctx)
+	if err := app1.Stop(ctx); err != nil { // flushes
+		t.Fatal(err)
+	}
+	clk.Advance(24 * time.Hour)
+	app2, _ := New(WithDataDir(dir), WithClock(clk))
+	defer app2.Stop(ctx)
+	sc2, err := app2.Register(&runJob{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	days := sc2.Stats().Days()
+	yesterday := days[len(days)-2]
+	if yesterday.Count != 2 || yesterday.ByStatus["failed"] != 1 || days[len(days)-1].Count != 0 {
+		t.Fatalf("days %+v", days)
+	}
+	if f := sc2.Stats().Failures(); len(f) != 1 || f[0].Error != "nope" {
+		t.Fatalf("failures %+v", f)
 	}
 }

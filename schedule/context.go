@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/fom-go/fom/config"
+	"github.com/fom-go/fom/statistics"
 )
 
 // Context is one schedule: its scheduler goroutine and state machine, its
@@ -31,6 +32,7 @@ type Context struct {
 	onLevel   func(zapcore.Level) error
 	conflicts *Conflicts
 	rec       Recorder
+	stats     *statistics.Stats
 
 	mu            sync.Mutex
 	state         State
@@ -95,7 +97,7 @@ func New(cfg *config.Config, job Job, opts Options) (*Context, error) {
 	}
 	c := &Context{
 		name: name, cfg: cfg, job: job,
-		clk: opts.Clock, conflicts: opts.Conflicts, rec: opts.Recorder,
+		clk: opts.Clock, conflicts: opts.Conflicts, rec: opts.Recorder, stats: opts.Stats,
 		level:   zap.NewAtomicLevelAt(zapcore.InfoLevel),
 		changed: make(chan struct{}),
 	}
@@ -107,6 +109,13 @@ func New(cfg *config.Config, job Job, opts Options) (*Context, error) {
 	}
 	if c.rec == nil {
 		c.rec = nopRecorder{}
+	}
+	if c.stats == nil {
+		st, err := statistics.New(name, c.clk, statistics.DefaultSettings())
+		if err != nil {
+			return nil, err
+		}
+		c.stats = st
 	}
 	parent := opts.Logger
 	if parent == nil {
@@ -132,6 +141,9 @@ func (c *Context) Name() string { return c.name }
 
 // Config returns the schedule's configuration.
 func (c *Context) Config() *config.Config { return c.cfg }
+
+// Stats returns the schedule's statistics.
+func (c *Context) Stats() *statistics.Stats { return c.stats }
 
 // Logger returns the schedule's logger.
 func (c *Context) Logger() *zap.Logger { return c.log }
@@ -558,6 +570,9 @@ func (c *Context) complete(ctx context.Context, r Round) {
 		}
 	}
 	c.rec.RecordRound(c.name, r)
+	if !r.Batch {
+		c.stats.RecordLateness(r.Start.Sub(r.Planned))
+	}
 	c.mu.Lock()
 	c.notifyLocked()
 	c.mu.Unlock()

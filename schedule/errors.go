@@ -44,6 +44,9 @@ type PanicError struct {
 
 func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
 
+// StackTrace returns the stack of the goroutine that panicked.
+func (e *PanicError) StackTrace() string { return string(e.Stack) }
+
 // TaskError wraps an outcome sentinel with the task it happened to.
 type TaskError struct {
 	Schedule string

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fom-go/fom/config"
+	"github.com/fom-go/fom/statistics"
 )
 
 func newRun(t Task, id string, g *group, now time.Time) *taskRun {
@@ -145,6 +146,7 @@ func (c *Context) settle(run *taskRun, res Result) {
 func (c *Context) deliver(run *taskRun) {
 	res := run.outcome()
 	c.counts[res.Status].Add(1)
+	c.stats.Record(statistics.Sample{TaskID: res.TaskID, Status: int(res.Status), Started: res.Started, Cost: res.Cost, Err: res.Err})
 	c.rec.RecordResult(c.name, res)
 	if res.Status != StatusSuccess {
 		c.log.Warn("task "+res.Status.String(), zap.String("task", res.TaskID), zap.Duration("cost", res.Cost), zap.Error(res.Err))

@@ -6,6 +6,8 @@ import (
 
 	"github.com/jonboulle/clockwork"
 	"go.uber.org/zap"
+
+	"github.com/fom-go/fom/statistics"
 )
 
 // Job is the work and the handlers a Context runs. Package fom builds one
@@ -55,4 +57,7 @@ type Options struct {
 	Conflicts *Conflicts
 	// Recorder receives every outcome. Default: none.
 	Recorder Recorder
+	// Stats keeps the schedule's statistics. Default: in memory, with the
+	// default settings.
+	Stats *statistics.Stats
 }

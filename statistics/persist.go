@@ -1,0 +1,214 @@
+package statistics
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/fom-go/fom/store"
+)
+
+// SettingKey is the store setting that keeps a schedule's statistics settings.
+const SettingKey = "statistics"
+
+// dayRecord is the stored form of a day; Version guards future changes.
+type dayRecord struct {
+	Version  int              `json:"v"`
+	Count    int64            `json:"count"`
+	ByStatus [numStatus]int64 `json:"byStatus"`
+	Min      int64            `json:"min"`
+	Max      int64            `json:"max"`
+	Sum      int64            `json:"sum"`
+	Hist     map[string]int64 `json:"hist"`
+	Late     map[string]int64 `json:"late"`
+	LateMax  int64            `json:"lateMax"`
+	LateSum  int64            `json:"lateSum"`
+	Buckets  [6]int64         `json:"buckets"`
+	BucketTh [5]int64         `json:"bucketTh"`
+}
+
+func encodeHist(h *Histogram) map[string]int64 {
+	m := make(map[string]int64, len(h.counts))
+	for k, v := range h.counts {
+		m[strconv.Itoa(int(k))] = v
+	}
+	return m
+}
+
+func decodeHist(m map[string]int64) (Histogram, error) {
+	h := Histogram{counts: make(map[int32]int64, len(m))}
+	for k, v := range m {
+		i, err := strconv.Atoi(k)
+		if err != nil || i < 0 || i > 2000 || v < 0 {
+			return Histogram{}, fmt.Errorf("bad histogram bucket %q=%d", k, v)
+		}
+		h.counts[int32(i)] = v
+		h.total += v
+	}
+	return h, nil
+}
+
+func encodeDay(d *day) ([]byte, error) {
+	return json.Marshal(dayRecord{
+		Version: 1, Count: d.count, ByStatus: d.byStatus, Min: int64(d.min), Max: int64(d.max), Sum: int64(d.sum),
+		Hist: encodeHist(&d.hist), Late: encodeHist(&d.late), LateMax: int64(d.lateMax), LateSum: int64(d.lateSum),
+		Buckets: d.buckets, BucketTh: [5]int64{int64(d.bucketTh[0]), int64(d.bucketTh[1]), int64(d.bucketTh[2]), int64(d.bucketTh[3]), int64(d.bucketTh[4])},
+	})
+}
+
+func decodeDay(b []byte) (*day, error) {
+	var r dayRecord
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, err
+	}
+	if r.Version != 1 {
+		return nil, fmt.Errorf("unknown day record version %d", r.Version)
+	}
+	h, err := decodeHist(r.Hist)
+	if err != nil {
+		return nil, err
+	}
+	l, err := decodeHist(r.Late)
+	if err != nil {
+		return nil, err
+	}
+	d := &day{count: r.Count, byStatus: r.ByStatus, min: time.Duration(r.Min), max: time.Duration(r.Max), sum: time.Duration(r.Sum),
+		hist: h, late: l, lateMax: time.Duration(r.LateMax), lateSum: time.Duration(r.LateSum), buckets: r.Buckets}
+	for i, v := range r.BucketTh {
+		d.bucketTh[i] = time.Duration(v)
+	}
+	return d, nil
+}
+
+// Load reads settings, the days in the retention window and the recent
+// failures. A day record that cannot be read is skipped and reported in
+// the returned warnings, never fatal.
+func (s *Stats) Load(ctx context.Context, st store.Store) (warnings []string, err error) {
+	if v, ok, err := st.GetSetting(ctx, s.schedule, SettingKey); err != nil {
+		return nil, err
+	} else if ok {
+		n := DefaultSettings()
+		if err := json.Unmarshal([]byte(v), &n); err != nil || n.Validate() != nil {
+			warnings = append(warnings, fmt.Sprintf("schedule %q: stored statistics settings %q ignored", s.schedule, v))
+		} else {
+			s.mu.Lock()
+			s.settings = n
+			s.mu.Unlock()
+		}
+	}
+	set := s.Settings()
+	from := dayOf(s.clk.Now()).AddDate(0, 0, -(set.RetentionDays - 1))
+	days, err := st.LoadDays(ctx, s.schedule, from)
+	if err != nil {
+		return warnings, err
+	}
+	fs, err := st.LoadFailures(ctx, s.schedule, set.Failures)
+	if err != nil {
+		return warnings, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, d := range days {
+		dd, err := decodeDay(d.Data)
+		if err != nil {
+			warnings = append(warnings, fmt.Sprintf("schedule %q: statistics of %s unreadable (%v); skipped", s.schedule, d.Day.Format(time.DateOnly), err))
+			continue
+		}
+		k := dayOf(d.Day)
+		if cur := s.days[k]; cur != nil { // recorded before Load: merge
+			mergeDay(dd, cur)
+		}
+		s.days[k] = dd
+	}
+	loaded := make([]Failure, 0, len(fs))
+	for i := len(fs) - 1; i >= 0; i-- { // oldest first
+		f := fs[i]
+		loaded = append(loaded, Failure{At: f.At, TaskID: f.TaskID, Status: f.Status, Error: f.Error, Stack: f.Stack, Cost: f.Cost})
+	}
+	s.failures = append(loaded, s.failures...)
+	if over := len(s.failures) - set.Failures; over > 0 {
+		s.failures = s.failures[over:]
+	}
+	return warnings, nil
+}
+
+func mergeDay(into, d *day) {
+	if into.count == 0 || (d.count > 0 && d.min < into.min) {
+		into.min = d.min
+	}
+	into.max = max(into.max, d.max)
+	into.count += d.count
+	into.sum += d.sum
+	for i := range into.byStatus {
+		into.byStatus[i] += d.byStatus[i]
+	}
+	into.hist.Merge(&d.hist)
+	into.late.Merge(&d.late)
+	into.lateMax = max(into.lateMax, d.lateMax)
+	into.lateSum += d.lateSum
+	if into.bucketTh == d.bucketTh {
+		for i := range into.buckets {
+			into.buckets[i] += d.buckets[i]
+		}
+	} else { // different cuts: fall back to the histogram
+		into.bucketTh = [5]time.Duration{}
+	}
+}
+
+// SaveSettings validates, applies and stores new settings.
+func (s *Stats) SaveSettings(ctx context.Context, st store.Store, n Settings) error {
+	if err := n.Validate(); err != nil {
+		return fmt.Errorf("schedule %q: %w", s.schedule, err)
+	}
+	b, _ := json.Marshal(n)
+	if err := st.PutSetting(ctx, s.schedule, SettingKey, string(b)); err != nil {
+		return fmt.Errorf("save statistics settings of schedule %q: %w", s.schedule, err)
+	}
+	return s.SetSettings(n)
+}
+
+// Flush writes changed days and new failures in one store write, and prunes
+// what fell out of the retention window. On error nothing is lost: the
+// same data is written by the next Flush.
+func (s *Stats) Flush(ctx context.Context, st store.Store) error {
+	s.mu.Lock()
+	var batch store.StatsBatch
+	for k := range s.dirty {
+		d := s.days[k]
+		b, err := encodeDay(d)
+		if err != nil {
+			s.mu.Unlock()
+			return err
+		}
+		batch.Days = append(batch.Days, store.Day{Schedule: s.schedule, Day: k, Data: b})
+	}
+	for _, f := range s.pending {
+		batch.Failures = append(batch.Failures, store.Failure{Schedule: s.schedule, At: f.At, TaskID: f.TaskID, Status: f.Status, Error: f.Error, Stack: f.Stack, Cost: f.Cost})
+	}
+	dirty, pending := s.dirty, s.pending
+	s.dirty, s.pending = map[time.Time]bool{}, nil
+	cutoff := dayOf(s.clk.Now()).AddDate(0, 0, -(s.settings.RetentionDays - 1))
+	for k := range s.days {
+		if k.Before(cutoff) {
+			delete(s.days, k)
+		}
+	}
+	s.mu.Unlock()
+
+	err := st.SaveStats(ctx, batch)
+	if err == nil {
+		err = st.Prune(ctx, s.schedule, cutoff)
+	}
+	if err != nil {
+		s.mu.Lock()
+		for k := range dirty {
+			s.dirty[k] = true
+		}
+		s.pending = append(pending, s.pending...)
+		s.mu.Unlock()
+		return fmt.Errorf("flush statistics of schedule %q: %w", s.schedule, err)
+	}
+	return nil
+}

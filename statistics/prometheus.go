@@ -1,0 +1,82 @@
+package statistics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Source is one schedule as the collector sees it.
+type Source struct {
+	Schedule string
+	State    string
+	Stats    *Stats
+	Waiting  int
+	Active   int
+}
+
+// States lists the schedule states the state gauge reports.
+func States() []string { return []string{"INITED", "RUNNING", "SLEEPING", "STOPPING", "STOPPED"} }
+
+// Collector exposes every schedule's counters, cost histogram, state and
+// pool load to Prometheus. It reads the live statistics at scrape time.
+type Collector struct {
+	sources func() []Source
+	tasks   *prometheus.Desc
+	cost    *prometheus.Desc
+	state   *prometheus.Desc
+	waiting *prometheus.Desc
+	active  *prometheus.Desc
+}
+
+var _ prometheus.Collector = (*Collector)(nil)
+
+// NewCollector returns a collector over the schedules sources returns.
+func NewCollector(sources func() []Source) *Collector {
+	l := []string{"schedule"}
+	return &Collector{
+		sources: sources,
+		tasks:   prometheus.NewDesc("fom_tasks_total", "Task outcomes by status.", []string{"schedule", "status"}, nil),
+		cost:    prometheus.NewDesc("fom_task_cost_seconds", "Task cost, bucketed at the schedule's statistics thresholds.", l, nil),
+		state:   prometheus.NewDesc("fom_schedule_state", "1 for the schedule's current state, 0 for the others.", []string{"schedule", "state"}, nil),
+		waiting: prometheus.NewDesc("fom_tasks_waiting", "Tasks queued for a worker.", l, nil),
+		active:  prometheus.NewDesc("fom_tasks_active", "Tasks on a worker.", l, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.tasks, c.cost, c.state, c.waiting, c.active} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	names := StatusNames()
+	for _, src := range c.sources() {
+		if src.Stats != nil {
+			hist, counts := src.Stats.costSnapshot()
+			for i, n := range counts {
+				ch <- prometheus.MustNewConstMetric(c.tasks, prometheus.CounterValue, float64(n), src.Schedule, names[i])
+			}
+			buckets := map[float64]uint64{}
+			for _, t := range src.Stats.Settings().Thresholds {
+				buckets[t.Seconds()] = uint64(hist.CountBelow(t))
+			}
+			var sum float64
+			for k, v := range hist.counts {
+				lo, hi := bounds(k)
+				sum += float64(v) * (lo + (hi-lo)/2).Seconds()
+			}
+			ch <- prometheus.MustNewConstHistogram(c.cost, uint64(hist.Count()), sum, buckets, src.Schedule)
+		}
+		for _, st := range States() {
+			v := 0.0
+			if st == src.State {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(c.state, prometheus.GaugeValue, v, src.Schedule, st)
+		}
+		ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(src.Waiting), src.Schedule)
+		ch <- prometheus.MustNewConstMetric(c.active, prometheus.GaugeValue, float64(src.Active), src.Schedule)
+	}
+}

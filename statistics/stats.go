@@ -1,0 +1,430 @@
+package statistics
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+)
+
+// Statuses, in the order of schedule.Status, which converts by index.
+const (
+	Success = iota
+	Failed
+	Timeout
+	Rejected
+	Conflict
+	Canceled
+	numStatus
+)
+
+// StatusNames names the statuses by index.
+func StatusNames() [numStatus]string {
+	return [numStatus]string{"success", "failed", "timeout", "rejected", "conflict", "canceled"}
+}
+
+// Settings are a schedule's statistics settings; operators may edit them.
+type Settings struct {
+	// Thresholds cut task cost into six buckets. Default 1s, 10s, 1m, 10m, 1h.
+	Thresholds [5]time.Duration `json:"thresholds"`
+	// RetentionDays is how many days of aggregates and failures are kept,
+	// today included. Default 7.
+	RetentionDays int `json:"retentionDays"`
+	// Failures is how many recent failures are kept. Default 100.
+	Failures int `json:"failures"`
+	// Results is how many recent results are kept in memory. Default 100.
+	Results int `json:"results"`
+}
+
+// DefaultSettings returns the defaults.
+func DefaultSettings() Settings {
+	return Settings{
+		Thresholds:    [5]time.Duration{time.Second, 10 * time.Second, time.Minute, 10 * time.Minute, time.Hour},
+		RetentionDays: 7, Failures: 100, Results: 100,
+	}
+}
+
+// Validate names the first bad field.
+func (s Settings) Validate() error {
+	for i, t := range s.Thresholds {
+		if t <= 0 {
+			return fmt.Errorf("statistics: thresholds[%d] = %s: must be greater than zero", i, t)
+		}
+		if i > 0 && t <= s.Thresholds[i-1] {
+			return fmt.Errorf("statistics: thresholds[%d] = %s: must be greater than thresholds[%d] = %s", i, t, i-1, s.Thresholds[i-1])
+		}
+	}
+	switch {
+	case s.RetentionDays < 1 || s.RetentionDays > 3660:
+		return fmt.Errorf("statistics: retentionDays = %d: must be between 1 and 3660", s.RetentionDays)
+	case s.Failures < 1 || s.Failures > 100000:
+		return fmt.Errorf("statistics: failures = %d: must be between 1 and 100000", s.Failures)
+	case s.Results < 1 || s.Results > 100000:
+		return fmt.Errorf("statistics: results = %d: must be between 1 and 100000", s.Results)
+	}
+	return nil
+}
+
+// Sample is one task outcome.
+type Sample struct {
+	TaskID  string
+	Status  int // Success ... Canceled
+	Started time.Time
+	Cost    time.Duration
+	Err     error
+}
+
+// Failure is a recorded failure with its error chain and, for a panic, the stack.
+type Failure struct {
+	At     time.Time     `json:"at"`
+	TaskID string        `json:"taskId"`
+	Status string        `json:"status"`
+	Error  string        `json:"error"`
+	Chain  []string      `json:"chain,omitempty"`
+	Stack  string        `json:"stack,omitempty"`
+	Cost   time.Duration `json:"costNs"`
+}
+
+// ResultRecord is a recent result.
+type ResultRecord struct {
+	At     time.Time     `json:"at"`
+	TaskID string        `json:"taskId"`
+	Status string        `json:"status"`
+	Cost   time.Duration `json:"costNs"`
+	Error  string        `json:"error,omitempty"`
+}
+
+// day is one day's aggregate.
+type day struct {
+	count    int64
+	byStatus [numStatus]int64
+	min, max time.Duration
+	sum      time.Duration
+	hist     Histogram
+	late     Histogram // fire lateness of rounds
+	buckets  [6]int64  // exact counts, cut at bucketTh
+	bucketTh [5]time.Duration
+	lateMax  time.Duration
+	lateSum  time.Duration
+}
+
+// DaySummary is a day's aggregate as shown and exported.
+type DaySummary struct {
+	Day      time.Time           `json:"day"`
+	Count    int64               `json:"count"`
+	ByStatus map[string]int64    `json:"byStatus"`
+	Min      time.Duration       `json:"minNs"`
+	Max      time.Duration       `json:"maxNs"`
+	Avg      time.Duration       `json:"avgNs"`
+	P50      time.Duration       `json:"p50Ns"`
+	P95      time.Duration       `json:"p95Ns"`
+	P99      time.Duration       `json:"p99Ns"`
+	Buckets  [6]int64            `json:"buckets"`
+	Rounds   int64               `json:"rounds"`
+	LateAvg  time.Duration       `json:"lateAvgNs"`
+	LateP99  time.Duration       `json:"lateP99Ns"`
+	LateMax  time.Duration       `json:"lateMaxNs"`
+}
+
+// Stats holds one schedule's statistics. Recording takes a short lock and
+// never touches the store; Flush writes what changed.
+type Stats struct {
+	schedule string
+	clk      clockwork.Clock
+
+	mu        sync.Mutex
+	settings  Settings
+	counts    [numStatus]int64 // since the process started
+	total     Histogram        // cost since the process started (Prometheus)
+	days      map[time.Time]*day
+	dirty     map[time.Time]bool
+	failures  []Failure // newest last, at most settings.Failures
+	pending   []Failure // not yet flushed
+	results   []ResultRecord
+}
+
+// New returns empty statistics for schedule.
+func New(schedule string, clk clockwork.Clock, s Settings) (*Stats, error) {
+	if err := s.Validate(); err != nil {
+		return nil, fmt.Errorf("schedule %q: %w", schedule, err)
+	}
+	if clk == nil {
+		clk = clockwork.NewRealClock()
+	}
+	return &Stats{schedule: schedule, clk: clk, settings: s, days: map[time.Time]*day{}, dirty: map[time.Time]bool{}}, nil
+}
+
+// Schedule returns the schedule's name.
+func (s *Stats) Schedule() string { return s.schedule }
+
+func dayOf(t time.Time) time.Time {
+	y, m, d := t.UTC().Date()
+	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
+}
+
+func (s *Stats) dayLocked(t time.Time) *day {
+	k := dayOf(t)
+	d := s.days[k]
+	if d == nil {
+		d = &day{}
+		s.days[k] = d
+	}
+	s.dirty[k] = true
+	return d
+}
+
+// Record adds one task outcome.
+func (s *Stats) Record(x Sample) {
+	if x.Status < 0 || x.Status >= numStatus {
+		return
+	}
+	now := s.clk.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.counts[x.Status]++
+	s.total.Add(x.Cost)
+	d := s.dayLocked(now)
+	if d.count == 0 || x.Cost < d.min {
+		d.min = x.Cost
+	}
+	d.max = max(d.max, x.Cost)
+	d.count++
+	d.byStatus[x.Status]++
+	d.sum += x.Cost
+	d.hist.Add(x.Cost)
+	if d.bucketTh != s.settings.Thresholds {
+		// Thresholds changed since this day's buckets were counted:
+		// re-cut what is there from the histogram, then count exactly.
+		d.buckets = bucketsOf(&d.hist, s.settings.Thresholds)
+		d.buckets[bucketIndex(x.Cost, s.settings.Thresholds)]--
+		d.bucketTh = s.settings.Thresholds
+	}
+	d.buckets[bucketIndex(x.Cost, s.settings.Thresholds)]++
+	name := StatusNames()[x.Status]
+	rec := ResultRecord{At: now, TaskID: x.TaskID, Status: name, Cost: x.Cost}
+	if x.Err != nil {
+		rec.Error = x.Err.Error()
+	}
+	s.results = appendRing(s.results, rec, s.settings.Results)
+	if x.Status != Success {
+		f := Failure{At: now, TaskID: x.TaskID, Status: name, Cost: x.Cost}
+		if x.Err != nil {
+			f.Error = x.Err.Error()
+			f.Chain, f.Stack = chainOf(x.Err)
+		}
+		s.failures = appendRing(s.failures, f, s.settings.Failures)
+		s.pending = append(s.pending, f)
+	}
+}
+
+// RecordLateness adds a round's fire lateness (actual start minus plan).
+func (s *Stats) RecordLateness(late time.Duration) {
+	late = max(late, 0)
+	now := s.clk.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := s.dayLocked(now)
+	d.late.Add(late)
+	d.lateSum += late
+	d.lateMax = max(d.lateMax, late)
+}
+
+func appendRing[T any](ring []T, x T, limit int) []T {
+	ring = append(ring, x)
+	if over := len(ring) - limit; over > 0 {
+		ring = append(ring[:0], ring[over:]...)
+	}
+	return ring
+}
+
+// stacker is implemented by errors carrying a stack (schedule.PanicError).
+type stacker interface{ StackTrace() string }
+
+// chainOf returns the messages of an error chain and the first stack in it.
+func chainOf(err error) (chain []string, stack string) {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		chain = append(chain, e.Error())
+		if st, ok := e.(stacker); ok && stack == "" {
+			stack = st.StackTrace()
+		}
+		if len(chain) > 16 {
+			break
+		}
+	}
+	if len(chain) == 1 {
+		chain = nil
+	}
+	return chain, stack
+}
+
+// Counts returns the counts by status since the process started.
+func (s *Stats) Counts() map[string]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]int64{}
+	for i, n := range StatusNames() {
+		out[n] = s.counts[i]
+	}
+	return out
+}
+
+// Settings returns the current settings.
+func (s *Stats) Settings() Settings {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.settings
+}
+
+// SetSettings validates and applies new settings; rings shrink at once,
+// buckets are recomputed from the histograms for every stored day.
+func (s *Stats) SetSettings(n Settings) error {
+	if err := n.Validate(); err != nil {
+		return fmt.Errorf("schedule %q: %w", s.schedule, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.settings = n
+	if over := len(s.failures) - n.Failures; over > 0 {
+		s.failures = append(s.failures[:0], s.failures[over:]...)
+	}
+	if over := len(s.results) - n.Results; over > 0 {
+		s.results = append(s.results[:0], s.results[over:]...)
+	}
+	return nil
+}
+
+// Days returns the daily summaries in the retention window, oldest first,
+// with a zero summary for a day without results.
+func (s *Stats) Days() []DaySummary {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	today := dayOf(s.clk.Now())
+	out := make([]DaySummary, 0, s.settings.RetentionDays)
+	for i := s.settings.RetentionDays - 1; i >= 0; i-- {
+		k := today.AddDate(0, 0, -i)
+		out = append(out, s.summaryLocked(k, s.days[k]))
+	}
+	return out
+}
+
+// Day returns one day's summary.
+func (s *Stats) Day(t time.Time) DaySummary {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := dayOf(t)
+	return s.summaryLocked(k, s.days[k])
+}
+
+func (s *Stats) summaryLocked(k time.Time, d *day) DaySummary {
+	sum := DaySummary{Day: k, ByStatus: map[string]int64{}}
+	names := StatusNames()
+	for _, n := range names {
+		sum.ByStatus[n] = 0
+	}
+	if d == nil {
+		return sum
+	}
+	for i, n := range names {
+		sum.ByStatus[n] = d.byStatus[i]
+	}
+	sum.Count, sum.Min, sum.Max = d.count, d.min, d.max
+	if d.count > 0 {
+		sum.Avg = d.sum / time.Duration(d.count)
+		sum.P50, sum.P95, sum.P99 = clamp(d.hist.Quantile(.5), d), clamp(d.hist.Quantile(.95), d), clamp(d.hist.Quantile(.99), d)
+	}
+	if d.bucketTh == s.settings.Thresholds {
+		sum.Buckets = d.buckets
+	} else {
+		sum.Buckets = bucketsOf(&d.hist, s.settings.Thresholds)
+	}
+	sum.Rounds = d.late.Count()
+	if sum.Rounds > 0 {
+		sum.LateAvg = d.lateSum / time.Duration(sum.Rounds)
+		sum.LateP99 = min(d.late.Quantile(.99), d.lateMax)
+	}
+	sum.LateMax = d.lateMax
+	return sum
+}
+
+// clamp keeps a bucket estimate inside the day's real range.
+func clamp(v time.Duration, d *day) time.Duration { return min(max(v, d.min), d.max) }
+
+func bucketsOf(h *Histogram, th [5]time.Duration) [6]int64 {
+	var b [6]int64
+	prev := int64(0)
+	for i, t := range th {
+		below := h.CountBelow(t)
+		b[i] = below - prev
+		prev = below
+	}
+	b[5] = h.Count() - prev
+	return b
+}
+
+func bucketIndex(d time.Duration, th [5]time.Duration) int {
+	for i, t := range th {
+		if d < t {
+			return i
+		}
+	}
+	return 5
+}
+
+// BucketLabels names the six cost buckets for the current thresholds.
+func (s *Stats) BucketLabels() [6]string {
+	th := s.Settings().Thresholds
+	var out [6]string
+	out[0] = "< " + ShortDuration(th[0])
+	for i := 1; i < 5; i++ {
+		out[i] = ShortDuration(th[i-1]) + "–" + ShortDuration(th[i])
+	}
+	out[5] = "≥ " + ShortDuration(th[4])
+	return out
+}
+
+// ShortDuration prints a duration without zero tails: 1m rather than 1m0s.
+func ShortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// Failures returns the recent failures, newest first.
+func (s *Stats) Failures() []Failure {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := slices.Clone(s.failures)
+	slices.Reverse(out)
+	return out
+}
+
+// Results returns the recent results, newest first.
+func (s *Stats) Results() []ResultRecord {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := slices.Clone(s.results)
+	slices.Reverse(out)
+	return out
+}
+
+// costSnapshot returns the since-start cost histogram and counts.
+func (s *Stats) costSnapshot() (Histogram, [numStatus]int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.total.clone(), s.counts
+}
+
+func (s *Stats) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "statistics of %s: %v", s.schedule, s.Counts())
+	return b.String()
+}

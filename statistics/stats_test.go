@@ -1,0 +1,271 @@
+package statistics
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/goleak"
+
+	"github.com/fom-go/fom/store/sqlite"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var day1 = time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+
+func TestHistogramQuantilesWithinSixPercent(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(1, 2))
+	var h Histogram
+	var all []time.Duration
+	for range 20000 {
+		d := time.Duration(math.Exp(r.NormFloat64()*2+10)) * time.Microsecond // log-normal around 22ms
+		h.Add(d)
+		all = append(all, d)
+	}
+	slices.Sort(all)
+	for _, q := range []float64{0.5, 0.95, 0.99} {
+		exact := all[int(q*float64(len(all)))-1]
+		got := h.Quantile(q)
+		if rel := math.Abs(float64(got-exact)) / float64(exact); rel > 0.07 {
+			t.Errorf("p%v: got %v, exact %v (%.1f%% off)", q*100, got, exact, rel*100)
+		}
+	}
+	var a, b Histogram
+	for i, d := range all {
+		if i%2 == 0 {
+			a.Add(d)
+		} else {
+			b.Add(d)
+		}
+	}
+	a.Merge(&b)
+	if a.Quantile(0.95) != h.Quantile(0.95) || a.Count() != h.Count() {
+		t.Fatal("merged halves differ from the whole")
+	}
+	for _, d := range []time.Duration{0, time.Microsecond, 15 * time.Microsecond, 16 * time.Microsecond, 17 * time.Millisecond, 3 * time.Hour} {
+		lo, hi := bounds(bucketOf(d))
+		if d < lo || d >= hi {
+			t.Errorf("%v not in its bucket [%v, %v)", d, lo, hi)
+		}
+	}
+}
+
+func TestDayAggregatesBucketsAndRings(t *testing.T) {
+	t.Parallel()
+	clk := clockwork.NewFakeClockAt(day1)
+	set := DefaultSettings()
+	set.Failures = 2
+	s, err := New("job", clk, set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []time.Duration{500 * time.Millisecond, 2 * time.Second, 30 * time.Second, 2 * time.Minute, 20 * time.Minute, 2 * time.Hour} {
+		s.Record(Sample{TaskID: "t", Status: Success, Cost: c})
+	}
+	s.Record(Sample{TaskID: "bad", Status: Failed, Cost: time.Millisecond, Err: fmt.Errorf("sync: %w", errors.New("db down"))})
+	s.Record(Sample{TaskID: "slow", Status: Timeout, Cost: time.Second, Err: errors.New("timed out")})
+	s.Record(Sample{TaskID: "full", Status: Rejected, Err: errors.New("queue full")})
+	s.RecordLateness(3 * time.Millisecond)
+	s.RecordLateness(time.Millisecond)
+	d := s.Day(day1)
+	if d.Count != 9 || d.ByStatus["success"] != 6 || d.ByStatus["failed"] != 1 || d.ByStatus["timeout"] != 1 || d.ByStatus["rejected"] != 1 {
+		t.Fatalf("day %+v", d)
+	}
+	if d.Min != 0 || d.Max != 2*time.Hour {
+		t.Fatalf("min %v max %v", d.Min, d.Max)
+	}
+	if want := [6]int64{3, 2, 1, 1, 1, 1}; d.Buckets != want {
+		t.Fatalf("buckets %v, want %v", d.Buckets, want)
+	}
+	if d.Rounds != 2 || d.LateMax != 3*time.Millisecond || d.LateAvg != 2*time.Millisecond {
+		t.Fatalf("lateness %+v", d)
+	}
+	f := s.Failures()
+	if len(f) != 2 || f[0].TaskID != "full" || f[1].TaskID != "slow" {
+		t.Fatalf("failures ring %+v", f)
+	}
+	if got := s.Results(); len(got) != 9 || got[0].TaskID != "full" {
+		t.Fatalf("results %+v", got)
+	}
+	// Editing thresholds re-buckets the stored histogram.
+	set.Thresholds = [5]time.Duration{time.Millisecond * 100, time.Second * 5, time.Minute * 5, time.Minute * 30, time.Hour * 3}
+	if err := s.SetSettings(set); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Day(day1).Buckets; got != [6]int64{2, 3, 2, 1, 1, 0} {
+		t.Fatalf("re-bucketed %v", got)
+	}
+	bad := set
+	bad.Thresholds[2] = time.Second
+	if err := s.SetSettings(bad); err == nil || !strings.Contains(err.Error(), "thresholds[2] = 1s: must be greater than thresholds[1] = 5s") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+type stackErr struct{}
+
+func (stackErr) Error() string      { return "panic: boom" }
+func (stackErr) StackTrace() string { return "goroutine 7 [running]:\nmain.f()" }
+
+func TestPersistAcrossRestartAndRetention(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	clk := clockwork.NewFakeClockAt(day1)
+	st, err := sqlite.Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := New("job", clk, DefaultSettings())
+	s.Record(Sample{TaskID: "a", Status: Success, Cost: time.Second})
+	s.Record(Sample{TaskID: "b", Status: Failed, Cost: 2 * time.Second, Err: fmt.Errorf("wrapped: %w", stackErr{})})
+	set := DefaultSettings()
+	set.RetentionDays = 3
+	if err := s.SaveSettings(ctx, st, set); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Flush(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+
+	// The next day, a new process.
+	clk.Advance(24 * time.Hour)
+	st, _ = sqlite.Open(ctx, dir)
+	defer st.Close()
+	s2, _ := New("job", clk, DefaultSettings())
+	s2.Record(Sample{TaskID: "c", Status: Success, Cost: time.Second}) // before Load: merged
+	if w, err := s2.Load(ctx, st); err != nil || len(w) != 0 {
+		t.Fatalf("load %v %v", w, err)
+	}
+	days := s2.Days()
+	if len(days) != 3 || days[1].Count != 2 || days[2].Count != 1 || s2.Settings().RetentionDays != 3 {
+		t.Fatalf("days %+v settings %+v", days, s2.Settings())
+	}
+	f := s2.Failures()
+	if len(f) != 1 || f[0].Stack != "goroutine 7 [running]:\nmain.f()" || f[0].Error != "wrapped: panic: boom" {
+		t.Fatalf("failures %+v", f)
+	}
+	// Three days later yesterday falls out of the window and the store.
+	clk.Advance(3 * 24 * time.Hour)
+	s2.Record(Sample{TaskID: "d", Status: Success})
+	if err := s2.Flush(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	stored, _ := st.LoadDays(ctx, "job", day1.AddDate(-1, 0, 0))
+	if len(stored) != 1 {
+		t.Fatalf("stored days after retention: %d", len(stored))
+	}
+}
+
+func TestCorruptDayIsSkipped(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, _ := sqlite.Open(ctx, t.TempDir())
+	defer st.Close()
+	clk := clockwork.NewFakeClockAt(day1)
+	s, _ := New("job", clk, DefaultSettings())
+	s.Record(Sample{Status: Success})
+	s.Flush(ctx, st)
+	st.PutSetting(ctx, "job", SettingKey, "{not json")
+	bad := []byte(`{"v":1,"hist":{"x":1}}`)
+	if err := st.SaveStats(ctx, storeBatch("job", day1.AddDate(0, 0, -1), bad)); err != nil {
+		t.Fatal(err)
+	}
+	s2, _ := New("job", clk, DefaultSettings())
+	w, err := s2.Load(ctx, st)
+	if err != nil || len(w) != 2 || s2.Day(day1).Count != 1 {
+		t.Fatalf("warnings %v err %v", w, err)
+	}
+}
+
+func TestExport(t *testing.T) {
+	t.Parallel()
+	clk := clockwork.NewFakeClockAt(day1)
+	s, _ := New("job", clk, DefaultSettings())
+	s.Record(Sample{TaskID: "a", Status: Success, Cost: 1500 * time.Millisecond})
+	s.Record(Sample{TaskID: "b,\"q\"", Status: Failed, Err: errors.New("line1\nline2")})
+	var j bytes.Buffer
+	if err := s.WriteJSON(&j); err != nil {
+		t.Fatal(err)
+	}
+	var e Export
+	if err := json.Unmarshal(j.Bytes(), &e); err != nil || len(e.Days) != 7 || e.Days[6].Count != 2 || e.Failures[0].Error != "line1\nline2" {
+		t.Fatalf("json %v %+v", err, e)
+	}
+	var c bytes.Buffer
+	if err := s.WriteCSV(&c); err != nil {
+		t.Fatal(err)
+	}
+	parts := strings.SplitN(c.String(), "\n\n", 2)
+	days, err := csv.NewReader(strings.NewReader(parts[0])).ReadAll()
+	if err != nil || len(days) != 8 || days[7][1] != "2026-03-02" || days[7][2] != "2" || days[0][16] != "bucket 1s–10s" || days[0][17] != "bucket 10s–1m" {
+		t.Fatalf("days csv %v %v", err, days)
+	}
+	fails, err := csv.NewReader(strings.NewReader(parts[1])).ReadAll()
+	if err != nil || len(fails) != 2 || fails[1][2] != "b,\"q\"" || fails[1][5] != "line1\nline2" {
+		t.Fatalf("failures csv %v %v", err, fails)
+	}
+}
+
+func TestPrometheusCollector(t *testing.T) {
+	t.Parallel()
+	clk := clockwork.NewFakeClockAt(day1)
+	s, _ := New("job", clk, DefaultSettings())
+	s.Record(Sample{Status: Success, Cost: 500 * time.Millisecond})
+	s.Record(Sample{Status: Success, Cost: 5 * time.Second})
+	s.Record(Sample{Status: Timeout, Cost: 30 * time.Second})
+	c := NewCollector(func() []Source { return []Source{{Schedule: "job", State: "SLEEPING", Stats: s, Waiting: 3, Active: 1}} })
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(c); err != nil {
+		t.Fatal(err)
+	}
+	want := `
+# HELP fom_tasks_total Task outcomes by status.
+# TYPE fom_tasks_total counter
+fom_tasks_total{schedule="job",status="canceled"} 0
+fom_tasks_total{schedule="job",status="conflict"} 0
+fom_tasks_total{schedule="job",status="failed"} 0
+fom_tasks_total{schedule="job",status="rejected"} 0
+fom_tasks_total{schedule="job",status="success"} 2
+fom_tasks_total{schedule="job",status="timeout"} 1
+# HELP fom_schedule_state 1 for the schedule's current state, 0 for the others.
+# TYPE fom_schedule_state gauge
+fom_schedule_state{schedule="job",state="INITED"} 0
+fom_schedule_state{schedule="job",state="RUNNING"} 0
+fom_schedule_state{schedule="job",state="SLEEPING"} 1
+fom_schedule_state{schedule="job",state="STOPPED"} 0
+fom_schedule_state{schedule="job",state="STOPPING"} 0
+# HELP fom_tasks_waiting Tasks queued for a worker.
+# TYPE fom_tasks_waiting gauge
+fom_tasks_waiting{schedule="job"} 3
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "fom_tasks_total", "fom_schedule_state", "fom_tasks_waiting"); err != nil {
+		t.Fatal(err)
+	}
+	mfs, _ := reg.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() == "fom_task_cost_seconds" {
+			h := mf.GetMetric()[0].GetHistogram()
+			if h.GetSampleCount() != 3 || h.GetBucket()[0].GetCumulativeCount() != 1 || h.GetBucket()[1].GetCumulativeCount() != 2 {
+				t.Fatalf("histogram %v", h)
+			}
+			return
+		}
+	}
+	t.Fatal("no cost histogram")
+}

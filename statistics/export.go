@@ -31,7 +31,9 @@ func (s *Stats) WriteJSON(w io.Writer) error {
 	return enc.Encode(s.Snapshot())
 }
 
-func ms(d time.Duration) string { return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 3, 64) }
+func ms(d time.Duration) string {
+	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 3, 64)
+}
 
 // WriteDaysCSV writes one row per day of the retention window.
 func (s *Stats) WriteDaysCSV(w io.Writer) error {

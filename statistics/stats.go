@@ -114,20 +114,20 @@ type day struct {
 
 // DaySummary is a day's aggregate as shown and exported.
 type DaySummary struct {
-	Day      time.Time           `json:"day"`
-	Count    int64               `json:"count"`
-	ByStatus map[string]int64    `json:"byStatus"`
-	Min      time.Duration       `json:"minNs"`
-	Max      time.Duration       `json:"maxNs"`
-	Avg      time.Duration       `json:"avgNs"`
-	P50      time.Duration       `json:"p50Ns"`
-	P95      time.Duration       `json:"p95Ns"`
-	P99      time.Duration       `json:"p99Ns"`
-	Buckets  [6]int64            `json:"buckets"`
-	Rounds   int64               `json:"rounds"`
-	LateAvg  time.Duration       `json:"lateAvgNs"`
-	LateP99  time.Duration       `json:"lateP99Ns"`
-	LateMax  time.Duration       `json:"lateMaxNs"`
+	Day      time.Time        `json:"day"`
+	Count    int64            `json:"count"`
+	ByStatus map[string]int64 `json:"byStatus"`
+	Min      time.Duration    `json:"minNs"`
+	Max      time.Duration    `json:"maxNs"`
+	Avg      time.Duration    `json:"avgNs"`
+	P50      time.Duration    `json:"p50Ns"`
+	P95      time.Duration    `json:"p95Ns"`
+	P99      time.Duration    `json:"p99Ns"`
+	Buckets  [6]int64         `json:"buckets"`
+	Rounds   int64            `json:"rounds"`
+	LateAvg  time.Duration    `json:"lateAvgNs"`
+	LateP99  time.Duration    `json:"lateP99Ns"`
+	LateMax  time.Duration    `json:"lateMaxNs"`
 }
 
 // Stats holds one schedule's statistics. Recording takes a short lock and
@@ -136,15 +136,15 @@ type Stats struct {
 	schedule string
 	clk      clockwork.Clock
 
-	mu        sync.Mutex
-	settings  Settings
-	counts    [numStatus]int64 // since the process started
-	total     Histogram        // cost since the process started (Prometheus)
-	days      map[time.Time]*day
-	dirty     map[time.Time]bool
-	failures  []Failure // newest last, at most settings.Failures
-	pending   []Failure // not yet flushed
-	results   []ResultRecord
+	mu       sync.Mutex
+	settings Settings
+	counts   [numStatus]int64 // since the process started
+	total    Histogram        // cost since the process started (Prometheus)
+	days     map[time.Time]*day
+	dirty    map[time.Time]bool
+	failures []Failure // newest last, at most settings.Failures
+	pending  []Failure // not yet flushed
+	results  []ResultRecord
 }
 
 // New returns empty statistics for schedule.

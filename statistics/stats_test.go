@@ -229,7 +229,9 @@ func TestPrometheusCollector(t *testing.T) {
 	s.Record(Sample{Status: Success, Cost: 500 * time.Millisecond})
 	s.Record(Sample{Status: Success, Cost: 5 * time.Second})
 	s.Record(Sample{Status: Timeout, Cost: 30 * time.Second})
-	c := NewCollector(func() []Source { return []Source{{Schedule: "job", State: "SLEEPING", Stats: s, Waiting: 3, Active: 1}} })
+	c := NewCollector(func() []Source {
+		return []Source{{Schedule: "job", State: "SLEEPING", Stats: s, Waiting: 3, Active: 1}}
+	})
 	reg := prometheus.NewPedanticRegistry()
 	if err := reg.Register(c); err != nil {
 		t.Fatal(err)

@@ -1,5 +1,6 @@
 // Command quickstart is a small fom application: four jobs in an fx app,
-// logging to the console. Run it with `make run`.
+// logging to the console, with the admin page on
+// http://127.0.0.1:8080/fom/. Run it with `make run`.
 package main
 
 import (
@@ -14,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fom-go/fom/fom"
+	"github.com/fom-go/fom/web"
 )
 
 // Heartbeat is a cron job: every ten seconds.
@@ -98,6 +100,7 @@ func main() {
 			return &fxevent.ZapLogger{Logger: l.Named("fx").WithOptions(zap.IncreaseLevel(zap.WarnLevel))}
 		}),
 		fom.Module,
+		web.Module, // the admin page on http://127.0.0.1:8080/fom/
 		fx.Supply(&fom.Config{DataDir: "fom-data"}),
 		fom.Job(func() *Heartbeat { return &Heartbeat{} }),
 		fom.Job(func() *ImportOrders { return &ImportOrders{} }),

@@ -1,0 +1,422 @@
+package web
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/fom-go/fom/config"
+	"github.com/fom-go/fom/fom"
+	"github.com/fom-go/fom/schedule"
+	"github.com/fom-go/fom/statistics"
+)
+
+// envelope is every API body: code 0 and msg "ok" on success, else the HTTP
+// status and what went wrong.
+type envelope struct {
+	Code int    `json:"code"`
+	Msg  string `json:"msg"`
+	Data any    `json:"data"`
+}
+
+func (h *handler) json(w http.ResponseWriter, status int, data any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(true)
+	enc.Encode(envelope{Code: 0, Msg: "ok", Data: data})
+}
+
+func (h *handler) jsonError(w http.ResponseWriter, status int, msg string, data any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(envelope{Code: status, Msg: msg, Data: data})
+}
+
+type scheduleView struct {
+	Name     string           `json:"name"`
+	State    string           `json:"state"`
+	Plan     string           `json:"plan"`
+	Remark   string           `json:"remark"`
+	Loaded   *time.Time       `json:"loaded,omitempty"`
+	Last     *time.Time       `json:"last,omitempty"`
+	Next     *time.Time       `json:"next,omitempty"`
+	Rounds   int64            `json:"rounds"`
+	Batches  int64            `json:"batches"`
+	Counts   map[string]int64 `json:"counts"`
+	Waiting  int              `json:"waiting"`
+	Active   int              `json:"active"`
+	LogLevel string           `json:"logLevel"`
+}
+
+type entryView struct {
+	Key      string `json:"key"`
+	Value    string `json:"value"`
+	Default  string `json:"default"`
+	Source   string `json:"source"`
+	Editable bool   `json:"editable"`
+	Custom   bool   `json:"custom"`
+	Doc      string `json:"doc"`
+}
+
+type taskView struct {
+	ID        string     `json:"id"`
+	Round     int64      `json:"round"`
+	Batch     bool       `json:"batch"`
+	Submitted time.Time  `json:"submitted"`
+	Started   *time.Time `json:"started,omitempty"`
+	ElapsedMs int64      `json:"elapsedMs"`
+	Abandoned bool       `json:"abandoned"`
+	Stack     string     `json:"stack,omitempty"`
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+func viewOf(sc *fom.ScheduleContext) scheduleView {
+	i := sc.Info()
+	c := i.Counts
+	return scheduleView{
+		Name: i.Name, State: i.State.String(), Plan: i.Plan, Remark: i.Remark,
+		Loaded: timePtr(i.Loaded), Last: timePtr(i.Last), Next: timePtr(i.Next),
+		Rounds: i.Rounds, Batches: i.Batches, Waiting: i.Waiting, Active: i.Active, LogLevel: sc.LogLevel().String(),
+		Counts: map[string]int64{"success": c.Success, "failed": c.Failed, "timeout": c.Timeout, "rejected": c.Rejected, "conflict": c.Conflict, "canceled": c.Canceled},
+	}
+}
+
+func entriesOf(sc *fom.ScheduleContext) []entryView {
+	var out []entryView
+	for _, e := range sc.Config().Entries() {
+		out = append(out, entryView{Key: e.Key, Value: e.Value, Default: e.Default, Source: e.Source.String(), Editable: e.Editable, Custom: e.Custom, Doc: e.Doc})
+	}
+	return out
+}
+
+func tasksOf(ts []schedule.TaskInfo, withStack bool) []taskView {
+	out := make([]taskView, 0, len(ts))
+	for _, t := range ts {
+		v := taskView{ID: t.ID, Round: t.Round, Batch: t.Batch, Submitted: t.Submitted, Started: timePtr(t.Started), ElapsedMs: t.Elapsed.Milliseconds(), Abandoned: t.Abandoned}
+		if withStack {
+			v.Stack = t.Stack
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+func (h *handler) apiList(w http.ResponseWriter, r *http.Request) {
+	out := []scheduleView{}
+	for _, sc := range h.app.Schedules() {
+		out = append(out, viewOf(sc))
+	}
+	h.json(w, http.StatusOK, out)
+}
+
+func (h *handler) apiGet(w http.ResponseWriter, r *http.Request) {
+	sc := h.schedule(w, r)
+	if sc == nil {
+		return
+	}
+	h.json(w, http.StatusOK, struct {
+		scheduleView
+		Config []entryView `json:"config"`
+	}{viewOf(sc), entriesOf(sc)})
+}
+
+// act performs start, stop or exec.
+func act(sc *fom.ScheduleContext, action string) error {
+	switch action {
+	case "start":
+		return sc.Startup()
+	case "stop":
+		return sc.Shutdown()
+	default:
+		return sc.ExecNow()
+	}
+}
+
+func (h *handler) apiAction(w http.ResponseWriter, r *http.Request) {
+	sc := h.schedule(w, r)
+	if sc == nil {
+		return
+	}
+	if err := act(sc, chi.URLParam(r, "action")); err != nil {
+		h.jsonError(w, http.StatusConflict, err.Error(), viewOf(sc))
+		return
+	}
+	h.json(w, http.StatusOK, viewOf(sc))
+}
+
+func (h *handler) apiConfig(w http.ResponseWriter, r *http.Request) {
+	if sc := h.schedule(w, r); sc != nil {
+		h.json(w, http.StatusOK, entriesOf(sc))
+	}
+}
+
+// configErrors answers a failed edit: 400 with a message per key for a
+// validation error, 500 for a failed save.
+func (h *handler) configErrors(w http.ResponseWriter, err error) {
+	var ve *config.ValidationError
+	if errors.As(err, &ve) {
+		byKey := map[string]string{}
+		for _, p := range ve.Problems {
+			byKey[p.Key] = p.Reason
+		}
+		h.jsonError(w, http.StatusBadRequest, err.Error(), map[string]any{"errors": byKey})
+		return
+	}
+	h.log.Error("config save failed", zap.Error(err))
+	h.jsonError(w, http.StatusInternalServerError, err.Error(), nil)
+}
+
+// readJSON decodes a small JSON body; it answers 400/415 itself on failure.
+func (h *handler) readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
+		h.jsonError(w, http.StatusUnsupportedMediaType, "send the body as application/json", nil)
+		return false
+	}
+	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		h.jsonError(w, http.StatusBadRequest, "bad JSON body: "+err.Error(), nil)
+		return false
+	}
+	return true
+}
+
+func (h *handler) apiPatchConfig(w http.ResponseWriter, r *http.Request) {
+	sc := h.schedule(w, r)
+	if sc == nil {
+		return
+	}
+	var changes map[string]string
+	if !h.readJSON(w, r, &changes) {
+		return
+	}
+	if len(changes) == 0 {
+		h.jsonError(w, http.StatusBadRequest, "no changes: send a JSON object of key to string value", nil)
+		return
+	}
+	if err := sc.Config().ApplyContext(r.Context(), changes); err != nil {
+		h.configErrors(w, err)
+		return
+	}
+	h.json(w, http.StatusOK, entriesOf(sc))
+}
+
+func (h *handler) apiResetKey(w http.ResponseWriter, r *http.Request) {
+	sc := h.schedule(w, r)
+	if sc == nil {
+		return
+	}
+	if err := sc.Config().ResetContext(r.Context(), chi.URLParam(r, "key")); err != nil {
+		h.configErrors(w, err)
+		return
+	}
+	h.json(w, http.StatusOK, entriesOf(sc))
+}
+
+type levelBody struct {
+	Level string `json:"level"`
+}
+
+func (h *handler) apiLogLevel(w http.ResponseWriter, r *http.Request) {
+	if sc := h.schedule(w, r); sc != nil {
+		h.json(w, http.StatusOK, levelBody{sc.LogLevel().String()})
+	}
+}
+
+func setLevel(sc *fom.ScheduleContext, s string) error {
+	var l zapcore.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return fmt.Errorf("log level %q is not one of debug, info, warn, error", s)
+	}
+	return sc.SetLogLevel(l)
+}
+
+func (h *handler) apiPutLogLevel(w http.ResponseWriter, r *http.Request) {
+	sc := h.schedule(w, r)
+	if sc == nil {
+		return
+	}
+	var b levelBody
+	if !h.readJSON(w, r, &b) {
+		return
+	}
+	if err := setLevel(sc, b.Level); err != nil {
+		h.jsonError(w, http.StatusBadRequest, err.Error(), nil)
+		return
+	}
+	h.json(w, http.StatusOK, levelBody{sc.LogLevel().String()})
+}
+
+func (h *handler) apiStats(w http.ResponseWriter, r *http.Request) {
+	sc := h.schedule(w, r)
+	if sc == nil {
+		return
+	}
+	if d := r.URL.Query().Get("day"); d != "" {
+		t, err := time.Parse(time.DateOnly, d)
+		if err != nil {
+			h.jsonError(w, http.StatusBadRequest, fmt.Sprintf("day %q is not a date such as 2026-01-02", d), nil)
+			return
+		}
+		h.json(w, http.StatusOK, sc.Stats().Day(t))
+		return
+	}
+	snap := sc.Stats().Snapshot()
+	snap.Failures = nil
+	h.json(w, http.StatusOK, struct {
+		statistics.Export
+		Settings statsSettingsBody `json:"settings"`
+	}{snap, settingsBody(snap.Settings)})
+}
+
+// statsSettingsBody is the API form of statistics settings: durations as
+// Go duration strings.
+type statsSettingsBody struct {
+	Thresholds    []string `json:"thresholds"`
+	RetentionDays int      `json:"retentionDays"`
+	Failures      int      `json:"failures"`
+	Results       int      `json:"results"`
+}
+
+func settingsBody(s statistics.Settings) statsSettingsBody {
+	b := statsSettingsBody{RetentionDays: s.RetentionDays, Failures: s.Failures, Results: s.Results}
+	for _, t := range s.Thresholds {
+		b.Thresholds = append(b.Thresholds, statistics.ShortDuration(t))
+	}
+	return b
+}
+
+func (b statsSettingsBody) settings(cur statistics.Settings) (statistics.Settings, error) {
+	s := cur
+	if b.Thresholds != nil {
+		if len(b.Thresholds) != 5 {
+			return s, fmt.Errorf("thresholds: want 5 durations, got %d", len(b.Thresholds))
+		}
+		for i, v := range b.Thresholds {
+			d, err := config.ParseDuration(strings.TrimSpace(v))
+			if err != nil {
+				return s, fmt.Errorf("thresholds[%d] %q: %v", i, v, err)
+			}
+			s.Thresholds[i] = d
+		}
+	}
+	if b.RetentionDays != 0 {
+		s.RetentionDays = b.RetentionDays
+	}
+	if b.Failures != 0 {
+		s.Failures = b.Failures
+	}
+	if b.Results != 0 {
+		s.Results = b.Results
+	}
+	return s, s.Validate()
+}
+
+func (h *handler) saveStatsSettings(r *http.Request, sc *fom.ScheduleContext, b statsSettingsBody) error {
+	s, err := b.settings(sc.Stats().Settings())
+	if err != nil {
+		return err
+	}
+	st, err := h.app.Store()
+	if err != nil {
+		return err
+	}
+	return sc.Stats().SaveSettings(r.Context(), st, s)
+}
+
+func (h *handler) apiPutStatsSettings(w http.ResponseWriter, r *http.Request) {
+	sc := h.schedule(w, r)
+	if sc == nil {
+		return
+	}
+	var b statsSettingsBody
+	if !h.readJSON(w, r, &b) {
+		return
+	}
+	if err := h.saveStatsSettings(r, sc, b); err != nil {
+		h.jsonError(w, http.StatusBadRequest, err.Error(), nil)
+		return
+	}
+	h.json(w, http.StatusOK, settingsBody(sc.Stats().Settings()))
+}
+
+func (h *handler) apiFailures(w http.ResponseWriter, r *http.Request) {
+	if sc := h.schedule(w, r); sc != nil {
+		h.json(w, http.StatusOK, sc.Stats().Failures())
+	}
+}
+
+func (h *handler) apiTasks(w http.ResponseWriter, r *http.Request) {
+	sc := h.schedule(w, r)
+	if sc == nil {
+		return
+	}
+	switch st := r.URL.Query().Get("state"); st {
+	case "", "active":
+		h.json(w, http.StatusOK, tasksOf(sc.ActiveTasks(), true))
+	case "waiting":
+		h.json(w, http.StatusOK, tasksOf(sc.WaitingTasks(), false))
+	default:
+		h.jsonError(w, http.StatusBadRequest, fmt.Sprintf("state %q is not active or waiting", st), nil)
+	}
+}
+
+func (h *handler) apiExport(w http.ResponseWriter, r *http.Request) {
+	sc := h.schedule(w, r)
+	if sc == nil {
+		return
+	}
+	q := r.URL.Query()
+	format, part := q.Get("format"), q.Get("part")
+	if format == "" {
+		format = "json"
+	}
+	stats := sc.Stats()
+	stamp := time.Now().UTC().Format("20060102")
+	var write func(io.Writer) error
+	switch {
+	case format == "json" && part == "":
+		write = stats.WriteJSON
+	case format == "csv" && (part == "" || part == "all"):
+		write = stats.WriteCSV
+	case format == "csv" && part == "days":
+		write = stats.WriteDaysCSV
+	case format == "csv" && part == "failures":
+		write = stats.WriteFailuresCSV
+	default:
+		h.jsonError(w, http.StatusBadRequest, fmt.Sprintf("format %q part %q: use format=json, or format=csv with part=all|days|failures", format, part), nil)
+		return
+	}
+	ctype := map[string]string{"json": "application/json; charset=utf-8", "csv": "text/csv; charset=utf-8"}[format]
+	w.Header().Set("Content-Type", ctype)
+	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="fom-%s-%s.%s"`, safeFile(sc.Name()), stamp, format))
+	if err := write(w); err != nil {
+		h.log.Warn("export failed", zap.Error(err))
+	}
+}
+
+func safeFile(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' {
+			return r
+		}
+		return '_'
+	}, s)
+}

@@ -1,0 +1,343 @@
+package web
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/a-h/templ"
+	"github.com/go-chi/chi/v5"
+	"go.uber.org/zap"
+
+	"github.com/fom-go/fom/config"
+	"github.com/fom-go/fom/fom"
+)
+
+// pageCtx is what every page needs.
+type pageCtx struct {
+	Title, AppTitle, Base, CSRF, CSS, JS string
+	Refresh                              string
+	Flash, FlashLevel                    string
+}
+
+func (p pageCtx) hxHeaders() string {
+	b, _ := json.Marshal(map[string]string{csrfHeader: p.CSRF})
+	return string(b)
+}
+
+func (h *handler) page(r *http.Request, title string) pageCtx {
+	p := pageCtx{Title: title, AppTitle: h.o.Title, Base: h.base, CSS: h.asset("fom.css"), JS: h.asset("htmx.min.js"), Refresh: h.o.Refresh.String()}
+	q := r.URL.Query()
+	if msg := q.Get("msg"); msg != "" {
+		p.Flash, p.FlashLevel = msg, "info"
+		if q.Get("level") == "error" {
+			p.FlashLevel = "error"
+		}
+	}
+	return p
+}
+
+func (h *handler) pageWithCSRF(w http.ResponseWriter, r *http.Request, title string) pageCtx {
+	p := h.page(r, title)
+	p.CSRF = h.csrfToken(w, r)
+	return p
+}
+
+func (h *handler) render(w http.ResponseWriter, r *http.Request, c templ.Component) {
+	h.renderStatus(w, r, http.StatusOK, c)
+}
+
+func (h *handler) renderStatus(w http.ResponseWriter, r *http.Request, status int, c templ.Component) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	if err := c.Render(r.Context(), w); err != nil {
+		h.log.Warn("render failed", zap.Error(err))
+	}
+}
+
+// rowView is one schedule as the table shows it.
+type rowView struct {
+	Name, URL, State, Plan, Remark, Last, Next, LogLevel string
+	Rounds, Success, Failed                              int64
+	Waiting, Active                                      int
+}
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return "—"
+	}
+	t = t.Local()
+	if y, m, d := t.Date(); y == time.Now().Year() && m == time.Now().Month() && d == time.Now().Day() {
+		return t.Format("15:04:05")
+	}
+	return t.Format("2006-01-02 15:04:05")
+}
+
+func (h *handler) scheduleURL(name string) string {
+	return h.base + "/schedules/" + url.PathEscape(name)
+}
+
+func (h *handler) rowOf(sc *fom.ScheduleContext) rowView {
+	i := sc.Info()
+	return rowView{
+		Name: i.Name, URL: h.scheduleURL(i.Name), State: i.State.String(), Plan: i.Plan, Remark: i.Remark,
+		Last: fmtTime(i.Last), Next: fmtTime(i.Next), LogLevel: sc.LogLevel().String(),
+		Rounds: i.Rounds, Success: i.Counts.Success, Failed: i.Counts.Total() - i.Counts.Success, Waiting: i.Waiting, Active: i.Active,
+	}
+}
+
+func (h *handler) rows() []rowView {
+	var out []rowView
+	for _, sc := range h.app.Schedules() {
+		out = append(out, h.rowOf(sc))
+	}
+	return out
+}
+
+func (h *handler) pageIndex(w http.ResponseWriter, r *http.Request) {
+	h.render(w, r, indexPage(h.pageWithCSRF(w, r, "Schedules"), h.rows()))
+}
+
+func (h *handler) fragmentTable(w http.ResponseWriter, r *http.Request) {
+	h.render(w, r, tableBody(h.pageWithCSRF(w, r, "Schedules"), h.rows()))
+}
+
+// cfgEntry is one config row of the editor.
+type cfgEntry struct {
+	entryView
+	Shown string // the value in the input: the operator's text after a failed save
+	Error string
+}
+
+type dayRow struct {
+	Day, Count, Success, Failed, Timeout, Min, Avg, P50, P95, P99, Max, Rounds, LateP99 string
+}
+
+type failureRow struct {
+	At, TaskID, Status, Cost, Error, Stack string
+	Chain                                  []string
+}
+
+type taskRow struct {
+	ID, Round, Started, Submitted, Elapsed, Stack string
+	Abandoned                                     bool
+}
+
+type statsView struct {
+	RetentionDays int
+	Thresholds    string
+}
+
+type detailView struct {
+	Row                   rowView
+	Loaded, Outcomes      string
+	Batches               int64
+	Config                []cfgEntry
+	Stats                 statsView
+	DayChart, BucketChart svgChart
+	Days                  []dayRow
+	Failures              []failureRow
+	Active, Waiting       []taskRow
+	ExportBase            string
+}
+
+func (h *handler) detail(sc *fom.ScheduleContext, typed map[string]string, errs map[string]string) detailView {
+	i := sc.Info()
+	c := i.Counts
+	v := detailView{Row: h.rowOf(sc), Loaded: fmtTime(i.Loaded), Batches: i.Batches, ExportBase: h.base + "/api/schedules/" + url.PathEscape(i.Name) + "/export"}
+	v.Outcomes = "success " + strconv.FormatInt(c.Success, 10) + " · failed " + strconv.FormatInt(c.Failed, 10) + " · timeout " + strconv.FormatInt(c.Timeout, 10) +
+		" · rejected " + strconv.FormatInt(c.Rejected, 10) + " · conflict " + strconv.FormatInt(c.Conflict, 10) + " · canceled " + strconv.FormatInt(c.Canceled, 10)
+	for _, e := range entriesOf(sc) {
+		ce := cfgEntry{entryView: e, Shown: e.Value, Error: errs[e.Key]}
+		if t, ok := typed[e.Key]; ok {
+			ce.Shown = t
+		}
+		v.Config = append(v.Config, ce)
+	}
+	st := sc.Stats()
+	set := st.Settings()
+	var th []string
+	for _, t := range settingsBody(set).Thresholds {
+		th = append(th, t)
+	}
+	v.Stats = statsView{RetentionDays: set.RetentionDays, Thresholds: strings.Join(th, ", ")}
+	days := st.Days()
+	var buckets [6]int64
+	for _, d := range days {
+		for k, n := range d.Buckets {
+			buckets[k] += n
+		}
+		v.Days = append(v.Days, dayRow{
+			Day: d.Day.Format(time.DateOnly), Count: strconv.FormatInt(d.Count, 10), Success: strconv.FormatInt(d.ByStatus["success"], 10),
+			Failed: strconv.FormatInt(d.ByStatus["failed"], 10), Timeout: strconv.FormatInt(d.ByStatus["timeout"], 10),
+			Min: shortDur(d.Min), Avg: shortDur(d.Avg), P50: shortDur(d.P50), P95: shortDur(d.P95), P99: shortDur(d.P99), Max: shortDur(d.Max),
+			Rounds: strconv.FormatInt(d.Rounds, 10), LateP99: shortDur(d.LateP99),
+		})
+	}
+	v.DayChart = dayChart(days)
+	v.BucketChart = bucketChart(st.BucketLabels(), buckets)
+	for _, fl := range st.Failures() {
+		v.Failures = append(v.Failures, failureRow{At: fmtTime(fl.At), TaskID: fl.TaskID, Status: fl.Status, Cost: shortDur(fl.Cost), Error: fl.Error, Stack: fl.Stack, Chain: fl.Chain})
+	}
+	for _, t := range sc.ActiveTasks() {
+		v.Active = append(v.Active, taskRow{ID: t.ID, Round: roundName(t.Round, t.Batch), Started: fmtTime(t.Started), Elapsed: shortDur(t.Elapsed), Stack: t.Stack, Abandoned: t.Abandoned})
+	}
+	for _, t := range sc.WaitingTasks() {
+		v.Waiting = append(v.Waiting, taskRow{ID: t.ID, Round: roundName(t.Round, t.Batch), Submitted: fmtTime(t.Submitted), Elapsed: shortDur(t.Elapsed)})
+	}
+	return v
+}
+
+func roundName(n int64, batch bool) string {
+	if batch {
+		return "batch " + strconv.FormatInt(n, 10)
+	}
+	return "round " + strconv.FormatInt(n, 10)
+}
+
+func (h *handler) pageSchedule(w http.ResponseWriter, r *http.Request) {
+	sc := h.schedule(w, r)
+	if sc == nil {
+		return
+	}
+	h.render(w, r, schedulePage(h.pageWithCSRF(w, r, sc.Name()), h.detail(sc, nil, nil)))
+}
+
+// back redirects to the page the form came from, with a flash message.
+func (h *handler) back(w http.ResponseWriter, r *http.Request, to, msg string, isErr bool) {
+	q := url.Values{"msg": {msg}}
+	if isErr {
+		q.Set("level", "error")
+	}
+	http.Redirect(w, r, to+"?"+q.Encode(), http.StatusSeeOther)
+}
+
+// returnTo is where a form on the table or on a schedule page goes back to.
+func (h *handler) returnTo(r *http.Request, sc *fom.ScheduleContext) string {
+	if ref, err := url.Parse(r.Referer()); err == nil && ref.Path == h.scheduleURL(sc.Name()) {
+		return ref.Path
+	}
+	return h.base + "/"
+}
+
+func (h *handler) formAction(w http.ResponseWriter, r *http.Request) {
+	sc := h.schedule(w, r)
+	if sc == nil {
+		return
+	}
+	action := chi.URLParam(r, "action")
+	if err := act(sc, action); err != nil {
+		h.back(w, r, h.returnTo(r, sc), err.Error(), true)
+		return
+	}
+	msgs := map[string]string{"start": "started", "stop": "stopping", "exec": "round requested"}
+	h.back(w, r, h.returnTo(r, sc), "schedule "+sc.Name()+": "+msgs[action], false)
+}
+
+func (h *handler) formConfig(w http.ResponseWriter, r *http.Request) {
+	sc := h.schedule(w, r)
+	if sc == nil {
+		return
+	}
+	if err := r.ParseForm(); err != nil {
+		h.back(w, r, h.scheduleURL(sc.Name()), "bad form: "+err.Error(), true)
+		return
+	}
+	// Only send what changed, so an untouched field never fails an edit.
+	typed := map[string]string{}
+	changes := map[string]string{}
+	for k, vs := range r.PostForm {
+		key, ok := strings.CutPrefix(k, "cfg.")
+		if !ok || len(vs) == 0 {
+			continue
+		}
+		typed[key] = vs[0]
+		if sc.Config().Get(key) != vs[0] || !sc.Config().Has(key) {
+			changes[key] = vs[0]
+		}
+	}
+	if len(changes) == 0 {
+		h.back(w, r, h.scheduleURL(sc.Name()), "nothing changed", false)
+		return
+	}
+	err := sc.Config().ApplyContext(r.Context(), changes)
+	if err == nil {
+		h.back(w, r, h.scheduleURL(sc.Name()), "configuration saved", false)
+		return
+	}
+	errs := map[string]string{}
+	var ve *config.ValidationError
+	status := http.StatusInternalServerError
+	if errors.As(err, &ve) {
+		status = http.StatusBadRequest
+		for _, p := range ve.Problems {
+			errs[p.Key] = p.Reason
+		}
+	}
+	p := h.pageWithCSRF(w, r, sc.Name())
+	p.Flash, p.FlashLevel = "Nothing was saved: "+err.Error(), "error"
+	h.renderStatus(w, r, status, schedulePage(p, h.detail(sc, typed, errs)))
+}
+
+func (h *handler) formReset(w http.ResponseWriter, r *http.Request) {
+	sc := h.schedule(w, r)
+	if sc == nil {
+		return
+	}
+	key := chi.URLParam(r, "key")
+	if err := sc.Config().ResetContext(r.Context(), key); err != nil {
+		h.back(w, r, h.scheduleURL(sc.Name()), err.Error(), true)
+		return
+	}
+	h.back(w, r, h.scheduleURL(sc.Name()), key+" reset to its default", false)
+}
+
+func (h *handler) formLogLevel(w http.ResponseWriter, r *http.Request) {
+	sc := h.schedule(w, r)
+	if sc == nil {
+		return
+	}
+	err := setLevel(sc, r.PostFormValue("level"))
+	if r.Header.Get("HX-Request") == "true" {
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	if err != nil {
+		h.back(w, r, h.returnTo(r, sc), err.Error(), true)
+		return
+	}
+	h.back(w, r, h.returnTo(r, sc), "log level of "+sc.Name()+" set to "+sc.LogLevel().String(), false)
+}
+
+func (h *handler) formStatsSettings(w http.ResponseWriter, r *http.Request) {
+	sc := h.schedule(w, r)
+	if sc == nil {
+		return
+	}
+	var b statsSettingsBody
+	if t := strings.TrimSpace(r.PostFormValue("thresholds")); t != "" {
+		b.Thresholds = strings.Split(t, ",")
+	}
+	if d := strings.TrimSpace(r.PostFormValue("retentionDays")); d != "" {
+		n, err := strconv.Atoi(d)
+		if err != nil || n == 0 {
+			h.back(w, r, h.scheduleURL(sc.Name()), "retention days "+strconv.Quote(d)+" is not a positive whole number", true)
+			return
+		}
+		b.RetentionDays = n
+	}
+	if err := h.saveStatsSettings(r, sc, b); err != nil {
+		h.back(w, r, h.scheduleURL(sc.Name()), "statistics settings not saved: "+err.Error(), true)
+		return
+	}
+	h.back(w, r, h.scheduleURL(sc.Name()), "statistics settings saved", false)
+}

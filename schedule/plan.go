@@ -7,6 +7,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/fom-go/fom/config"
+	"github.com/fom-go/fom/statistics"
 )
 
 // Plan computes when the next round fires. It is a pure function of the
@@ -133,7 +134,9 @@ func FixedRatePlan(d time.Duration) Plan { return ratePlan(d) }
 type ratePlan time.Duration
 
 func (p ratePlan) Next(prev Round) (time.Time, bool) { return prev.Start.Add(time.Duration(p)), true }
-func (p ratePlan) String() string                    { return "fixedRate " + time.Duration(p).String() }
+func (p ratePlan) String() string {
+	return "fixedRate " + statistics.ShortDuration(time.Duration(p))
+}
 
 // FixedDelayPlan fires d after the end of the previous round.
 func FixedDelayPlan(d time.Duration) Plan { return delayPlan(d) }
@@ -141,7 +144,9 @@ func FixedDelayPlan(d time.Duration) Plan { return delayPlan(d) }
 type delayPlan time.Duration
 
 func (p delayPlan) Next(prev Round) (time.Time, bool) { return prev.End.Add(time.Duration(p)), true }
-func (p delayPlan) String() string                    { return "fixedDelay " + time.Duration(p).String() }
+func (p delayPlan) String() string {
+	return "fixedDelay " + statistics.ShortDuration(time.Duration(p))
+}
 
 // PlanFunc makes a Plan of a function, such as a job's own
 // Next(prev Round) (time.Time, bool) method.

@@ -1,0 +1,189 @@
+package web
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+)
+
+func TestAPIReadRoutes(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Options{})
+	var list []scheduleView
+	f.do("GET", "/fom/api/schedules", "").expect(t, 200, "ok").data(t, &list)
+	if len(list) != 2 || list[0].Name != "alpha" || list[0].State != "SLEEPING" || list[1].State != "INITED" || list[0].Plan != "fixedRate 1h" {
+		t.Fatalf("list %+v", list)
+	}
+	var one struct {
+		scheduleView
+		Config []entryView `json:"config"`
+	}
+	f.do("GET", "/fom/api/schedules/alpha", "").expect(t, 200, "ok").data(t, &one)
+	if one.Name != "alpha" || len(one.Config) != 18 || one.Config[17].Key != "size" || !one.Config[17].Custom {
+		t.Fatalf("detail %+v", one)
+	}
+	var lvl levelBody
+	f.do("GET", "/fom/api/schedules/alpha/log-level", "").expect(t, 200, "").data(t, &lvl)
+	if lvl.Level != "info" {
+		t.Fatalf("level %q", lvl.Level)
+	}
+	f.do("GET", "/fom/api/schedules/alpha/stats", "").expect(t, 200, "")
+	f.do("GET", "/fom/api/schedules/alpha/stats?day=2026-01-02", "").expect(t, 200, "")
+	f.do("GET", "/fom/api/schedules/alpha/stats?day=yesterday", "").expect(t, 400, `day "yesterday" is not a date such as 2026-01-02`)
+	f.do("GET", "/fom/api/schedules/alpha/failures", "").expect(t, 200, "")
+	f.do("GET", "/fom/api/schedules/alpha/tasks?state=active", "").expect(t, 200, "")
+	f.do("GET", "/fom/api/schedules/alpha/tasks?state=waiting", "").expect(t, 200, "")
+	f.do("GET", "/fom/api/schedules/alpha/tasks?state=sleepy", "").expect(t, 400, `state "sleepy" is not active or waiting`)
+
+	for _, path := range []string{"", "/config", "/log-level", "/stats", "/failures", "/tasks", "/export"} {
+		f.do("GET", "/fom/api/schedules/nope"+path, "").expect(t, 404, "schedule nope not found")
+	}
+	f.do("GET", "/fom/api/nothing", "").expect(t, 404, "no such API route: GET /fom/api/nothing")
+}
+
+func TestAPIActions(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Options{})
+	f.do("POST", "/fom/api/schedules/alpha/start", "").expect(t, 409, "schedule alpha is already started")
+	f.do("POST", "/fom/api/schedules/beta/exec", "").expect(t, 409, "schedule beta is not started")
+	f.do("POST", "/fom/api/schedules/beta/stop", "").expect(t, 409, "schedule beta is not started")
+	var v scheduleView
+	f.do("POST", "/fom/api/schedules/alpha/exec", "").expect(t, 200, "ok").data(t, &v)
+	r := f.do("POST", "/fom/api/schedules/alpha/stop", "").expect(t, 200, "ok")
+	r.data(t, &v)
+	if v.State != "STOPPING" && v.State != "STOPPED" {
+		t.Fatalf("state after stop %s", v.State)
+	}
+	if err := f.app.Schedule("alpha").Wait(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	f.do("POST", "/fom/api/schedules/alpha/stop", "").expect(t, 409, "schedule alpha is already stopped")
+	f.do("POST", "/fom/api/schedules/nope/start", "").expect(t, 404, "schedule nope not found")
+	f.do("GET", "/fom/api/schedules/alpha/exec", "").expect(t, 405, "method GET not allowed on /fom/api/schedules/alpha/exec")
+	f.do("DELETE", "/fom/api/schedules/alpha/config", "").expect(t, 405, "")
+	f.do("POST", "/fom/api/schedules/alpha/log-level", "").expect(t, 405, "")
+}
+
+func TestAPIConfigEdits(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Options{})
+	sc := f.app.Schedule("alpha")
+	var entries []entryView
+	f.do("PATCH", "/fom/api/schedules/alpha/config", `{"size":"25","threadMax":"4"}`).expect(t, 200, "ok").data(t, &entries)
+	if sc.Config().Get("size") != "25" || sc.Config().Get("threadMax") != "4" {
+		t.Fatal("edit not applied")
+	}
+	r := f.do("PATCH", "/fom/api/schedules/alpha/config", `{"size":"huge","threadMax":"8","name":"x","colour":"red"}`)
+	r.expect(t, 400, "")
+	var body struct {
+		Errors map[string]string `json:"errors"`
+	}
+	r.data(t, &body)
+	want := map[string]string{"size": "not a 64-bit integer: huge", "name": "is not editable at runtime", "colour": "unknown key"}
+	for k, v := range want {
+		if body.Errors[k] != v {
+			t.Errorf("error of %s: %q, want %q", k, body.Errors[k], v)
+		}
+	}
+	if _, ok := body.Errors["threadMax"]; ok || sc.Config().Get("threadMax") != "4" {
+		t.Fatal("a failed edit was half-applied")
+	}
+	f.do("PATCH", "/fom/api/schedules/alpha/config", `{"size":`).expect(t, 400, "")
+	f.do("PATCH", "/fom/api/schedules/alpha/config", `{}`).expect(t, 400, "no changes: send a JSON object of key to string value")
+	f.do("PATCH", "/fom/api/schedules/alpha/config", `size=1`, "Content-Type", "application/x-www-form-urlencoded").expect(t, 415, "send the body as application/json")
+	f.do("PATCH", "/fom/api/schedules/alpha/config", `{"size":5}`).expect(t, 400, "")
+	f.do("DELETE", "/fom/api/schedules/alpha/config/size", "").expect(t, 200, "ok")
+	if sc.Config().Get("size") != "10" {
+		t.Fatal("reset failed")
+	}
+	f.do("DELETE", "/fom/api/schedules/alpha/config/sizee", "").expect(t, 400, `fom: config of schedule "alpha": key "sizee" value "": unknown key (did you mean "size"?)`)
+
+	f.do("PUT", "/fom/api/schedules/alpha/log-level", `{"level":"debug"}`).expect(t, 200, "ok")
+	if sc.LogLevel().String() != "debug" {
+		t.Fatal("level not set")
+	}
+	f.do("PUT", "/fom/api/schedules/alpha/log-level", `{"level":"loud"}`).expect(t, 400, `log level "loud" is not one of debug, info, warn, error`)
+
+	var set statsSettingsBody
+	f.do("PUT", "/fom/api/schedules/alpha/stats/settings", `{"thresholds":["100ms","1s","10s","1m","10m"],"retentionDays":14}`).expect(t, 200, "ok").data(t, &set)
+	if set.RetentionDays != 14 || set.Thresholds[0] != "100ms" || sc.Stats().Settings().RetentionDays != 14 {
+		t.Fatalf("settings %+v", set)
+	}
+	f.do("PUT", "/fom/api/schedules/alpha/stats/settings", `{"thresholds":["1s","1s","10s","1m","10m"]}`).expect(t, 400, "statistics: thresholds[1] = 1s: must be greater than thresholds[0] = 1s")
+}
+
+func TestAPIExport(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Options{})
+	r := f.do("GET", "/fom/api/schedules/alpha/export?format=csv", "")
+	if r.status != 200 || !strings.HasPrefix(r.header.Get("Content-Type"), "text/csv") || !strings.Contains(r.header.Get("Content-Disposition"), `filename="fom-alpha-`) ||
+		!strings.HasPrefix(r.body, "schedule,day,count,") || !strings.Contains(r.body, "\n\nschedule,at,task,status") {
+		t.Fatalf("csv %d %v %q", r.status, r.header, r.body)
+	}
+	r = f.do("GET", "/fom/api/schedules/alpha/export?format=json", "")
+	if r.status != 200 || !strings.Contains(r.body, `"schedule": "alpha"`) {
+		t.Fatalf("json %d %q", r.status, r.body)
+	}
+	if r := f.do("GET", "/fom/api/schedules/alpha/export?format=csv&part=failures", ""); !strings.HasPrefix(r.body, "schedule,at,task") {
+		t.Fatalf("failures csv %q", r.body)
+	}
+	f.do("GET", "/fom/api/schedules/alpha/export?format=xml", "").expect(t, 400, `format "xml" part "": use format=json, or format=csv with part=all|days|failures`)
+}
+
+func TestAuth(t *testing.T) {
+	t.Parallel()
+	basic := newFixture(t, Options{BasicAuthUser: "ops", BasicAuthPassword: "s3cret"})
+	r := basic.do("GET", "/fom/api/schedules", "").expect(t, 401, "authentication required")
+	if !strings.HasPrefix(r.header.Get("WWW-Authenticate"), "Basic") {
+		t.Fatal("no basic challenge")
+	}
+	basic.do("GET", "/fom/api/schedules", "", "Authorization", "Basic b3BzOndyb25n").expect(t, 403, "wrong credentials") // ops:wrong
+	basic.do("GET", "/fom/api/schedules", "", "Authorization", "Basic b3BzOnMzY3JldA==").expect(t, 200, "ok")          // ops:s3cret
+	if r := basic.do("GET", "/fom/", ""); r.status != 401 {
+		t.Fatalf("page without credentials: %d", r.status)
+	}
+
+	bearer := newFixture(t, Options{BearerToken: "tok", Scope: ProtectMutations})
+	bearer.do("GET", "/fom/api/schedules", "").expect(t, 200, "ok")
+	bearer.do("POST", "/fom/api/schedules/alpha/exec", "").expect(t, 401, "authentication required")
+	bearer.do("POST", "/fom/api/schedules/alpha/exec", "", "Authorization", "Bearer nope").expect(t, 403, "wrong credentials")
+	bearer.do("POST", "/fom/api/schedules/alpha/exec", "", "Authorization", "Bearer tok").expect(t, 200, "ok")
+
+	if _, err := NewHandler(basic.app, Options{BasicAuthUser: "only-user"}); err == nil {
+		t.Fatal("half-configured basic auth accepted")
+	}
+	if _, err := NewHandler(nil, Options{}); err != ErrNilApp {
+		t.Fatalf("nil app: %v", err)
+	}
+}
+
+func TestCrossOriginAndCSRF(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Options{})
+	f.do("POST", "/fom/api/schedules/alpha/exec", "", "Origin", "https://evil.example").expect(t, 403, "cross-origin request refused")
+	f.do("POST", "/fom/api/schedules/alpha/exec", "", "Sec-Fetch-Site", "cross-site").expect(t, 403, "cross-site request refused")
+	f.do("POST", "/fom/api/schedules/alpha/exec", "", "Origin", "http://example.com", "Sec-Fetch-Site", "same-origin").expect(t, 200, "ok")
+
+	// Form posts need the double-submit token.
+	form := "csrf_token=abc"
+	if r := f.do("POST", "/fom/schedules/alpha/exec", form, "Content-Type", "application/x-www-form-urlencoded"); r.status != http.StatusForbidden {
+		t.Fatalf("no cookie: %d", r.status)
+	}
+	tok := strings.Repeat("ab", 32)
+	if r := f.do("POST", "/fom/schedules/alpha/exec", "csrf_token=wrong", "Content-Type", "application/x-www-form-urlencoded", "Cookie", "fom_csrf="+tok); r.status != http.StatusForbidden {
+		t.Fatalf("wrong token: %d", r.status)
+	}
+	r := f.do("POST", "/fom/schedules/alpha/exec", "csrf_token="+tok, "Content-Type", "application/x-www-form-urlencoded", "Cookie", "fom_csrf="+tok)
+	if r.status != http.StatusSeeOther || !strings.Contains(r.header.Get("Location"), "msg=schedule+alpha%3A+round+requested") {
+		t.Fatalf("good token: %d %v", r.status, r.header)
+	}
+	// A refused transition comes back with the engine's message.
+	r = f.do("POST", "/fom/schedules/alpha/start", "csrf_token="+tok, "Content-Type", "application/x-www-form-urlencoded", "Cookie", "fom_csrf="+tok)
+	if r.status != http.StatusSeeOther || !strings.Contains(r.header.Get("Location"), "schedule+alpha+is+already+started") || !strings.Contains(r.header.Get("Location"), "level=error") {
+		t.Fatalf("refusal: %d %v", r.status, r.header)
+	}
+	// Mutations are never accepted on GET.
+	if r := f.do("GET", "/fom/schedules/alpha/exec", ""); r.status != http.StatusMethodNotAllowed {
+		t.Fatalf("GET mutation: %d", r.status)
+	}
+}

@@ -1,0 +1,297 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	stdlog "log"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/fom-go/fom/fom"
+)
+
+type flaky struct {
+	fom.Schedule `name:"importOrders" fixedRate:"1h" threadMax:"2" remark:"imports orders; every third page fails"`
+	n            int
+	mu           sync.Mutex
+}
+
+func (j *flaky) Tasks(context.Context) ([]fom.Task, error) {
+	var ts []fom.Task
+	for i := 1; i <= 3; i++ {
+		ts = append(ts, fom.TaskFunc("page-"+strconv.Itoa(i), func(context.Context) (any, error) {
+			j.mu.Lock()
+			defer j.mu.Unlock()
+			j.n++
+			if j.n%3 == 0 {
+				return nil, errors.New("shop API answered 503")
+			}
+			time.Sleep(time.Duration(j.n%4) * time.Millisecond)
+			return j.n, nil
+		}))
+	}
+	return ts, nil
+}
+
+// browserApp is one run of the app on a data dir, served on loopback.
+type browserApp struct {
+	app *fom.App
+	srv *Server
+	url string
+}
+
+func startBrowserApp(t *testing.T, dir string) *browserApp {
+	t.Helper()
+	app, err := fom.New(fom.WithDataDir(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range []any{&alpha{}, &beta{}, &flaky{}} {
+		if _, err := app.Register(j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := app.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := NewServer(app, Config{Addr: "127.0.0.1:0", Options: Options{Refresh: 200 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	b := &browserApp{app: app, srv: srv, url: "http://" + srv.Addr() + "/fom"}
+	t.Cleanup(b.stop)
+	return b
+}
+
+func (b *browserApp) stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	b.srv.Stop(ctx)
+	b.app.Stop(ctx)
+}
+
+func chromium(t *testing.T) string {
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("no Chromium on this CI machine: .ci/run installs Debian's chromium")
+	}
+	t.Skip("no Chromium installed (apt-get install -y chromium)")
+	return ""
+}
+
+// TestAdminPageInChromium drives the admin page in real headless Chromium.
+// With FOM_UPDATE_SCREENSHOTS=1 it refreshes the screenshots in docs/.
+func TestAdminPageInChromium(t *testing.T) {
+	path := chromium(t)
+	dir := t.TempDir()
+	run1 := startBrowserApp(t, dir)
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+		chromedp.WindowSize(1440, 1000))
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	ctx, cancelCtx := chromedp.NewContext(allocCtx, chromedp.WithErrorf(func(format string, args ...any) {
+		// This cdproto predates some enum values newer Chromium sends
+		// (e.g. IPAddressSpace "Loopback"); those events are not ours.
+		if msg := fmt.Sprintf(format, args...); !strings.Contains(msg, "could not unmarshal event") {
+			stdlog.Print("chromedp: " + msg)
+		}
+	}))
+	defer cancelCtx()
+	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	defer cancelTimeout()
+
+	// Any script error or CSP refusal in the page fails the test.
+	var consoleMu sync.Mutex
+	var console []string
+	chromedp.ListenTarget(ctx, func(ev any) {
+		consoleMu.Lock()
+		defer consoleMu.Unlock()
+		switch e := ev.(type) {
+		case *runtime.EventExceptionThrown:
+			console = append(console, "exception: "+e.ExceptionDetails.Error())
+		case *log.EventEntryAdded:
+			// The deliberate bad config edit answers 400; that is the page
+			// working, not failing.
+			if e.Entry.Level == log.LevelError && !strings.Contains(e.Entry.Text, "status of 400") {
+				console = append(console, "console: "+e.Entry.Text)
+			}
+		case *runtime.EventConsoleAPICalled:
+			if e.Type == runtime.APITypeError {
+				console = append(console, "console.error")
+			}
+		}
+	})
+	shots := t.TempDir()
+	if os.Getenv("FOM_UPDATE_SCREENSHOTS") == "1" {
+		shots = filepath.Join("..", "docs")
+	}
+
+	row := func(name, id string) string { return `[data-testid="row-` + name + `"] [data-testid="` + id + `"]` }
+	// The table is swapped every 200ms, so read and click in one script
+	// each rather than finding a node and then using it.
+	textOf := func(sel string) string {
+		var s string
+		js := "(() => { const e = document.querySelector(" + strconv.Quote(sel) + "); return e ? e.textContent : '' })()"
+		if err := chromedp.Run(ctx, chromedp.Evaluate(js, &s)); err != nil {
+			t.Fatalf("read %s: %v", sel, err)
+		}
+		return strings.TrimSpace(s)
+	}
+	click := func(sel string) chromedp.Action {
+		return chromedp.ActionFunc(func(ctx context.Context) error {
+			var ok bool
+			js := "(() => { const e = document.querySelector(" + strconv.Quote(sel) + "); if (!e) return false; e.click(); return true })()"
+			if err := chromedp.Evaluate(js, &ok).Do(ctx); err != nil {
+				return err
+			}
+			if !ok {
+				return fmt.Errorf("no element %s to click", sel)
+			}
+			return nil
+		})
+	}
+	waitText := func(sel string, ok func(string) bool, what string) string {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			s := textOf(sel)
+			if ok(s) {
+				return s
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %s is %q", what, sel, s)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	atLeast := func(n int) func(string) bool {
+		return func(s string) bool { v, err := strconv.Atoi(s); return err == nil && v >= n }
+	}
+
+	// The table: press "exec now" and watch the round count rise.
+	must(t, chromedp.Run(ctx, chromedp.Navigate(run1.url+"/"), chromedp.WaitVisible(`[data-testid="schedules"]`, chromedp.ByQuery)))
+	if got := textOf(row("importOrders", "rounds")); got != "0" {
+		t.Fatalf("rounds before exec: %q", got)
+	}
+	for round := 1; round <= 3; round++ {
+		must(t, chromedp.Run(ctx, click(row("importOrders", "exec")), chromedp.WaitVisible(`[data-testid="flash"]`, chromedp.ByQuery)))
+		waitText(row("importOrders", "rounds"), atLeast(round), "round count after exec now")
+	}
+	waitText(row("importOrders", "failed"), atLeast(1), "failures counted")
+	// The start button of a started schedule is disabled; a post anyway
+	// (a stale page, say) shows the engine's refusal.
+	js := "document.querySelector(" + strconv.Quote(row("alpha", "start")) + ").form.submit()"
+	must(t, chromedp.Run(ctx, chromedp.Evaluate(js, nil), chromedp.WaitVisible(`.flash.error`, chromedp.ByQuery)))
+	if got := textOf(`[data-testid="flash"]`); got != "schedule alpha is already started" {
+		t.Fatalf("refusal flash %q", got)
+	}
+	screenshot(t, ctx, filepath.Join(shots, "schedules.png"))
+
+	// The schedule page: a bad value shows its error inline, nothing saved.
+	must(t, chromedp.Run(ctx,
+		chromedp.Navigate(run1.url+"/schedules/alpha"),
+		chromedp.WaitVisible(`[data-testid="config-form"]`, chromedp.ByQuery),
+		chromedp.SetValue(`[data-testid="input-threadMax"]`, "zero", chromedp.ByQuery),
+		chromedp.SetValue(`[data-testid="input-size"]`, "42", chromedp.ByQuery),
+		chromedp.Click(`[data-testid="save-config"]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`[data-testid="error-threadMax"]`, chromedp.ByQuery),
+	))
+	if got := textOf(`[data-testid="error-threadMax"]`); got != "must be at least 1, got 0" && got != "not an integer: zero" {
+		t.Fatalf("inline error %q", got)
+	}
+	if v := run1.app.Schedule("alpha").Config().Get("size"); v != "10" {
+		t.Fatalf("size saved despite the error: %s", v)
+	}
+	// Then a good one.
+	must(t, chromedp.Run(ctx,
+		chromedp.SetValue(`[data-testid="input-threadMax"]`, "2", chromedp.ByQuery),
+		chromedp.Click(`[data-testid="save-config"]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`[data-testid="flash"]`, chromedp.ByQuery),
+	))
+	if got := textOf(`[data-testid="flash"]`); got != "configuration saved" {
+		t.Fatalf("flash after save %q", got)
+	}
+
+	// Restart the app on the same data dir: the edit is still there.
+	run1.stop()
+	run2 := startBrowserApp(t, dir)
+	var size string
+	must(t, chromedp.Run(ctx,
+		chromedp.Navigate(run2.url+"/schedules/alpha"),
+		chromedp.WaitVisible(`[data-testid="config-form"]`, chromedp.ByQuery),
+		chromedp.Value(`[data-testid="input-size"]`, &size, chromedp.ByQuery),
+	))
+	if size != "42" || textOf(`[data-testid="source-size"]`) != "persisted edit" {
+		t.Fatalf("after restart size=%q source=%q", size, textOf(`[data-testid="source-size"]`))
+	}
+
+	// Statistics survived too: the chart of importOrders has today's bar.
+	var bars []map[string]string
+	must(t, chromedp.Run(ctx,
+		chromedp.Navigate(run2.url+"/schedules/importOrders"),
+		chromedp.WaitVisible(`[data-testid="day-chart"]`, chromedp.ByQuery),
+		chromedp.AttributesAll(`[data-testid="day-chart"] rect.bar`, &bars, chromedp.ByQueryAll),
+	))
+	if len(bars) != 7 {
+		t.Fatalf("%d day bars, want 7", len(bars))
+	}
+	if h, _ := strconv.ParseFloat(bars[6]["height"], 64); h <= 0 {
+		t.Fatalf("today's bar has height %q", bars[6]["height"])
+	}
+	if n := len(textOf(`[data-testid="failures"]`)); n == 0 || !strings.Contains(textOf(`[data-testid="failures"]`), "shop API answered 503") {
+		t.Fatal("failures list lacks the recorded failure")
+	}
+	screenshot(t, ctx, filepath.Join(shots, "schedule.png"))
+
+	// Stop a schedule from the table and watch it reach STOPPED.
+	must(t, chromedp.Run(ctx, chromedp.Navigate(run2.url+"/"), chromedp.WaitVisible(`[data-testid="schedules"]`, chromedp.ByQuery),
+		click(row("alpha", "stop"))))
+	waitText(row("alpha", "state"), func(s string) bool { return s == "STOPPED" }, "state after stop")
+
+	consoleMu.Lock()
+	defer consoleMu.Unlock()
+	if len(console) > 0 {
+		t.Fatalf("the page logged errors: %v", console)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func screenshot(t *testing.T, ctx context.Context, file string) {
+	t.Helper()
+	var png []byte
+	must(t, chromedp.Run(ctx, chromedp.FullScreenshot(&png, 100)))
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,7 +1,7 @@
 # fom — make targets. `make run` and `make test` are the two commands a new
 # user needs; `make check` is what CI adds on top.
 GO       ?= go
-TEMPL    := $(GO) run github.com/a-h/templ/cmd/templ
+TEMPL    := $(GO) tool templ
 PKGS     := ./...
 
 .PHONY: run test bench generate check fmt vet

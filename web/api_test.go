@@ -138,7 +138,7 @@ func TestAuth(t *testing.T) {
 		t.Fatal("no basic challenge")
 	}
 	basic.do("GET", "/fom/api/schedules", "", "Authorization", "Basic b3BzOndyb25n").expect(t, 403, "wrong credentials") // ops:wrong
-	basic.do("GET", "/fom/api/schedules", "", "Authorization", "Basic b3BzOnMzY3JldA==").expect(t, 200, "ok")          // ops:s3cret
+	basic.do("GET", "/fom/api/schedules", "", "Authorization", "Basic b3BzOnMzY3JldA==").expect(t, 200, "ok")            // ops:s3cret
 	if r := basic.do("GET", "/fom/", ""); r.status != 401 {
 		t.Fatalf("page without credentials: %d", r.status)
 	}

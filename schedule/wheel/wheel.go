@@ -1,0 +1,485 @@
+// Package wheel is a hierarchical timing wheel for very many one-shot
+// timers, most of which are canceled before they fire ("close this order if
+// it is still unpaid in 30 minutes").
+//
+// Levels follow Kafka's design: level 0 has one bucket per tick, level i
+// one bucket per size^i ticks. A timer goes to the finest level whose span
+// covers it; when a coarse bucket comes due its timers move down a level.
+// Buckets that hold timers sit in a min-heap by due time, and one advancing
+// goroutine sleeps until the earliest: an idle wheel costs nothing and empty
+// ticks are skipped. A timer's due tick is rounded up and checked again at
+// expiry, so a timer never fires early. Add and cancel are O(1) through
+// intrusive lists (plus O(log buckets) when a bucket first fills); entries
+// are pooled and guarded by a generation so a stale *Timer cannot touch a
+// reused entry. Expired callbacks are run by dispatcher goroutines, never by
+// the advancing one, so a slow callback delays no other timer.
+package wheel
+
+import (
+	"container/heap"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/fom-go/fom/internal/clockx"
+)
+
+// Errors of the wheel.
+var (
+	ErrFull    = errors.New("wheel: pending timer limit reached")
+	ErrStopped = errors.New("wheel: stopped")
+)
+
+// Option configures a Wheel.
+type Option func(*Wheel) error
+
+// WithClock sets the clock (tests pass a fake one). Default: real time.
+func WithClock(c clockwork.Clock) Option {
+	return func(w *Wheel) error {
+		if c == nil {
+			return errors.New("wheel: clock is nil")
+		}
+		w.clk = c
+		return nil
+	}
+}
+
+// WithTick sets the resolution. Default 1ms.
+func WithTick(d time.Duration) Option {
+	return func(w *Wheel) error {
+		if d <= 0 {
+			return fmt.Errorf("wheel: tick %s must be positive", d)
+		}
+		w.tick = int64(d)
+		return nil
+	}
+}
+
+// WithSize sets the number of buckets per level. Default 512.
+func WithSize(n int) Option {
+	return func(w *Wheel) error {
+		if n < 2 || n > 1<<16 {
+			return fmt.Errorf("wheel: size %d must be between 2 and 65536", n)
+		}
+		w.size = int64(n)
+		return nil
+	}
+}
+
+// WithMaxPending bounds the pending timers; more are rejected with ErrFull.
+// Default 0: no bound.
+func WithMaxPending(n int) Option {
+	return func(w *Wheel) error {
+		if n < 0 {
+			return fmt.Errorf("wheel: max pending %d must not be negative", n)
+		}
+		w.maxPending = n
+		return nil
+	}
+}
+
+// WithDispatchers sets how many goroutines run expired callbacks.
+// Default GOMAXPROCS.
+func WithDispatchers(n int) Option {
+	return func(w *Wheel) error {
+		if n < 1 {
+			return fmt.Errorf("wheel: dispatchers %d must be at least 1", n)
+		}
+		w.dispatchers = n
+		return nil
+	}
+}
+
+// Wheel is a hierarchical timing wheel. Its goroutines start with the first
+// timer and end with Stop.
+type Wheel struct {
+	clk         clockwork.Clock
+	tick        int64 // ns
+	size        int64
+	maxPending  int
+	dispatchers int
+	start       time.Time
+
+	mu      sync.Mutex
+	levels  []*level
+	current int64 // ticks since start that have been processed
+	due     bucketHeap
+	pending int
+	running bool
+	stopped bool
+	wake    chan struct{}
+	quit    chan struct{}
+	out     chan []func()
+	wg      sync.WaitGroup
+	free    []*entry // entry pool; a sync.Pool would hide reuse from the generation check's lock
+}
+
+type level struct {
+	interval int64 // ticks per bucket
+	buckets  []bucket
+}
+
+// bucket is an intrusive list of entries due at the same (level) time.
+type bucket struct {
+	head, tail *entry
+	due        int64 // ticks; meaningful while in the heap
+	heapIndex  int   // -1 when not in the heap
+}
+
+type entry struct {
+	next, prev *entry
+	b          *bucket
+	at         int64 // due tick: expiry rounded up to a tick
+	f          func()
+	gen        uint64
+}
+
+// Timer is a pending callback. Stop cancels it.
+type Timer struct {
+	w   *Wheel
+	e   *entry
+	gen uint64
+}
+
+// New returns a wheel. It starts no goroutine until the first timer.
+func New(opts ...Option) (*Wheel, error) {
+	w := &Wheel{clk: clockwork.NewRealClock(), tick: int64(time.Millisecond), size: 512, dispatchers: runtime.GOMAXPROCS(0)}
+	for _, o := range opts {
+		if err := o(w); err != nil {
+			return nil, err
+		}
+	}
+	w.start = w.clk.Now()
+	w.wake = make(chan struct{}, 1)
+	w.quit = make(chan struct{})
+	return w, nil
+}
+
+// AfterFunc calls f in its own dispatcher goroutine once d has passed. It
+// returns nil if the wheel is full or stopped; use TryAfterFunc to learn why.
+func (w *Wheel) AfterFunc(d time.Duration, f func()) *Timer {
+	t, _ := w.TryAfterFunc(d, f)
+	return t
+}
+
+// TryAfterFunc is AfterFunc with an error for a full or stopped wheel.
+func (w *Wheel) TryAfterFunc(d time.Duration, f func()) (*Timer, error) {
+	if f == nil {
+		return nil, errors.New("wheel: nil func")
+	}
+	elapsed := int64(w.clk.Now().Sub(w.start))
+	at := (elapsed + int64(max(d, 0)) + w.tick - 1) / w.tick // round up: never early
+	w.mu.Lock()
+	if w.stopped {
+		w.mu.Unlock()
+		return nil, ErrStopped
+	}
+	if w.maxPending > 0 && w.pending >= w.maxPending {
+		w.mu.Unlock()
+		return nil, ErrFull
+	}
+	if !w.running {
+		w.startLocked()
+	}
+	if w.pending == 0 && w.due.Len() == 0 {
+		// Nothing pending: the processed time may jump to now, so a new
+		// timer lands on the finest level.
+		w.current = max(w.current, elapsed/w.tick)
+	}
+	e := w.newEntry()
+	e.at, e.f = at, f
+	gen := e.gen
+	w.pending++
+	if at <= w.current {
+		// Due at once (d <= 0, or the wheel is behind): hand to a dispatcher.
+		w.pending--
+		w.recycle(e)
+		w.mu.Unlock()
+		w.dispatch([]func(){f})
+		return &Timer{w: w, e: e, gen: gen}, nil
+	}
+	first := w.insert(e)
+	w.mu.Unlock()
+	if first {
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
+	return &Timer{w: w, e: e, gen: gen}, nil
+}
+
+// Stop cancels the timer. It returns true if the call stopped it, false if
+// it had already fired, been stopped, or t is nil.
+func (t *Timer) Stop() bool {
+	if t == nil {
+		return false
+	}
+	w := t.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	e := t.e
+	if e.gen != t.gen || e.b == nil {
+		return false
+	}
+	e.b.remove(e)
+	w.pending--
+	w.recycle(e)
+	return true
+}
+
+// Pending returns the number of timers that have neither fired nor been stopped.
+func (w *Wheel) Pending() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.pending
+}
+
+// Stop stops the wheel and returns the callbacks of the timers that never
+// ran. Callbacks already handed to a dispatcher still run; Stop waits for
+// them. Safe to call twice and before any timer.
+func (w *Wheel) Stop() []func() {
+	w.mu.Lock()
+	if w.stopped {
+		w.mu.Unlock()
+		return nil
+	}
+	w.stopped = true
+	var left []func()
+	for _, l := range w.levels {
+		for i := range l.buckets {
+			b := &l.buckets[i]
+			for e := b.head; e != nil; {
+				next := e.next
+				left = append(left, e.f)
+				e.b, e.next, e.prev = nil, nil, nil
+				w.recycle(e)
+				e = next
+			}
+			b.head, b.tail = nil, nil
+		}
+	}
+	w.pending = 0
+	for _, b := range w.due {
+		b.heapIndex = -1
+	}
+	w.due = w.due[:0]
+	running := w.running
+	w.mu.Unlock()
+	if running {
+		close(w.quit)
+		w.wg.Wait()
+	}
+	return left
+}
+
+func (w *Wheel) newEntry() *entry {
+	if n := len(w.free); n > 0 {
+		e := w.free[n-1]
+		w.free = w.free[:n-1]
+		return e
+	}
+	return &entry{}
+}
+
+// recycle invalidates outstanding *Timer handles and pools the entry.
+func (w *Wheel) recycle(e *entry) {
+	e.gen++
+	e.f = nil
+	e.b = nil
+	if len(w.free) < 1<<16 {
+		w.free = append(w.free, e)
+	}
+}
+
+// insert files e by its due tick; true if it made a new earliest bucket.
+// Called with mu held and e.at > w.current.
+func (w *Wheel) insert(e *entry) bool {
+	delta := e.at - w.current
+	lvl, interval := 0, int64(1)
+	for delta >= interval*w.size {
+		interval *= w.size
+		lvl++
+		if interval > (1<<62)/w.size { // beyond any real duration
+			break
+		}
+	}
+	for len(w.levels) <= lvl {
+		iv := int64(1)
+		for range len(w.levels) {
+			iv *= w.size
+		}
+		l := &level{interval: iv, buckets: make([]bucket, w.size)}
+		for i := range l.buckets {
+			l.buckets[i].heapIndex = -1
+		}
+		w.levels = append(w.levels, l)
+	}
+	l := w.levels[lvl]
+	slot := e.at / l.interval
+	b := &l.buckets[slot%w.size]
+	b.push(e)
+	due := slot * l.interval
+	if lvl == 0 {
+		due = e.at
+	}
+	switch {
+	case b.heapIndex < 0:
+		b.due = due
+		heap.Push(&w.due, b)
+	case due < b.due:
+		b.due = due
+		heap.Fix(&w.due, b.heapIndex)
+	default:
+		return false
+	}
+	return b.heapIndex == 0
+}
+
+func (b *bucket) push(e *entry) {
+	e.b, e.prev, e.next = b, b.tail, nil
+	if b.tail != nil {
+		b.tail.next = e
+	} else {
+		b.head = e
+	}
+	b.tail = e
+}
+
+func (b *bucket) remove(e *entry) {
+	if e.prev != nil {
+		e.prev.next = e.next
+	} else {
+		b.head = e.next
+	}
+	if e.next != nil {
+		e.next.prev = e.prev
+	} else {
+		b.tail = e.prev
+	}
+	e.next, e.prev, e.b = nil, nil, nil
+	// An emptied bucket stays in the heap; it pops as a no-op.
+}
+
+func (w *Wheel) startLocked() {
+	w.running = true
+	w.out = make(chan []func(), 1024)
+	w.wg.Add(1 + w.dispatchers)
+	go w.advance()
+	for range w.dispatchers {
+		go w.run()
+	}
+}
+
+func (w *Wheel) dispatch(fs []func()) {
+	w.out <- fs
+}
+
+// run is a dispatcher goroutine.
+func (w *Wheel) run() {
+	defer w.wg.Done()
+	for {
+		select {
+		case fs := <-w.out:
+			for _, f := range fs {
+				f()
+			}
+		case <-w.quit:
+			for { // drain what was handed over before the stop
+				select {
+				case fs := <-w.out:
+					for _, f := range fs {
+						f()
+					}
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+// advance is the goroutine that moves time forward.
+func (w *Wheel) advance() {
+	defer w.wg.Done()
+	var fired []func()
+	for {
+		w.mu.Lock()
+		if w.stopped {
+			w.mu.Unlock()
+			return
+		}
+		if w.due.Len() == 0 {
+			w.mu.Unlock()
+			select {
+			case <-w.wake:
+				continue
+			case <-w.quit:
+				return
+			}
+		}
+		b := w.due[0]
+		dueAt := w.start.Add(time.Duration(b.due * w.tick))
+		if !clockx.Reached(w.clk, dueAt) {
+			w.mu.Unlock()
+			tm := clockx.TimerAt(w.clk, dueAt)
+			select {
+			case <-tm.Chan():
+			case <-w.wake:
+			case <-w.quit:
+				tm.Stop()
+				return
+			}
+			tm.Stop()
+			continue
+		}
+		heap.Pop(&w.due)
+		w.current = max(w.current, b.due)
+		head := b.head
+		b.head, b.tail = nil, nil
+		for e := head; e != nil; {
+			next := e.next
+			e.next, e.prev, e.b = nil, nil, nil
+			if e.at <= w.current {
+				fired = append(fired, e.f)
+				w.pending--
+				w.recycle(e)
+			} else {
+				w.insert(e) // move down a level
+			}
+			e = next
+		}
+		w.mu.Unlock()
+		if len(fired) > 0 {
+			w.dispatch(fired)
+			fired = make([]func(), 0, len(fired))
+		}
+	}
+}
+
+type bucketHeap []*bucket
+
+func (h bucketHeap) Len() int           { return len(h) }
+func (h bucketHeap) Less(i, j int) bool { return h[i].due < h[j].due }
+func (h bucketHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].heapIndex = i
+	h[j].heapIndex = j
+}
+func (h *bucketHeap) Push(x any) {
+	b := x.(*bucket)
+	b.heapIndex = len(*h)
+	*h = append(*h, b)
+}
+func (h *bucketHeap) Pop() any {
+	old := *h
+	b := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	b.heapIndex = -1
+	return b
+}

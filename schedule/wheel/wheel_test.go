@@ -1,0 +1,245 @@
+package wheel
+
+import (
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var t0 = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+
+type modelTimer struct {
+	id       int
+	at       time.Time // exact expiry asked for
+	t        *Timer
+	stopped  bool // Stop returned true
+	fired    atomic.Int32
+	firedAt  atomic.Int64 // clock reading inside the callback
+	leftOver bool         // returned by Wheel.Stop
+}
+
+// TestPropertyAgainstModel runs random adds, cancels and clock advances on
+// a fake clock and checks every timer against a simple model: it fires
+// exactly once, never before its time, unless stopped; and Stop returns
+// exactly the timers still pending.
+func TestPropertyAgainstModel(t *testing.T) {
+	t.Parallel()
+	for seed := range 30 {
+		r := rand.New(rand.NewPCG(uint64(seed), 7))
+		clk := clockwork.NewFakeClockAt(t0)
+		size := []int{2, 4, 8, 64}[seed%4]
+		w, err := New(WithClock(clk), WithTick(time.Millisecond), WithSize(size), WithDispatchers(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var all []*modelTimer
+		var stopping atomic.Bool
+		var mu sync.Mutex
+		var leftIDs []int
+		for op := range 600 {
+			switch k := r.IntN(10); {
+			case k < 5: // add
+				var d time.Duration
+				switch r.IntN(4) {
+				case 0:
+					d = time.Duration(r.IntN(3)) * time.Millisecond
+				case 1:
+					d = time.Duration(r.IntN(5000)) * time.Millisecond
+				case 2:
+					d = time.Duration(r.Int64N(int64(time.Second)))
+				default:
+					d = time.Duration(r.IntN(1000)) * time.Hour
+				}
+				m := &modelTimer{id: op, at: clk.Now().Add(d)}
+				m.t = w.AfterFunc(d, func() {
+					if stopping.Load() {
+						mu.Lock()
+						leftIDs = append(leftIDs, m.id)
+						mu.Unlock()
+						return
+					}
+					m.firedAt.Store(clk.Now().UnixNano())
+					m.fired.Add(1)
+				})
+				all = append(all, m)
+			case k < 7: // cancel
+				if len(all) == 0 {
+					continue
+				}
+				m := all[r.IntN(len(all))]
+				dueAndDone := m.fired.Load() > 0
+				got := m.t.Stop()
+				if got && dueAndDone {
+					t.Fatalf("seed %d: Stop true for a timer that fired", seed)
+				}
+				if got {
+					if m.stopped {
+						t.Fatalf("seed %d: Stop true twice", seed)
+					}
+					m.stopped = true
+				}
+			default: // advance, then wait for what is due
+				clk.Advance(time.Duration(r.IntN(400)) * time.Millisecond * time.Duration(1+r.IntN(3)))
+				now := clk.Now()
+				waitUntil(t, func() bool {
+					for _, m := range all {
+						if !m.stopped && !m.at.After(now) && m.fired.Load() == 0 {
+							return false
+						}
+					}
+					return true
+				})
+			}
+		}
+		stopping.Store(true)
+		left := w.Stop()
+		for _, f := range left {
+			f()
+		}
+		pending := map[int]bool{}
+		for _, m := range all {
+			if n := m.fired.Load(); n > 1 {
+				t.Fatalf("seed %d: timer %d fired %d times", seed, m.id, n)
+			}
+			if m.stopped && m.fired.Load() > 0 {
+				t.Fatalf("seed %d: stopped timer %d fired", seed, m.id)
+			}
+			if m.fired.Load() == 1 && time.Unix(0, m.firedAt.Load()).Before(m.at) {
+				t.Fatalf("seed %d: timer %d fired early: at %v, due %v", seed, m.id, time.Unix(0, m.firedAt.Load()).UTC(), m.at)
+			}
+			if !m.stopped && m.fired.Load() == 0 {
+				pending[m.id] = true
+			}
+		}
+		mu.Lock()
+		if len(leftIDs) != len(pending) {
+			t.Fatalf("seed %d: Stop returned %d timers, %d were pending", seed, len(leftIDs), len(pending))
+		}
+		for _, id := range leftIDs {
+			if !pending[id] {
+				t.Fatalf("seed %d: Stop returned timer %d, which was not pending", seed, id)
+			}
+		}
+		mu.Unlock()
+		if w.Pending() != 0 {
+			t.Fatalf("pending %d after Stop", w.Pending())
+		}
+	}
+}
+
+// TestCancelRacesExpiry stops timers just as they come due on the real
+// clock: each ends either stopped (and never runs) or run exactly once.
+func TestCancelRacesExpiry(t *testing.T) {
+	t.Parallel()
+	w, _ := New()
+	defer w.Stop()
+	const n = 20000
+	var ran [n]atomic.Int32
+	timers := make([]*Timer, n)
+	for i := range n {
+		timers[i] = w.AfterFunc(time.Duration(i%5)*time.Millisecond, func() { ran[i].Add(1) })
+	}
+	stopped := make([]bool, n)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := g; i < n; i += 4 {
+				stopped[i] = timers[i].Stop()
+			}
+		}()
+	}
+	wg.Wait()
+	waitUntil(t, func() bool { return w.Pending() == 0 })
+	time.Sleep(10 * time.Millisecond) // let dispatched callbacks finish
+	var nStopped, nRan int
+	for i := range n {
+		r := ran[i].Load()
+		switch {
+		case stopped[i] && r != 0:
+			t.Fatalf("timer %d stopped and ran", i)
+		case !stopped[i] && r != 1:
+			t.Fatalf("timer %d neither stopped nor ran once (ran %d)", i, r)
+		}
+		if stopped[i] {
+			nStopped++
+		} else {
+			nRan++
+		}
+	}
+	t.Logf("%d stopped, %d ran", nStopped, nRan)
+}
+
+func TestBoundAndStop(t *testing.T) {
+	t.Parallel()
+	w, _ := New(WithMaxPending(2))
+	a := w.AfterFunc(time.Hour, func() {})
+	w.AfterFunc(time.Hour, func() {})
+	if _, err := w.TryAfterFunc(time.Hour, func() {}); err != ErrFull {
+		t.Fatalf("got %v, want ErrFull", err)
+	}
+	if !a.Stop() || a.Stop() {
+		t.Fatal("Stop must be true once")
+	}
+	if w.AfterFunc(time.Hour, func() {}) == nil {
+		t.Fatal("room after a Stop")
+	}
+	if left := w.Stop(); len(left) != 2 {
+		t.Fatalf("Stop returned %d", len(left))
+	}
+	if _, err := w.TryAfterFunc(time.Second, func() {}); err != ErrStopped {
+		t.Fatalf("after Stop: %v", err)
+	}
+	if w.Stop() != nil {
+		t.Fatal("second Stop")
+	}
+	var nilTimer *Timer
+	if nilTimer.Stop() {
+		t.Fatal("nil Stop")
+	}
+	idle, _ := New()
+	idle.Stop() // before any timer: no goroutine to stop
+	for _, o := range []Option{WithTick(0), WithSize(1), WithMaxPending(-1), WithDispatchers(0), WithClock(nil)} {
+		if _, err := New(o); err == nil {
+			t.Error("bad option accepted")
+		}
+	}
+}
+
+func TestStaleHandleCannotStopReusedEntry(t *testing.T) {
+	t.Parallel()
+	clk := clockwork.NewFakeClockAt(t0)
+	w, _ := New(WithClock(clk))
+	defer w.Stop()
+	a := w.AfterFunc(time.Second, func() {})
+	a.Stop()
+	var ran atomic.Bool
+	b := w.AfterFunc(time.Second, func() { ran.Store(true) }) // reuses a's entry
+	if a.e != b.e {
+		t.Skip("entry not reused")
+	}
+	if a.Stop() {
+		t.Fatal("stale handle stopped the new timer")
+	}
+	clk.Advance(time.Second)
+	waitUntil(t, ran.Load)
+}
+
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met in 5s")
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}

@@ -13,5 +13,5 @@ import (
 const maxWait = time.Minute
 
 func timerAt(clk clockwork.Clock, t time.Time) clockwork.Timer { return clockx.TimerAt(clk, t) }
-func wallUntil(clk clockwork.Clock, t time.Time) time.Duration  { return clockx.WallUntil(clk, t) }
-func reached(clk clockwork.Clock, t time.Time) bool             { return clockx.Reached(clk, t) }
+func wallUntil(clk clockwork.Clock, t time.Time) time.Duration { return clockx.WallUntil(clk, t) }
+func reached(clk clockwork.Clock, t time.Time) bool            { return clockx.Reached(clk, t) }

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/fom-go/fom/config"
+	"github.com/fom-go/fom/schedule/wheel"
 	"github.com/fom-go/fom/statistics"
 )
 
@@ -62,6 +63,7 @@ type generation struct {
 	wg       sync.WaitGroup // timeout watcher, batch completions
 	stopping atomic.Bool
 	delayed  map[*Delayed]struct{} // pending SubmitAt batches; guarded by Context.mu
+	wheel    *wheel.Wheel          // delays SubmitAt batches; made on first use, guarded by Context.mu
 }
 
 // loop is one run of the scheduler goroutine.

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jonboulle/clockwork"
+	"github.com/fom-go/fom/schedule/wheel"
 )
 
 // Delayed is a batch submitted for later by SubmitAfter or SubmitAt.
@@ -18,7 +18,7 @@ type Delayed struct {
 	done  chan struct{}
 
 	mu       sync.Mutex
-	timer    clockwork.Timer
+	timer    *wheel.Timer
 	state    int // 0 pending, 1 submitted, 2 canceled
 	batch    *Batch
 	err      error
@@ -102,9 +102,21 @@ func (c *Context) SubmitAt(t time.Time, tasks ...Task) (*Delayed, error) {
 		gen.delayed = map[*Delayed]struct{}{}
 	}
 	gen.delayed[d] = struct{}{}
+	if gen.wheel == nil {
+		w, err := wheel.New(wheel.WithClock(c.clk), wheel.WithSize(64), wheel.WithDispatchers(1))
+		if err != nil {
+			return nil, err
+		}
+		gen.wheel = w
+	}
 	d.mu.Lock()
-	d.timer = c.clk.AfterFunc(wallUntil(c.clk, t), d.fire)
-	d.mu.Unlock()
+	defer d.mu.Unlock()
+	tm, err := gen.wheel.TryAfterFunc(wallUntil(c.clk, t), d.fire)
+	if err != nil {
+		delete(gen.delayed, d)
+		return nil, fmt.Errorf("schedule %s: submit at %s: %w", c.name, t.Format(time.RFC3339Nano), err)
+	}
+	d.timer = tm
 	return d, nil
 }
 
@@ -116,7 +128,8 @@ func (c *Context) forgetDelayed(d *Delayed) {
 	}
 }
 
-// cancelDelayed cancels every pending delayed batch of gen.
+// cancelDelayed cancels every pending delayed batch of gen and stops its
+// wheel.
 func (c *Context) cancelDelayed(gen *generation) {
 	c.mu.Lock()
 	pending := make([]*Delayed, 0, len(gen.delayed))
@@ -126,5 +139,11 @@ func (c *Context) cancelDelayed(gen *generation) {
 	c.mu.Unlock()
 	for _, d := range pending {
 		d.Cancel()
+	}
+	c.mu.Lock()
+	w := gen.wheel
+	c.mu.Unlock()
+	if w != nil {
+		w.Stop()
 	}
 }

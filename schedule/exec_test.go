@@ -374,3 +374,25 @@ func TestSubmitAfter(t *testing.T) {
 		t.Fatalf("wait canceled: %v", err)
 	}
 }
+
+func TestDelayedBatchCanceledByStop(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, map[string]string{"fixedRate": "1h"}, Job{})
+	if err := h.c.Startup(); err != nil {
+		t.Fatal(err)
+	}
+	d, err := h.c.SubmitAt(t0.Add(time.Hour), ok("later"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	h.waitState(Stopped)
+	if _, err := d.Wait(context.Background()); !errors.Is(err, ErrDelayedCanceled) {
+		t.Fatalf("got %v", err)
+	}
+	if _, err := h.c.SubmitAfter(time.Second, ok("x")); !errors.Is(err, ErrAlreadyStopped) {
+		t.Fatalf("submit after stop: %v", err)
+	}
+}

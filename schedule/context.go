@@ -48,7 +48,7 @@ type Context struct {
 	next          time.Time
 	rounds        int64
 	batches       int64
-	changed       chan struct{} // closed and replaced on every state change and round
+	changed       chan struct{} // made when someone waits; closed at the next state change or round end
 
 	counts [6]atomic.Int64
 }
@@ -100,8 +100,7 @@ func New(cfg *config.Config, job Job, opts Options) (*Context, error) {
 	c := &Context{
 		name: name, cfg: cfg, job: job,
 		clk: opts.Clock, conflicts: opts.Conflicts, rec: opts.Recorder, stats: opts.Stats,
-		level:   zap.NewAtomicLevelAt(zapcore.InfoLevel),
-		changed: make(chan struct{}),
+		level: zap.NewAtomicLevelAt(zapcore.InfoLevel),
 	}
 	if c.clk == nil {
 		c.clk = clockwork.NewRealClock()
@@ -167,14 +166,19 @@ func (c *Context) setState(s State) {
 }
 
 func (c *Context) notifyLocked() {
-	close(c.changed)
-	c.changed = make(chan struct{})
+	if c.changed != nil {
+		close(c.changed)
+		c.changed = nil
+	}
 }
 
 // changes returns a channel closed at the next state change or round end.
 func (c *Context) changes() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.changed == nil {
+		c.changed = make(chan struct{})
+	}
 	return c.changed
 }
 
@@ -531,13 +535,14 @@ func (c *Context) runRound(l *loop, gen *generation, planned time.Time) (r Round
 	c.last, c.next = start, time.Time{}
 	c.mu.Unlock()
 
-	log := c.log.With(zap.Int64("round", n))
-	log.Debug("round started", zap.Time("planned", planned), zap.Duration("late", start.Sub(planned)))
+	if ce := c.log.Check(zapcore.DebugLevel, "round started"); ce != nil {
+		ce.Write(zap.Int64("round", n), zap.Time("planned", planned), zap.Duration("late", start.Sub(planned)))
+	}
 	s := c.cfg.Settings()
 	g := newGroup(gen.ctx, n, false, planned, start)
 	tasks, err := c.createTasks(l.ctx)
 	if err != nil {
-		log.Error("creating tasks failed", zap.Error(err))
+		c.log.Error("creating tasks failed", zap.Int64("round", n), zap.Error(err))
 		run := newRun(nil, c.name+".Tasks", g, start)
 		g.add(run)
 		c.settle(run, Result{Status: StatusFailed, Err: fmt.Errorf("schedule %s: create tasks: %w", c.name, err)})
@@ -578,7 +583,7 @@ func (c *Context) complete(ctx context.Context, r Round) {
 	c.mu.Lock()
 	c.notifyLocked()
 	c.mu.Unlock()
-	if ce := c.log.Check(zapcore.InfoLevel, "round completed"); ce != nil {
+	if ce := c.log.Check(zapcore.DebugLevel, "round completed"); ce != nil {
 		counts := map[string]int{}
 		for _, res := range r.Results {
 			counts[res.Status.String()]++
@@ -621,6 +626,7 @@ func (c *Context) cancelAll(gen *generation) {
 		c.releaseID(r)
 	}
 	c.interrupt(c.clk.Now(), StatusCanceled, ErrCanceled, "canceled by shutdown", gen.pool.activeRuns()...)
+	gen.cancel() // tasks without a cancel of their own see it here, after the hooks
 }
 
 // onConfig applies an edit live: pool sizes at once, a new plan at once.

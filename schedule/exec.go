@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/fom-go/fom/config"
 	"github.com/fom-go/fom/statistics"
@@ -22,15 +23,16 @@ func (c *Context) submitAll(gen *generation, g *group, tasks []Task, s config.Se
 	if s.TaskOverTime > 0 && !s.DetectTimeoutOnEachTask {
 		gen.tmo.add(deadline{at: g.start.Add(s.TaskOverTime), group: g})
 	}
+	g.reserve(len(tasks))
+	now := c.clk.Now() // one submission instant for the burst
 	for _, t := range tasks {
-		c.submitOne(gen, g, t, s)
+		c.submitOne(gen, g, t, s, now)
 	}
 	g.seal()
 }
 
 // submitOne submits a task; every path ends with an outcome for it.
-func (c *Context) submitOne(gen *generation, g *group, t Task, s config.Settings) {
-	now := c.clk.Now()
+func (c *Context) submitOne(gen *generation, g *group, t Task, s config.Settings, now time.Time) {
 	if t == nil {
 		run := newRun(nil, "<nil>", g, now)
 		g.add(run)
@@ -92,7 +94,14 @@ func (c *Context) exec(gen *generation, run *taskRun) {
 		return
 	}
 	s := c.cfg.Settings()
-	ctx, cancel := context.WithCancel(context.WithValue(run.group.ctx, taskKey{}, run.id))
+	// A task's context answers FromContext and Logger. It needs a cancel of
+	// its own only when a deadline can fire; a shutdown cancels it through
+	// the generation's context, after the OnCancel hooks.
+	var ctx context.Context = &runCtx{Context: run.group.ctx, c: c, id: run.id}
+	cancel := context.CancelFunc(func() {})
+	if s.TaskOverTime > 0 || run.group.hasDeadline() {
+		ctx, cancel = context.WithCancel(ctx)
+	}
 	defer cancel()
 	start := c.clk.Now()
 	if !run.begin(start, ctx, cancel) {
@@ -146,12 +155,16 @@ func (c *Context) settle(run *taskRun, res Result) {
 func (c *Context) deliver(run *taskRun) {
 	res := run.outcome()
 	c.counts[res.Status].Add(1)
-	c.stats.Record(statistics.Sample{TaskID: res.TaskID, Status: int(res.Status), Started: res.Started, Cost: res.Cost, Err: res.Err})
+	at := res.Started.Add(res.Cost)
+	if res.Started.IsZero() {
+		at = res.Submitted
+	}
+	c.stats.Record(statistics.Sample{At: at, TaskID: res.TaskID, Status: int(res.Status), Started: res.Started, Cost: res.Cost, Err: res.Err})
 	c.rec.RecordResult(c.name, res)
 	if res.Status != StatusSuccess {
 		c.log.Warn("task "+res.Status.String(), zap.String("task", res.TaskID), zap.Duration("cost", res.Cost), zap.Error(res.Err))
-	} else {
-		c.log.Debug("task succeeded", zap.String("task", res.TaskID), zap.Duration("cost", res.Cost))
+	} else if ce := c.log.Check(zapcore.DebugLevel, "task succeeded"); ce != nil {
+		ce.Write(zap.String("task", res.TaskID), zap.Duration("cost", res.Cost))
 	}
 	if c.job.OnResult != nil {
 		if err := safeCall(func() { c.job.OnResult(res) }); err != nil {
@@ -237,6 +250,23 @@ func safeCall(fn func()) (err error) {
 
 type scheduleKey struct{}
 type taskKey struct{}
+
+// runCtx is a task's context: one allocation instead of two WithValue.
+type runCtx struct {
+	context.Context
+	c  *Context
+	id string
+}
+
+func (r *runCtx) Value(key any) any {
+	switch key.(type) {
+	case scheduleKey:
+		return r.c
+	case taskKey:
+		return r.id
+	}
+	return r.Context.Value(key)
+}
 
 // FromContext returns the schedule a task runs in, or nil.
 func FromContext(ctx context.Context) *Context {

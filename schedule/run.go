@@ -81,6 +81,20 @@ func newGroup(ctx context.Context, number int64, batch bool, planned, start time
 	return &group{ctx: ctx, number: number, batch: batch, planned: planned, start: start, complete: make(chan struct{}), heapIndex: -1}
 }
 
+// hasDeadline reports whether a round-wide deadline was set. It is set
+// before any task is submitted, so a worker reads it safely.
+func (g *group) hasDeadline() bool { return !g.deadline.IsZero() }
+
+// reserve sizes the group for n more tasks.
+func (g *group) reserve(n int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if cap(g.results)-len(g.results) < n {
+		g.results = append(make([]Result, 0, len(g.results)+n), g.results...)
+		g.runs = append(make([]*taskRun, 0, len(g.runs)+n), g.runs...)
+	}
+}
+
 // add reserves a result slot for run.
 func (g *group) add(r *taskRun) {
 	g.mu.Lock()
@@ -128,11 +142,10 @@ func (g *group) unfinished() []*taskRun {
 	return out
 }
 
-// round returns the group's results as a Round; call after complete.
+// round returns the group's results as a Round. Call it once the latch
+// fired: nothing writes the results any more, so they are handed over.
 func (g *group) round(end time.Time) Round {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	res := make([]Result, len(g.results))
-	copy(res, g.results)
-	return Round{Number: g.number, Batch: g.batch, Planned: g.planned, Start: g.start, End: end, Results: res}
+	return Round{Number: g.number, Batch: g.batch, Planned: g.planned, Start: g.start, End: end, Results: g.results}
 }

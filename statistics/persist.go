@@ -121,16 +121,21 @@ func (s *Stats) Load(ctx context.Context, st store.Store) (warnings []string, er
 			mergeDay(dd, cur)
 		}
 		s.days[k] = dd
+		if k.Equal(s.today) {
+			s.cur = dd
+		}
 	}
 	loaded := make([]Failure, 0, len(fs))
 	for i := len(fs) - 1; i >= 0; i-- { // oldest first
 		f := fs[i]
 		loaded = append(loaded, Failure{At: f.At, TaskID: f.TaskID, Status: f.Status, Error: f.Error, Stack: f.Stack, Cost: f.Cost})
 	}
-	s.failures = append(loaded, s.failures...)
-	if over := len(s.failures) - set.Failures; over > 0 {
-		s.failures = s.failures[over:]
+	merged := append(loaded, s.failures.items()...)
+	s.failures = newRing[Failure](set.Failures)
+	for _, f := range merged {
+		s.failures.push(f)
 	}
+	s.results.resize(set.Results)
 	return warnings, nil
 }
 
@@ -193,6 +198,9 @@ func (s *Stats) Flush(ctx context.Context, st store.Store) error {
 	for k := range s.days {
 		if k.Before(cutoff) {
 			delete(s.days, k)
+			if k.Equal(s.today) {
+				s.cur = nil
+			}
 		}
 	}
 	s.mu.Unlock()

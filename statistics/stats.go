@@ -71,6 +71,7 @@ func (s Settings) Validate() error {
 
 // Sample is one task outcome.
 type Sample struct {
+	At      time.Time // when the outcome was decided; zero: now
 	TaskID  string
 	Status  int // Success ... Canceled
 	Started time.Time
@@ -142,9 +143,11 @@ type Stats struct {
 	total    Histogram        // cost since the process started (Prometheus)
 	days     map[time.Time]*day
 	dirty    map[time.Time]bool
-	failures []Failure // newest last, at most settings.Failures
+	failures ring[Failure]
 	pending  []Failure // not yet flushed
-	results  []ResultRecord
+	results  ring[ResultRecord]
+	today    time.Time // the day cur belongs to
+	cur      *day
 }
 
 // New returns empty statistics for schedule.
@@ -155,7 +158,8 @@ func New(schedule string, clk clockwork.Clock, s Settings) (*Stats, error) {
 	if clk == nil {
 		clk = clockwork.NewRealClock()
 	}
-	return &Stats{schedule: schedule, clk: clk, settings: s, days: map[time.Time]*day{}, dirty: map[time.Time]bool{}}, nil
+	return &Stats{schedule: schedule, clk: clk, settings: s, days: map[time.Time]*day{}, dirty: map[time.Time]bool{},
+		failures: newRing[Failure](s.Failures), results: newRing[ResultRecord](s.Results)}, nil
 }
 
 // Schedule returns the schedule's name.
@@ -167,6 +171,9 @@ func dayOf(t time.Time) time.Time {
 }
 
 func (s *Stats) dayLocked(t time.Time) *day {
+	if s.cur != nil && !t.Before(s.today) && t.Before(s.today.Add(24*time.Hour)) {
+		return s.cur // the common case: today, already marked dirty
+	}
 	k := dayOf(t)
 	d := s.days[k]
 	if d == nil {
@@ -174,6 +181,9 @@ func (s *Stats) dayLocked(t time.Time) *day {
 		s.days[k] = d
 	}
 	s.dirty[k] = true
+	if k.After(s.today) || s.cur == nil {
+		s.today, s.cur = k, d
+	}
 	return d
 }
 
@@ -182,7 +192,10 @@ func (s *Stats) Record(x Sample) {
 	if x.Status < 0 || x.Status >= numStatus {
 		return
 	}
-	now := s.clk.Now()
+	now := x.At
+	if now.IsZero() {
+		now = s.clk.Now()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.counts[x.Status]++
@@ -209,14 +222,14 @@ func (s *Stats) Record(x Sample) {
 	if x.Err != nil {
 		rec.Error = x.Err.Error()
 	}
-	s.results = appendRing(s.results, rec, s.settings.Results)
+	s.results.push(rec)
 	if x.Status != Success {
 		f := Failure{At: now, TaskID: x.TaskID, Status: name, Cost: x.Cost}
 		if x.Err != nil {
 			f.Error = x.Err.Error()
 			f.Chain, f.Stack = chainOf(x.Err)
 		}
-		s.failures = appendRing(s.failures, f, s.settings.Failures)
+		s.failures.push(f)
 		s.pending = append(s.pending, f)
 	}
 }
@@ -233,12 +246,38 @@ func (s *Stats) RecordLateness(late time.Duration) {
 	d.lateMax = max(d.lateMax, late)
 }
 
-func appendRing[T any](ring []T, x T, limit int) []T {
-	ring = append(ring, x)
-	if over := len(ring) - limit; over > 0 {
-		ring = append(ring[:0], ring[over:]...)
+// ring keeps the last cap items in O(1) per push.
+type ring[T any] struct {
+	buf  []T
+	next int // where the next push goes once full
+	cap  int
+}
+
+func newRing[T any](n int) ring[T] { return ring[T]{cap: n} }
+
+func (r *ring[T]) push(x T) {
+	if len(r.buf) < r.cap {
+		r.buf = append(r.buf, x)
+		return
 	}
-	return ring
+	r.buf[r.next] = x
+	r.next = (r.next + 1) % r.cap
+}
+
+// items returns the items oldest first.
+func (r *ring[T]) items() []T {
+	out := make([]T, 0, len(r.buf))
+	out = append(out, r.buf[r.next:]...)
+	return append(out, r.buf[:r.next]...)
+}
+
+// resize keeps the newest n items.
+func (r *ring[T]) resize(n int) {
+	items := r.items()
+	if over := len(items) - n; over > 0 {
+		items = items[over:]
+	}
+	*r = ring[T]{buf: items, cap: n}
 }
 
 // stacker is implemented by errors carrying a stack (schedule.PanicError).
@@ -288,12 +327,8 @@ func (s *Stats) SetSettings(n Settings) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.settings = n
-	if over := len(s.failures) - n.Failures; over > 0 {
-		s.failures = append(s.failures[:0], s.failures[over:]...)
-	}
-	if over := len(s.results) - n.Results; over > 0 {
-		s.results = append(s.results[:0], s.results[over:]...)
-	}
+	s.failures.resize(n.Failures)
+	s.results.resize(n.Results)
 	return nil
 }
 
@@ -402,7 +437,7 @@ func ShortDuration(d time.Duration) string {
 func (s *Stats) Failures() []Failure {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := slices.Clone(s.failures)
+	out := s.failures.items()
 	slices.Reverse(out)
 	return out
 }
@@ -411,7 +446,7 @@ func (s *Stats) Failures() []Failure {
 func (s *Stats) Results() []ResultRecord {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := slices.Clone(s.results)
+	out := s.results.items()
 	slices.Reverse(out)
 	return out
 }

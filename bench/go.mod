@@ -1,0 +1,29 @@
+module github.com/fom-go/fom/bench
+
+go 1.24.0
+
+require (
+	github.com/fom-go/fom v0.0.0
+	github.com/go-co-op/gocron/v2 v2.21.2
+	github.com/panjf2000/ants/v2 v2.12.1
+	github.com/robfig/cron/v3 v3.0.1
+)
+
+require (
+	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/google/uuid v1.6.0 // indirect
+	github.com/jonboulle/clockwork v0.5.0 // indirect
+	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/prometheus/client_golang v1.22.0 // indirect
+	github.com/prometheus/client_model v0.6.1 // indirect
+	github.com/prometheus/common v0.62.0 // indirect
+	github.com/prometheus/procfs v0.15.1 // indirect
+	go.uber.org/multierr v1.10.0 // indirect
+	go.uber.org/zap v1.27.0 // indirect
+	golang.org/x/sync v0.16.0 // indirect
+	golang.org/x/sys v0.36.0 // indirect
+	google.golang.org/protobuf v1.36.5 // indirect
+)
+
+replace github.com/fom-go/fom => ../

@@ -1,0 +1,122 @@
+// Command bench measures fom against its peers in one run and prints a
+// markdown table with the ratios. `make bench` runs the short version;
+// see README.md for what each scenario means and the latest results.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func main() {
+	full := flag.Bool("full", false, "longer windows and a longer ladder")
+	only := flag.String("only", "oneshot,periodic,throughput", "scenarios to run")
+	pending := flag.Int("pending", 1_000_000, "timers in the one-shot scenario")
+	wheelSize := flag.Int("wheel-size", 512, "buckets per wheel level in the one-shot scenario")
+	flag.Parse()
+
+	window := 2 * time.Second
+	ladder := []int{500, 1000, 2000, 5000, 10000, 20000, 50000}
+	if *full {
+		window = 5 * time.Second
+		ladder = append(ladder, 100000)
+	}
+	log := func(s string) { fmt.Fprintln(os.Stderr, s) }
+	var out strings.Builder
+	fmt.Fprintf(&out, "Machine: %s/%s, %d CPUs (GOMAXPROCS %d), %s.\n\n", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version())
+
+	if strings.Contains(*only, "oneshot") {
+		log("one-shot timers: " + strconv.Itoa(*pending) + " pending, delays 1–5 s, half canceled")
+		rt := oneShot(runtimeTimers(), *pending)
+		log(fmt.Sprintf("  %+v", rt))
+		wh := oneShot(wheelTimers(*wheelSize), *pending)
+		log(fmt.Sprintf("  %+v", wh))
+		fmt.Fprintf(&out, "### One-shot timers: %d pending, delays 1–5 s, half canceled\n\n", *pending)
+		out.WriteString("| | adds+cancels per s | heap per pending timer | lateness p50 | p99 | max | exactly once, never early |\n|---|---|---|---|---|---|---|\n")
+		for _, r := range []oneShotResult{rt, wh} {
+			fmt.Fprintf(&out, "| %s | %s | %.0f B | %s | %s | %s | %v %s |\n", r.name, human(r.addsPerSec), r.bytesPerPen, ms(r.p50), ms(r.p99), ms(r.maxLate), r.exact, r.detail)
+		}
+		fmt.Fprintf(&out, "| **fom / runtime** | **%.2f×** (target ≥ 2×) | **%.2f×** (target ≤ 0.5×) | | p99 %s (target ≤ 2 ms) | | |\n\n",
+			wh.addsPerSec/rt.addsPerSec, wh.bytesPerPen/rt.bytesPerPen, ms(wh.p99))
+		runtime.GC()
+	}
+
+	if strings.Contains(*only, "periodic") {
+		const limit = 10 * time.Millisecond
+		libs := []periodicLib{fomSchedules(), runtimeTicker(), robfigCron(), goCron()}
+		type row struct {
+			name            string
+			aligned, spread periodicRun
+			canSpread       bool
+		}
+		var rows []row
+		for _, lib := range libs {
+			log("periodic jobs every second: " + lib.name)
+			a, _ := largestN(lib, false, ladder, limit, window, log)
+			var s periodicRun
+			if lib.canSpread {
+				s, _ = largestN(lib, true, ladder, limit, window, log)
+			}
+			rows = append(rows, row{lib.name, a, s, lib.canSpread})
+			runtime.GC()
+		}
+		fmt.Fprintf(&out, "### N jobs every second: largest N with p99 fire lateness under %s (ladder %v, %s per step)\n\n", ms(limit), ladder, window)
+		out.WriteString("| | aligned: largest N | CPU per run there | spread over the second: largest N | CPU per run there |\n|---|---|---|---|---|\n")
+		for _, r := range rows {
+			spread := "cannot spread"
+			cpuS := ""
+			if r.canSpread {
+				spread, cpuS = strconv.Itoa(r.spread.n), us(r.spread.cpuPerRun)
+			}
+			fmt.Fprintf(&out, "| %s | %d | %s | %s | %s |\n", r.name, r.aligned.n, us(r.aligned.cpuPerRun), spread, cpuS)
+		}
+		f, rt, rb, gc := rows[0], rows[1], rows[2], rows[3]
+		fmt.Fprintf(&out, "| **fom / robfig** (aligned) | **%s** (target ≥ 5×) | | | |\n", ratio(f.aligned.n, rb.aligned.n))
+		fmt.Fprintf(&out, "| **fom / gocron** (aligned; spread) | **%s** (target ≥ 20×) | | **%s** | |\n", ratio(f.aligned.n, gc.aligned.n), ratio(f.spread.n, gc.spread.n))
+		fmt.Fprintf(&out, "| **fom CPU per round / runtime timer CPU per run** (spread) | | | | **%.1f×** (target ≤ 2×) |\n\n", float64(f.spread.cpuPerRun)/float64(max(rt.spread.cpuPerRun, 1)))
+		mem := idleMemory(10000)
+		fmt.Fprintf(&out, "Memory per idle, started fom schedule (heap + goroutine stacks, 10 000 schedules): %.1f KiB.\n\n", mem/1024)
+		runtime.GC()
+	}
+
+	if strings.Contains(*only, "throughput") {
+		d := time.Second
+		if *full {
+			d = 3 * time.Second
+		}
+		log("ad-hoc throughput")
+		rs := []throughputResult{throughputFom(d), throughputGoroutines(d), throughputAnts(d)}
+		fmt.Fprintf(&out, "### Trivial ad-hoc tasks, batches of %d\n\n| | tasks per s | allocations per task |\n|---|---|---|\n", batchSize)
+		for _, r := range rs {
+			fmt.Fprintf(&out, "| %s | %s | %.1f |\n", r.name, human(r.tasksPerSec), r.allocsPerTask)
+		}
+		fmt.Fprintf(&out, "| **fom / goroutines** | **%.2f×** | |\n| **fom / ants** | **%.2f×** | |\n\n", rs[0].tasksPerSec/rs[1].tasksPerSec, rs[0].tasksPerSec/rs[2].tasksPerSec)
+	}
+	fmt.Print(out.String())
+}
+
+func ratio(a, b int) string {
+	if b == 0 {
+		return fmt.Sprintf("%d vs 0 (peer failed the smallest N)", a)
+	}
+	return fmt.Sprintf("%.1f×", float64(a)/float64(b))
+}
+
+func human(v float64) string {
+	switch {
+	case v >= 1e6:
+		return trimFloat(v/1e6, 2) + "M"
+	case v >= 1e3:
+		return trimFloat(v/1e3, 1) + "k"
+	}
+	return trimFloat(v, 0)
+}
+
+func trimFloat(v float64, prec int) string { return strconv.FormatFloat(v, 'f', prec, 64) }
+
+func itoa(n int) string { return strconv.Itoa(n) }

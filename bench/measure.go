@@ -1,0 +1,48 @@
+package main
+
+import (
+	"runtime"
+	"slices"
+	"syscall"
+	"time"
+)
+
+// percentile returns the q-quantile of xs (sorted in place).
+func percentile(xs []time.Duration, q float64) time.Duration {
+	if len(xs) == 0 {
+		return 0
+	}
+	slices.Sort(xs)
+	i := int(q*float64(len(xs))+0.5) - 1
+	return xs[min(max(i, 0), len(xs)-1)]
+}
+
+// cpuTime is the process's user+system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// heapInUse returns live heap plus goroutine stacks after a full GC.
+func heapInUse() (heap, stack uint64) {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc, m.StackInuse
+}
+
+func mallocs() uint64 {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.Mallocs
+}
+
+func ms(d time.Duration) string {
+	return trimFloat(float64(d)/float64(time.Millisecond), 2) + " ms"
+}
+
+func us(d time.Duration) string {
+	return trimFloat(float64(d)/float64(time.Microsecond), 2) + " µs"
+}

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"github.com/fom-go/fom/schedule/wheel"
+)
+
+// oneShotResult is one library's run of the delay-queue scenario.
+type oneShotResult struct {
+	name        string
+	addsPerSec  float64       // timers added per second, half of them also canceled
+	bytesPerPen float64       // heap per pending timer
+	p50, p99    time.Duration // lateness of the timers that fired
+	maxLate     time.Duration
+	exact       bool // every kept timer fired exactly once, none early, no canceled one fired
+	detail      string
+}
+
+// timerLib adds a one-shot timer and returns its cancel function.
+type timerLib struct {
+	name  string
+	after func(d time.Duration, f func()) (stop func() bool)
+	close func()
+}
+
+func runtimeTimers() timerLib {
+	return timerLib{name: "Go runtime timers (time.AfterFunc)", after: func(d time.Duration, f func()) func() bool {
+		return time.AfterFunc(d, f).Stop
+	}, close: func() {}}
+}
+
+func wheelTimers(size int) timerLib {
+	w, _ := wheel.New(wheel.WithSize(size))
+	return timerLib{name: "fom wheel", after: func(d time.Duration, f func()) func() bool {
+		return w.AfterFunc(d, f).Stop
+	}, close: func() { w.Stop() }}
+}
+
+// settle is how long after the start of insertion the first timer is due:
+// insertion and the heap measurement (two full GCs) finish before any timer
+// fires, so lateness is measured in steady state.
+const settle = 3 * time.Second
+
+// oneShot adds n timers due 1–5 s after the settle point, cancels every
+// other one right after adding it, then waits for the rest to fire and
+// checks each.
+func oneShot(lib timerLib, n int) oneShotResult {
+	defer lib.close()
+	r := rand.New(rand.NewPCG(1, 2))
+	offsets := make([]time.Duration, n)
+	for i := range offsets {
+		offsets[i] = time.Second + time.Duration(r.Int64N(int64(4*time.Second)))
+	}
+	due := make([]int64, n)   // unix ns
+	fired := make([]int64, n) // unix ns of first fire
+	count := make([]atomic.Int32, n)
+	var firedTotal atomic.Int64
+	heap0, _ := heapInUse()
+
+	start := time.Now()
+	base := start.Add(settle)
+	for i := range n {
+		at := base.Add(offsets[i])
+		due[i] = at.UnixNano()
+		stop := lib.after(time.Until(at), func() {
+			now := time.Now().UnixNano()
+			if count[i].Add(1) == 1 {
+				fired[i] = now
+			}
+			firedTotal.Add(1)
+		})
+		if i%2 == 1 && !stop() {
+			count[i].Add(100) // could not cancel: counted as a failure below
+		}
+	}
+	addTime := time.Since(start)
+	heap1, _ := heapInUse()
+	pending := n - n/2
+
+	if time.Now().After(base) {
+		res := oneShotResult{name: lib.name, detail: "insertion overran the settle time"}
+		return res
+	}
+	deadline := base.Add(10 * time.Second)
+	for firedTotal.Load() < int64(pending) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond)
+
+	res := oneShotResult{name: lib.name, addsPerSec: float64(n) / addTime.Seconds(), bytesPerPen: float64(heap1-heap0) / float64(pending), exact: true}
+	var late []time.Duration
+	early, missing, twice, canceledFired := 0, 0, 0, 0
+	for i := range n {
+		c := count[i].Load()
+		if i%2 == 1 {
+			if c != 0 {
+				canceledFired++
+			}
+			continue
+		}
+		switch {
+		case c == 0:
+			missing++
+		case c > 1:
+			twice++
+		}
+		if c >= 1 {
+			l := time.Duration(fired[i] - due[i])
+			if l < 0 {
+				early++
+			}
+			late = append(late, l)
+		}
+	}
+	res.p50, res.p99 = percentile(late, 0.5), percentile(late, 0.99)
+	res.maxLate = percentile(late, 1)
+	if early+missing+twice+canceledFired > 0 {
+		res.exact = false
+		res.detail = fmt.Sprintf("early %d, missing %d, twice %d, canceled-but-fired %d", early, missing, twice, canceledFired)
+	}
+	return res
+}

@@ -1,0 +1,240 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-co-op/gocron/v2"
+	"github.com/robfig/cron/v3"
+
+	"github.com/fom-go/fom/config"
+	"github.com/fom-go/fom/schedule"
+)
+
+// lateness collects fire lateness samples from many goroutines.
+type lateness struct {
+	mu      sync.Mutex
+	samples []time.Duration
+	from    time.Time // samples before this are warm-up and dropped
+}
+
+func (l *lateness) add(now time.Time, d time.Duration) {
+	l.mu.Lock()
+	if !now.Before(l.from) {
+		l.samples = append(l.samples, d)
+	}
+	l.mu.Unlock()
+}
+
+// periodicRun is one library at one N.
+type periodicRun struct {
+	n          int
+	p99        time.Duration
+	rounds     int
+	cpuPerRun  time.Duration
+	setupError string
+}
+
+// periodicLib starts n jobs firing every second (spread over the second
+// when spread is set) that record their lateness, and returns a stop func.
+type periodicLib struct {
+	name      string
+	canSpread bool
+	start     func(n int, spread bool, l *lateness) (stop func(), err error)
+}
+
+// offset is job i's phase within the second.
+func offset(i, n int, spread bool) time.Duration {
+	if !spread {
+		return 0
+	}
+	return time.Duration(i) * time.Second / time.Duration(n)
+}
+
+// latenessOf is how late now is for a fire planned at whole seconds + off.
+func latenessOf(now time.Time, off time.Duration) time.Duration {
+	d := now.Sub(now.Truncate(time.Second).Add(off))
+	if d < 0 {
+		d += time.Second
+	}
+	return d
+}
+
+func fomSchedules() periodicLib {
+	return periodicLib{name: "fom", canSpread: true, start: func(n int, spread bool, l *lateness) (func(), error) {
+		conflicts := schedule.NewConflicts()
+		ctxs := make([]*schedule.Context, 0, n)
+		for i := range n {
+			off := offset(i, n, spread)
+			cfg, err := config.New(fmt.Sprintf("job-%d", i), config.Spec{})
+			if err != nil {
+				return nil, err
+			}
+			// Fire at every whole second plus the job's phase: a fixed rate
+			// of 1s, all jobs aligned on the same instants (or spread).
+			plan := schedule.PlanFunc("every second", func(prev schedule.Round) (time.Time, bool) {
+				return prev.Start.Add(-off).Truncate(time.Second).Add(time.Second + off), true
+			})
+			task := schedule.TaskFunc("t", func(context.Context) (any, error) { return nil, nil })
+			job := schedule.Job{
+				Tasks: func(context.Context) ([]schedule.Task, error) { return []schedule.Task{task}, nil },
+				OnComplete: func(_ context.Context, r schedule.Round) {
+					if len(r.Results) == 1 {
+						l.add(r.Results[0].Started, r.Results[0].Started.Sub(r.Planned))
+					}
+				},
+				Plan: plan,
+			}
+			c, err := schedule.New(cfg, job, schedule.Options{Conflicts: conflicts})
+			if err != nil {
+				return nil, err
+			}
+			if err := c.Startup(); err != nil {
+				return nil, err
+			}
+			ctxs = append(ctxs, c)
+		}
+		return func() {
+			var wg sync.WaitGroup
+			for _, c := range ctxs {
+				wg.Add(1)
+				go func() { defer wg.Done(); c.Close(context.Background()) }()
+			}
+			wg.Wait()
+		}, nil
+	}}
+}
+
+func robfigCron() periodicLib {
+	return periodicLib{name: "robfig/cron v3", canSpread: false, start: func(n int, spread bool, l *lateness) (func(), error) {
+		c := cron.New(cron.WithSeconds())
+		for range n {
+			c.Schedule(cron.Every(time.Second), cron.FuncJob(func() {
+				now := time.Now()
+				l.add(now, latenessOf(now, 0))
+			}))
+		}
+		c.Start()
+		return func() { <-c.Stop().Done() }, nil
+	}}
+}
+
+func goCron() periodicLib {
+	return periodicLib{name: "gocron v2", canSpread: true, start: func(n int, spread bool, l *lateness) (func(), error) {
+		s, err := gocron.NewScheduler()
+		if err != nil {
+			return nil, err
+		}
+		first := time.Now().Truncate(time.Second).Add(2 * time.Second)
+		for i := range n {
+			off := offset(i, n, spread)
+			_, err := s.NewJob(gocron.DurationJob(time.Second), gocron.NewTask(func() {
+				now := time.Now()
+				l.add(now, latenessOf(now, off))
+			}), gocron.WithStartAt(gocron.WithStartDateTime(first.Add(off))))
+			if err != nil {
+				s.Shutdown()
+				return nil, err
+			}
+		}
+		s.Start()
+		return func() { s.Shutdown() }, nil
+	}}
+}
+
+func runtimeTicker() periodicLib {
+	return periodicLib{name: "Go runtime timers (time.AfterFunc, re-armed)", canSpread: true, start: func(n int, spread bool, l *lateness) (func(), error) {
+		var mu sync.Mutex
+		stopped := false
+		timers := make([]*time.Timer, n)
+		for i := range n {
+			off := offset(i, n, spread)
+			var fire func()
+			fire = func() {
+				now := time.Now()
+				l.add(now, latenessOf(now, off))
+				next := now.Add(-off).Truncate(time.Second).Add(time.Second + off)
+				mu.Lock()
+				if !stopped {
+					timers[i].Reset(time.Until(next))
+				}
+				mu.Unlock()
+			}
+			mu.Lock()
+			timers[i] = time.AfterFunc(time.Until(time.Now().Add(-off).Truncate(time.Second).Add(time.Second+off)), fire)
+			mu.Unlock()
+		}
+		return func() {
+			mu.Lock()
+			stopped = true
+			for _, t := range timers {
+				t.Stop()
+			}
+			mu.Unlock()
+		}, nil
+	}}
+}
+
+// measurePeriodic runs lib with n jobs for the warm-up second plus window.
+func measurePeriodic(lib periodicLib, n int, spread bool, window time.Duration) periodicRun {
+	l := &lateness{}
+	stop, err := lib.start(n, spread, l)
+	if err != nil {
+		return periodicRun{n: n, setupError: err.Error()}
+	}
+	// Skip to the start of the next whole second plus one warm-up second.
+	l.mu.Lock()
+	l.from = time.Now().Truncate(time.Second).Add(2 * time.Second)
+	l.mu.Unlock()
+	time.Sleep(time.Until(l.from))
+	cpu0 := cpuTime()
+	time.Sleep(window)
+	cpu1 := cpuTime()
+	l.mu.Lock()
+	samples := append([]time.Duration(nil), l.samples...)
+	l.mu.Unlock()
+	stop()
+	r := periodicRun{n: n, rounds: len(samples), p99: percentile(samples, 0.99)}
+	if r.rounds > 0 {
+		r.cpuPerRun = (cpu1 - cpu0) / time.Duration(r.rounds)
+	}
+	// A job that never fired in the window counts as infinitely late.
+	if expected := n * int(window/time.Second); r.rounds < expected*9/10 {
+		r.p99 = time.Hour
+	}
+	return r
+}
+
+// largestN climbs a ladder of N until p99 lateness passes the limit.
+func largestN(lib periodicLib, spread bool, ladder []int, limit, window time.Duration, log func(string)) (best periodicRun, all []periodicRun) {
+	for _, n := range ladder {
+		r := measurePeriodic(lib, n, spread, window)
+		all = append(all, r)
+		log(fmt.Sprintf("  %-48s spread=%-5v N=%-6d p99=%-10s runs=%-7d cpu/run=%s %s", lib.name, spread, n, ms(r.p99), r.rounds, us(r.cpuPerRun), r.setupError))
+		if r.setupError != "" || r.p99 >= limit {
+			break
+		}
+		best = r
+	}
+	return best, all
+}
+
+// idleMemory is heap plus stacks per started, idle fom schedule.
+func idleMemory(n int) float64 {
+	conflicts := schedule.NewConflicts()
+	h0, s0 := heapInUse()
+	ctxs := make([]*schedule.Context, 0, n)
+	for i := range n {
+		cfg, _ := config.New(fmt.Sprintf("idle-%d", i), config.Spec{Tags: map[string]string{"cron": "0 0 * * * *"}})
+		c, _ := schedule.New(cfg, schedule.Job{Tasks: func(context.Context) ([]schedule.Task, error) { return nil, nil }}, schedule.Options{Conflicts: conflicts})
+		c.Startup()
+		ctxs = append(ctxs, c)
+	}
+	h1, s1 := heapInUse()
+	for _, c := range ctxs {
+		c.Close(context.Background())
+	}
+	return float64(h1+s1-h0-s0) / float64(n)
+}

@@ -1,0 +1,49 @@
+package schedule
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/fom-go/fom/config"
+)
+
+// BenchmarkRound measures one round's scheduling path: create the tasks,
+// submit them, wait on the latch, record, call OnComplete, compute the next
+// fire, with one trivial task.
+func BenchmarkRound(b *testing.B) {
+	cfg, _ := config.New("bench", config.Spec{Tags: map[string]string{"fixedRate": "1s"}})
+	task := TaskFunc("t", func(context.Context) (any, error) { return nil, nil })
+	c, _ := New(cfg, Job{Tasks: func(context.Context) ([]Task, error) { return []Task{task}, nil }, OnComplete: func(context.Context, Round) {}}, Options{})
+	c.mu.Lock()
+	gen := c.ensureGeneration()
+	c.mu.Unlock()
+	l := newLoop()
+	defer func() {
+		c.mu.Lock()
+		c.setState(Stopping)
+		c.mu.Unlock()
+		c.terminate(l, gen)
+	}()
+	plan := c.plan
+	b.ReportAllocs()
+	for b.Loop() {
+		now := time.Now()
+		r, _ := c.runRound(l, gen, now)
+		plan.Next(r)
+	}
+}
+
+// BenchmarkSubmitOne is an ad-hoc batch of one task through the pool.
+func BenchmarkSubmitOne(b *testing.B) {
+	cfg, _ := config.New("bench", config.Spec{})
+	c, _ := New(cfg, Job{Tasks: func(context.Context) ([]Task, error) { return nil, nil }}, Options{})
+	defer c.Close(context.Background())
+	task := TaskFunc("t", func(context.Context) (any, error) { return nil, nil })
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		bt, _ := c.Submit(ctx, task)
+		bt.Wait(ctx)
+	}
+}

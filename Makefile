@@ -12,8 +12,13 @@ run: ## run the quickstart app with its admin page on http://127.0.0.1:8080/fom/
 test: ## all tests under the race detector
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 
-bench: ## short benchmark suite with a markdown table of ratios
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime 200ms ./schedule/...
+bench: ## short benchmark suite (under 5 minutes): micro-benchmarks, then fom against its peers as a markdown table
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 300ms ./schedule/...
+	cd bench && $(GO) build -o ../bin/fombench .
+	@# One process per scenario, so that one's heap does not disturb the next.
+	./bin/fombench -only oneshot -pending 500000
+	./bin/fombench -only periodic
+	./bin/fombench -only throughput
 
 generate: ## regenerate templ code
 	@if ls web/*.templ >/dev/null 2>&1; then $(TEMPL) generate; fi

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -18,13 +19,34 @@ func main() {
 	only := flag.String("only", "oneshot,periodic,throughput", "scenarios to run")
 	pending := flag.Int("pending", 1_000_000, "timers in the one-shot scenario")
 	wheelSize := flag.Int("wheel-size", 512, "buckets per wheel level in the one-shot scenario")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here")
+	ladderFlag := flag.String("ladder", "", "comma-separated N values for the periodic scenario")
+	libsFlag := flag.String("libs", "", "comma-separated periodic libraries to run (fom, runtime, robfig, gocron); default all")
 	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			panic(err)
+		}
+		pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
 
 	window := 2 * time.Second
-	ladder := []int{500, 1000, 2000, 5000, 10000, 20000, 50000}
+	ladder := []int{100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000}
 	if *full {
 		window = 5 * time.Second
 		ladder = append(ladder, 100000)
+	}
+	if *ladderFlag != "" {
+		ladder = nil
+		for _, f := range strings.Split(*ladderFlag, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil {
+				panic(err)
+			}
+			ladder = append(ladder, n)
+		}
 	}
 	log := func(s string) { fmt.Fprintln(os.Stderr, s) }
 	var out strings.Builder
@@ -49,6 +71,19 @@ func main() {
 	if strings.Contains(*only, "periodic") {
 		const limit = 10 * time.Millisecond
 		libs := []periodicLib{fomSchedules(), runtimeTicker(), robfigCron(), goCron()}
+		if *libsFlag != "" {
+			keep := map[string]bool{}
+			for _, k := range strings.Split(*libsFlag, ",") {
+				keep[strings.TrimSpace(k)] = true
+			}
+			var sel []periodicLib
+			for i, k := range []string{"fom", "runtime", "robfig", "gocron"} {
+				if keep[k] {
+					sel = append(sel, libs[i])
+				}
+			}
+			libs = sel
+		}
 		type row struct {
 			name            string
 			aligned, spread periodicRun

@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime"
+	"runtime/pprof"
 	"sync"
 	"time"
 
@@ -12,6 +15,10 @@ import (
 	"github.com/fom-go/fom/config"
 	"github.com/fom-go/fom/schedule"
 )
+
+// windowProfile, when set, profiles each measurement window to a file
+// with this prefix.
+var windowProfile = os.Getenv("FOM_BENCH_WINDOW_PROFILE")
 
 // lateness collects fire lateness samples from many goroutines.
 type lateness struct {
@@ -77,7 +84,7 @@ func fomSchedules() periodicLib {
 			plan := schedule.PlanFunc("every second", func(prev schedule.Round) (time.Time, bool) {
 				return prev.Start.Add(-off).Truncate(time.Second).Add(time.Second + off), true
 			})
-			task := schedule.TaskFunc("t", func(context.Context) (any, error) { return nil, nil })
+			task := schedule.TaskFunc(fmt.Sprintf("job-%d.run", i), func(context.Context) (any, error) { return nil, nil })
 			job := schedule.Job{
 				Tasks: func(context.Context) ([]schedule.Task, error) { return []schedule.Task{task}, nil },
 				OnComplete: func(_ context.Context, r schedule.Round) {
@@ -179,6 +186,7 @@ func runtimeTicker() periodicLib {
 
 // measurePeriodic runs lib with n jobs for the warm-up second plus window.
 func measurePeriodic(lib periodicLib, n int, spread bool, window time.Duration) periodicRun {
+	runtime.GC()
 	l := &lateness{}
 	stop, err := lib.start(n, spread, l)
 	if err != nil {
@@ -189,15 +197,25 @@ func measurePeriodic(lib periodicLib, n int, spread bool, window time.Duration) 
 	l.from = time.Now().Truncate(time.Second).Add(2 * time.Second)
 	l.mu.Unlock()
 	time.Sleep(time.Until(l.from))
+	if windowProfile != "" {
+		f, _ := os.Create(fmt.Sprintf("%s-%d-%v", windowProfile, n, spread))
+		pprof.StartCPUProfile(f)
+		defer f.Close()
+	}
 	cpu0 := cpuTime()
 	time.Sleep(window)
 	cpu1 := cpuTime()
+	if windowProfile != "" {
+		pprof.StopCPUProfile()
+	}
 	l.mu.Lock()
 	samples := append([]time.Duration(nil), l.samples...)
 	l.mu.Unlock()
 	stop()
 	r := periodicRun{n: n, rounds: len(samples), p99: percentile(samples, 0.99)}
 	if r.rounds > 0 {
+		// The whole process's CPU in the window: the jobs, their wake-ups,
+		// and the runtime's own work for them.
 		r.cpuPerRun = (cpu1 - cpu0) / time.Duration(r.rounds)
 	}
 	// A job that never fired in the window counts as infinitely late.

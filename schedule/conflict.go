@@ -1,43 +1,69 @@
 package schedule
 
-import "sync"
+import (
+	"hash/maphash"
+	"sync"
+)
+
+// conflictShards splits the registry so that schedules firing at the same
+// instant do not queue on one lock.
+const conflictShards = 64
 
 // Conflicts tracks which task ids are running, across every schedule that
 // shares it. An app owns one; two apps in one process do not see each other.
 type Conflicts struct {
+	seed   maphash.Seed
+	shards [conflictShards]conflictShard
+}
+
+type conflictShard struct {
 	mu      sync.Mutex
 	running map[string]int
+	_       [40]byte // keep shards on separate cache lines
 }
 
 // NewConflicts returns an empty registry.
-func NewConflicts() *Conflicts { return &Conflicts{running: map[string]int{}} }
+func NewConflicts() *Conflicts {
+	r := &Conflicts{seed: maphash.MakeSeed()}
+	for i := range r.shards {
+		r.shards[i].running = map[string]int{}
+	}
+	return r
+}
+
+func (r *Conflicts) shard(id string) *conflictShard {
+	return &r.shards[maphash.String(r.seed, id)%conflictShards]
+}
 
 // acquire marks id as running. With exclusive it fails, changing nothing,
 // when id is already running.
 func (r *Conflicts) acquire(id string, exclusive bool) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if exclusive && r.running[id] > 0 {
+	s := r.shard(id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if exclusive && s.running[id] > 0 {
 		return false
 	}
-	r.running[id]++
+	s.running[id]++
 	return true
 }
 
 func (r *Conflicts) release(id string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.running[id] <= 1 {
-		delete(r.running, id)
+	s := r.shard(id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.running[id] <= 1 {
+		delete(s.running, id)
 		return
 	}
-	r.running[id]--
+	s.running[id]--
 }
 
 // Running reports whether a task with this id has been submitted and has
 // not yet returned, in any schedule sharing the registry.
 func (r *Conflicts) Running(id string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.running[id] > 0
+	s := r.shard(id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.running[id] > 0
 }

@@ -271,6 +271,12 @@ func (r *ring[T]) items() []T {
 	return append(out, r.buf[:r.next]...)
 }
 
+func (r *ring[T]) newestFirst() []T {
+	out := r.items()
+	slices.Reverse(out)
+	return out
+}
+
 // resize keeps the newest n items.
 func (r *ring[T]) resize(n int) {
 	items := r.items()
@@ -437,18 +443,14 @@ func ShortDuration(d time.Duration) string {
 func (s *Stats) Failures() []Failure {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := s.failures.items()
-	slices.Reverse(out)
-	return out
+	return s.failures.newestFirst()
 }
 
 // Results returns the recent results, newest first.
 func (s *Stats) Results() []ResultRecord {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := s.results.items()
-	slices.Reverse(out)
-	return out
+	return s.results.newestFirst()
 }
 
 // costSnapshot returns the since-start cost histogram and counts.
@@ -458,8 +460,3 @@ func (s *Stats) costSnapshot() (Histogram, [numStatus]int64) {
 	return s.total.clone(), s.counts
 }
 
-func (s *Stats) String() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "statistics of %s: %v", s.schedule, s.Counts())
-	return b.String()
-}

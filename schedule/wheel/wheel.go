@@ -2,9 +2,14 @@
 // timers, most of which are canceled before they fire ("close this order if
 // it is still unpaid in 30 minutes").
 //
-// Levels follow Kafka's design: level 0 has one bucket per tick, level i
-// one bucket per size^i ticks. A timer goes to the finest level whose span
-// covers it; when a coarse bucket comes due its timers move down a level.
+// Levels follow Kafka's design with one change. Each level has size
+// buckets; level 0 has one per tick, level i one per r^i ticks where
+// r = size/2, so every level spans two of the next coarser level's buckets.
+// A timer goes to the finest level whose span covers it. A coarse bucket
+// moves its timers down one whole bucket-width before they are due, and at
+// most cascadeChunk of them per tick, finer buckets first: the cascade of a
+// busy coarse bucket never delays timers that are about to fire, which a
+// plain Kafka wheel does (its cascade runs exactly when the timers are due).
 // Buckets that hold timers sit in a min-heap by due time, and one advancing
 // goroutine sleeps until the earliest: an idle wheel costs nothing and empty
 // ticks are skipped. A timer's due tick is rounded up and checked again at
@@ -59,11 +64,11 @@ func WithTick(d time.Duration) Option {
 	}
 }
 
-// WithSize sets the number of buckets per level. Default 512.
+// WithSize sets the number of buckets per level, an even number. Default 512.
 func WithSize(n int) Option {
 	return func(w *Wheel) error {
-		if n < 2 || n > 1<<16 {
-			return fmt.Errorf("wheel: size %d must be between 2 and 65536", n)
+		if n < 4 || n > 1<<16 || n%2 != 0 {
+			return fmt.Errorf("wheel: size %d must be even and between 4 and 65536", n)
 		}
 		w.size = int64(n)
 		return nil
@@ -102,6 +107,7 @@ type Wheel struct {
 	size        int64
 	maxPending  int
 	dispatchers int
+	chunk       int // timers a cascade moves per tick
 	start       time.Time
 
 	mu      sync.Mutex
@@ -118,6 +124,10 @@ type Wheel struct {
 	free    []*entry // entry pool; a sync.Pool would hide reuse from the generation check's lock
 }
 
+// cascadeChunk bounds the timers a coarse bucket moves down per tick, and
+// so how long the lock is held for a cascade.
+const cascadeChunk = 4096
+
 type level struct {
 	interval int64 // ticks per bucket
 	buckets  []bucket
@@ -128,6 +138,7 @@ type bucket struct {
 	head, tail *entry
 	due        int64 // ticks; meaningful while in the heap
 	heapIndex  int   // -1 when not in the heap
+	level      int
 }
 
 type entry struct {
@@ -147,7 +158,7 @@ type Timer struct {
 
 // New returns a wheel. It starts no goroutine until the first timer.
 func New(opts ...Option) (*Wheel, error) {
-	w := &Wheel{clk: clockwork.NewRealClock(), tick: int64(time.Millisecond), size: 512, dispatchers: runtime.GOMAXPROCS(0)}
+	w := &Wheel{clk: clockwork.NewRealClock(), tick: int64(time.Millisecond), size: 512, dispatchers: runtime.GOMAXPROCS(0), chunk: cascadeChunk}
 	for _, o := range opts {
 		if err := o(w); err != nil {
 			return nil, err
@@ -300,22 +311,21 @@ func (w *Wheel) recycle(e *entry) {
 // Called with mu held and e.at > w.current.
 func (w *Wheel) insert(e *entry) bool {
 	delta := e.at - w.current
+	r := w.size / 2
 	lvl, interval := 0, int64(1)
-	for delta >= interval*w.size {
-		interval *= w.size
+	for delta >= w.size*interval && interval <= (1<<62)/w.size {
+		interval *= r
 		lvl++
-		if interval > (1<<62)/w.size { // beyond any real duration
-			break
-		}
 	}
 	for len(w.levels) <= lvl {
 		iv := int64(1)
 		for range len(w.levels) {
-			iv *= w.size
+			iv *= r
 		}
 		l := &level{interval: iv, buckets: make([]bucket, w.size)}
 		for i := range l.buckets {
 			l.buckets[i].heapIndex = -1
+			l.buckets[i].level = len(w.levels)
 		}
 		w.levels = append(w.levels, l)
 	}
@@ -323,9 +333,11 @@ func (w *Wheel) insert(e *entry) bool {
 	slot := e.at / l.interval
 	b := &l.buckets[slot%w.size]
 	b.push(e)
-	due := slot * l.interval
-	if lvl == 0 {
-		due = e.at
+	due := e.at
+	if lvl > 0 {
+		// One bucket-width early: then every timer of the bucket is within
+		// the finer level's span, and the move is done before any is due.
+		due = max(slot*l.interval-l.interval, w.current)
 	}
 	switch {
 	case b.heapIndex < 0:
@@ -439,19 +451,23 @@ func (w *Wheel) advance() {
 		}
 		heap.Pop(&w.due)
 		w.current = max(w.current, b.due)
-		head := b.head
-		b.head, b.tail = nil, nil
-		for e := head; e != nil; {
-			next := e.next
-			e.next, e.prev, e.b = nil, nil, nil
-			if e.at <= w.current {
-				fired = append(fired, e.f)
-				w.pending--
-				w.recycle(e)
-			} else {
-				w.insert(e) // move down a level
+		if b.level == 0 {
+			head := b.head
+			b.head, b.tail = nil, nil
+			for e := head; e != nil; {
+				next := e.next
+				e.next, e.prev, e.b = nil, nil, nil
+				if e.at <= w.current {
+					fired = append(fired, e.f)
+					w.pending--
+					w.recycle(e)
+				} else {
+					w.insert(e) // filed while the wheel was behind
+				}
+				e = next
 			}
-			e = next
+		} else {
+			fired = w.cascade(b, fired)
 		}
 		w.mu.Unlock()
 		if len(fired) > 0 {
@@ -461,10 +477,46 @@ func (w *Wheel) advance() {
 	}
 }
 
+// cascade moves up to cascadeChunk of a coarse bucket's timers down; the
+// rest wait for the next tick, behind any finer bucket due then. Called
+// with mu held.
+func (w *Wheel) cascade(b *bucket, fired []func()) []func() {
+	for n := 0; b.head != nil && n < w.chunk; n++ {
+		e := b.head
+		b.head = e.next
+		if b.head == nil {
+			b.tail = nil
+		} else {
+			b.head.prev = nil
+		}
+		e.next, e.prev, e.b = nil, nil, nil
+		if e.at <= w.current { // the wheel fell behind: due already
+			fired = append(fired, e.f)
+			w.pending--
+			w.recycle(e)
+			continue
+		}
+		w.insert(e)
+	}
+	if b.head != nil && b.heapIndex < 0 {
+		b.due = w.current + 1
+		heap.Push(&w.due, b)
+	}
+	return fired
+}
+
 type bucketHeap []*bucket
 
-func (h bucketHeap) Len() int           { return len(h) }
-func (h bucketHeap) Less(i, j int) bool { return h[i].due < h[j].due }
+func (h bucketHeap) Len() int { return len(h) }
+
+// Less orders by due tick, finer levels first, so that timers about to
+// fire go before a cascade due at the same tick.
+func (h bucketHeap) Less(i, j int) bool {
+	if h[i].due != h[j].due {
+		return h[i].due < h[j].due
+	}
+	return h[i].level < h[j].level
+}
 func (h bucketHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
 	h[i].heapIndex = i

@@ -34,11 +34,12 @@ func TestPropertyAgainstModel(t *testing.T) {
 	for seed := range 30 {
 		r := rand.New(rand.NewPCG(uint64(seed), 7))
 		clk := clockwork.NewFakeClockAt(t0)
-		size := []int{2, 4, 8, 64}[seed%4]
+		size := []int{4, 6, 8, 64}[seed%4]
 		w, err := New(WithClock(clk), WithTick(time.Millisecond), WithSize(size), WithDispatchers(2))
 		if err != nil {
 			t.Fatal(err)
 		}
+		w.chunk = 1 + seed%5 // small cascades, so that chunking is exercised
 		var all []*modelTimer
 		var stopping atomic.Bool
 		var mu sync.Mutex
@@ -207,7 +208,7 @@ func TestBoundAndStop(t *testing.T) {
 	}
 	idle, _ := New()
 	idle.Stop() // before any timer: no goroutine to stop
-	for _, o := range []Option{WithTick(0), WithSize(1), WithMaxPending(-1), WithDispatchers(0), WithClock(nil)} {
+	for _, o := range []Option{WithTick(0), WithSize(2), WithSize(7), WithMaxPending(-1), WithDispatchers(0), WithClock(nil)} {
 		if _, err := New(o); err == nil {
 			t.Error("bad option accepted")
 		}

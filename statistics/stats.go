@@ -459,4 +459,3 @@ func (s *Stats) costSnapshot() (Histogram, [numStatus]int64) {
 	defer s.mu.Unlock()
 	return s.total.clone(), s.counts
 }
-

@@ -3,6 +3,7 @@ package fom
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -185,5 +186,29 @@ func TestParseTag(t *testing.T) {
 		if _, err := parseTag(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+func TestReflectionIsCachedPerType(t *testing.T) {
+	t.Setenv("FOM_TEST_UNSET", "set")
+	app := newTestApp(t)
+	for _, suffix := range []string{"one", "two", "three"} {
+		t.Setenv("FOM_TEST_SUFFIX", suffix)
+		if _, err := app.Register(&envJob{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := 0
+	app.types.Range(func(any, any) bool { n++; return true })
+	if n != 1 || len(app.Schedules()) != 3 {
+		t.Fatalf("%d cached types for %d schedules of one type", n, len(app.Schedules()))
+	}
+	first, _ := app.types.Load(reflect.TypeOf(&envJob{}))
+	if _, err := app.Register(&envJob{}); err == nil { // same name again: refused
+		t.Fatal("duplicate accepted")
+	}
+	again, _ := app.types.Load(reflect.TypeOf(&envJob{}))
+	if first != again {
+		t.Fatal("the type was analysed again")
 	}
 }

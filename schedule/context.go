@@ -228,6 +228,9 @@ func (c *Context) Startup() error {
 	default:
 		c.ensureGeneration()
 		c.loaded = now
+		if c.state == Stopped {
+			c.setState(Inited) // a fresh pool, ready for Submit
+		}
 		c.log.Info("started as a managed pool")
 		return nil
 	}

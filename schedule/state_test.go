@@ -306,3 +306,27 @@ func TestShutdownDuringRound(t *testing.T) {
 		t.Fatalf("order %v", order)
 	}
 }
+
+func TestManagedPoolRestartAfterClose(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil, Job{})
+	roundOf(t, h.c, ok("a"))
+	if err := h.c.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if h.c.State() != Stopped {
+		t.Fatalf("after Close: %s", h.c.State())
+	}
+	if _, err := h.c.Submit(context.Background(), ok("b")); !errors.Is(err, ErrAlreadyStopped) {
+		t.Fatalf("submit when stopped: %v", err)
+	}
+	if err := h.c.Startup(); err != nil {
+		t.Fatal(err)
+	}
+	if h.c.State() != Inited {
+		t.Fatalf("after restart: %s", h.c.State())
+	}
+	if r := roundOf(t, h.c, ok("c")); r.Results[0].Status != StatusSuccess {
+		t.Fatalf("batch after restart %+v", r)
+	}
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/fom-go/fom/config"
 	"github.com/fom-go/fom/schedule"
+	"github.com/fom-go/fom/schedule/wheel"
 )
 
 // windowProfile, when set, profiles each measurement window to a file
@@ -72,6 +73,10 @@ func latenessOf(now time.Time, off time.Duration) time.Duration {
 func fomSchedules() periodicLib {
 	return periodicLib{name: "fom", canSpread: true, start: func(n int, spread bool, l *lateness) (func(), error) {
 		conflicts := schedule.NewConflicts()
+		shared, err := wheel.New() // as an App shares one among its schedules
+		if err != nil {
+			return nil, err
+		}
 		ctxs := make([]*schedule.Context, 0, n)
 		for i := range n {
 			off := offset(i, n, spread)
@@ -94,7 +99,7 @@ func fomSchedules() periodicLib {
 				},
 				Plan: plan,
 			}
-			c, err := schedule.New(cfg, job, schedule.Options{Conflicts: conflicts})
+			c, err := schedule.New(cfg, job, schedule.Options{Conflicts: conflicts, Wheel: shared})
 			if err != nil {
 				return nil, err
 			}

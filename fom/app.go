@@ -14,6 +14,7 @@ import (
 
 	"github.com/fom-go/fom/config"
 	"github.com/fom-go/fom/schedule"
+	"github.com/fom-go/fom/schedule/wheel"
 	"github.com/fom-go/fom/statistics"
 	"github.com/fom-go/fom/store"
 	"github.com/fom-go/fom/store/sqlite"
@@ -28,7 +29,8 @@ type App struct {
 	o         options
 	log       *zap.Logger
 	conflicts *schedule.Conflicts
-	types     sync.Map // reflect.Type -> *jobType
+	wheel     *wheel.Wheel // times every schedule's fires and delayed batches
+	types     sync.Map     // reflect.Type -> *jobType
 
 	mu        sync.Mutex
 	st        store.Store
@@ -62,8 +64,14 @@ func New(opts ...Option) (*App, error) {
 	if o.clock == nil {
 		o.clock = clockwork.NewRealClock()
 	}
+	// One wheel for all schedules: those due at the same instant are woken
+	// by one timer. It holds goroutines only while something is pending.
+	w, err := wheel.New(wheel.WithClock(o.clock))
+	if err != nil {
+		return nil, fmt.Errorf("fom: new app: %w", err)
+	}
 	return &App{
-		o: o, log: o.logger.Named("fom"), conflicts: schedule.NewConflicts(),
+		o: o, log: o.logger.Named("fom"), conflicts: schedule.NewConflicts(), wheel: w,
 		byName: map[string]*ScheduleContext{}, st: o.store,
 	}, nil
 }
@@ -159,7 +167,7 @@ func (a *App) Register(job any) (*ScheduleContext, error) {
 	for _, w := range warnings {
 		a.log.Warn(w)
 	}
-	sc, err := schedule.New(cfg, d.job, schedule.Options{Clock: a.o.clock, Logger: a.o.logger, Conflicts: a.conflicts, Stats: stats})
+	sc, err := schedule.New(cfg, d.job, schedule.Options{Clock: a.o.clock, Logger: a.o.logger, Conflicts: a.conflicts, Stats: stats, Wheel: a.wheel})
 	if err != nil {
 		return nil, fmt.Errorf("fom: register %s: %w", jt.typeName, err)
 	}

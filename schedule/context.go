@@ -34,6 +34,7 @@ type Context struct {
 	conflicts *Conflicts
 	rec       Recorder
 	stats     *statistics.Stats
+	wheel     *wheel.Wheel // shared timer, or nil for runtime timers
 
 	mu            sync.Mutex
 	state         State
@@ -63,7 +64,7 @@ type generation struct {
 	wg       sync.WaitGroup // timeout watcher, batch completions
 	stopping atomic.Bool
 	delayed  map[*Delayed]struct{} // pending SubmitAt batches; guarded by Context.mu
-	wheel    *wheel.Wheel          // delays SubmitAt batches; made on first use, guarded by Context.mu
+	wheel    *wheel.Wheel          // own wheel for SubmitAt when none is shared; made on first use, guarded by Context.mu
 }
 
 // loop is one run of the scheduler goroutine.
@@ -72,13 +73,14 @@ type loop struct {
 	cancel context.CancelFunc
 	stop   chan struct{} // closed when the context must stop
 	wake   chan struct{} // exec-now or a plan change while sleeping
+	fire   chan struct{} // signalled by the shared wheel when a wait ends
 	done   chan struct{} // closed when the goroutine has returned
 	once   sync.Once
 }
 
 func newLoop() *loop {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &loop{ctx: ctx, cancel: cancel, stop: make(chan struct{}), wake: make(chan struct{}, 1), done: make(chan struct{})}
+	return &loop{ctx: ctx, cancel: cancel, stop: make(chan struct{}), wake: make(chan struct{}, 1), fire: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
 func (l *loop) requestStop() {
@@ -99,7 +101,7 @@ func New(cfg *config.Config, job Job, opts Options) (*Context, error) {
 	}
 	c := &Context{
 		name: name, cfg: cfg, job: job,
-		clk: opts.Clock, conflicts: opts.Conflicts, rec: opts.Recorder, stats: opts.Stats,
+		clk: opts.Clock, conflicts: opts.Conflicts, rec: opts.Recorder, stats: opts.Stats, wheel: opts.Wheel,
 		level: zap.NewAtomicLevelAt(zapcore.InfoLevel),
 	}
 	if c.clk == nil {
@@ -495,15 +497,18 @@ func (c *Context) sleep(l *loop, next time.Time) event {
 		if limit := c.clk.Now().Add(maxWait); limit.Before(at) {
 			at = limit
 		}
-		tm := timerAt(c.clk, at)
+		tm := c.waitUntil(l, at)
 		select {
-		case <-tm.Chan():
+		case <-tm.ch:
+			continue
+		case <-l.fire: // may be stale; the loop re-checks the time
+			tm.stop()
 			continue
 		case <-l.stop:
-			tm.Stop()
+			tm.stop()
 			return evStop
 		case <-l.wake:
-			tm.Stop()
+			tm.stop()
 			c.mu.Lock()
 			wake, replan := c.wakeRequested, c.replan
 			c.wakeRequested, c.replan = false, false
@@ -516,6 +521,24 @@ func (c *Context) sleep(l *loop, next time.Time) event {
 			}
 		}
 	}
+}
+
+// wait is one armed wait: a runtime timer's channel, or a wheel timer that
+// signals loop.fire.
+type wait struct {
+	ch   <-chan time.Time
+	stop func() bool
+}
+
+// waitUntil arms a wait for at, on the shared wheel when there is one.
+func (c *Context) waitUntil(l *loop, at time.Time) wait {
+	if c.wheel != nil {
+		if t := c.wheel.AfterFunc(wallUntil(c.clk, at), func() { signal(l.fire) }); t != nil {
+			return wait{stop: t.Stop}
+		}
+	}
+	tm := timerAt(c.clk, at)
+	return wait{ch: tm.Chan(), stop: tm.Stop}
 }
 
 // runRound runs one round: create tasks, submit them, wait on the latch,

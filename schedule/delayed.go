@@ -102,16 +102,20 @@ func (c *Context) SubmitAt(t time.Time, tasks ...Task) (*Delayed, error) {
 		gen.delayed = map[*Delayed]struct{}{}
 	}
 	gen.delayed[d] = struct{}{}
-	if gen.wheel == nil {
-		w, err := wheel.New(wheel.WithClock(c.clk), wheel.WithSize(64), wheel.WithDispatchers(1))
-		if err != nil {
-			return nil, err
+	w := c.wheel
+	if w == nil {
+		if gen.wheel == nil {
+			own, err := wheel.New(wheel.WithClock(c.clk), wheel.WithSize(64), wheel.WithDispatchers(1))
+			if err != nil {
+				return nil, err
+			}
+			gen.wheel = own
 		}
-		gen.wheel = w
+		w = gen.wheel
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	tm, err := gen.wheel.TryAfterFunc(wallUntil(c.clk, t), d.fire)
+	tm, err := w.TryAfterFunc(wallUntil(c.clk, t), d.fire)
 	if err != nil {
 		delete(gen.delayed, d)
 		return nil, fmt.Errorf("schedule %s: submit at %s: %w", c.name, t.Format(time.RFC3339Nano), err)

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/fom-go/fom/config"
+	"github.com/fom-go/fom/schedule/wheel"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -32,7 +33,13 @@ func newHarness(t *testing.T, tags map[string]string, job Job, opts ...func(*Opt
 		t.Fatal(err)
 	}
 	clk := clockwork.NewFakeClockAt(t0)
-	o := Options{Clock: clk}
+	w, err := wheel.New(wheel.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The shared wheel is what an App gives its schedules; a test that
+	// wants runtime timers sets Wheel to nil.
+	o := Options{Clock: clk, Wheel: w}
 	for _, f := range opts {
 		f(&o)
 	}

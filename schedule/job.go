@@ -7,6 +7,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	"go.uber.org/zap"
 
+	"github.com/fom-go/fom/schedule/wheel"
 	"github.com/fom-go/fom/statistics"
 )
 
@@ -60,4 +61,10 @@ type Options struct {
 	// Stats keeps the schedule's statistics. Default: in memory, with the
 	// default settings.
 	Stats *statistics.Stats
+	// Wheel, when set, times the schedule's fires and delayed batches; an
+	// app shares one among all its schedules, so that schedules due at the
+	// same instant are woken by one timer rather than one runtime timer
+	// each. Default: a runtime timer per wait, and a wheel of the
+	// schedule's own for delayed batches.
+	Wheel *wheel.Wheel
 }

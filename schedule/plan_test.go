@@ -209,3 +209,29 @@ func TestWallClockJumpIsNoticedWithinAMinute(t *testing.T) {
 	}
 	h.waitSleeping(1)
 }
+
+// TestRuntimeTimerPath runs plans without a shared wheel, on one runtime
+// timer per wait.
+func TestRuntimeTimerPath(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, map[string]string{"fixedRate": "10s"}, Job{}, func(o *Options) { o.Wheel = nil })
+	if err := h.c.Startup(); err != nil {
+		t.Fatal(err)
+	}
+	h.waitSleeping(0)
+	for round := int64(1); round <= 3; round++ {
+		h.clk.Advance(10 * time.Second)
+		h.waitSleeping(round)
+	}
+	if next := h.c.Info().Next; !next.Equal(t0.Add(40 * time.Second)) {
+		t.Fatalf("next %v", next)
+	}
+	d, err := h.c.SubmitAfter(time.Second, ok("later")) // a wheel of its own
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.clk.Advance(time.Second)
+	if r, err := d.Wait(context.Background()); err != nil || len(r.Results) != 1 {
+		t.Fatalf("%+v %v", r, err)
+	}
+}

@@ -100,7 +100,9 @@ func WithDispatchers(n int) Option {
 }
 
 // Wheel is a hierarchical timing wheel. Its goroutines start with the first
-// timer and end with Stop.
+// pending timer and end when none is pending, or at Stop: an idle wheel
+// holds no goroutine, so a wheel shared by many schedules needs no
+// lifecycle of its own.
 type Wheel struct {
 	clk         clockwork.Clock
 	tick        int64 // ns
@@ -119,7 +121,6 @@ type Wheel struct {
 	stopped bool
 	wake    chan struct{}
 	quit    chan struct{}
-	out     chan []func()
 	wg      sync.WaitGroup
 	free    []*entry // entry pool; a sync.Pool would hide reuse from the generation check's lock
 }
@@ -202,17 +203,11 @@ func (w *Wheel) TryAfterFunc(d time.Duration, f func()) (*Timer, error) {
 		w.current = max(w.current, elapsed/w.tick)
 	}
 	e := w.newEntry()
-	e.at, e.f = at, f
+	// Due at once (d <= 0, or the wheel is behind): file it for the tick
+	// being processed, so the advancing goroutine fires it next.
+	e.at, e.f = max(at, w.current), f
 	gen := e.gen
 	w.pending++
-	if at <= w.current {
-		// Due at once (d <= 0, or the wheel is behind): hand to a dispatcher.
-		w.pending--
-		w.recycle(e)
-		w.mu.Unlock()
-		w.dispatch([]func(){f})
-		return &Timer{w: w, e: e, gen: gen}, nil
-	}
 	first := w.insert(e)
 	w.mu.Unlock()
 	if first {
@@ -240,6 +235,12 @@ func (t *Timer) Stop() bool {
 	e.b.remove(e)
 	w.pending--
 	w.recycle(e)
+	if w.pending == 0 {
+		select { // let an idle wheel's goroutines end now, not at the stale due time
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
 	return true
 }
 
@@ -308,7 +309,7 @@ func (w *Wheel) recycle(e *entry) {
 }
 
 // insert files e by its due tick; true if it made a new earliest bucket.
-// Called with mu held and e.at > w.current.
+// Called with mu held and e.at >= w.current.
 func (w *Wheel) insert(e *entry) bool {
 	delta := e.at - w.current
 	r := w.size / 2
@@ -377,47 +378,34 @@ func (b *bucket) remove(e *entry) {
 	// An emptied bucket stays in the heap; it pops as a no-op.
 }
 
+// startLocked starts one activation: an advancing goroutine and its
+// dispatchers, which share a channel of expired callbacks.
 func (w *Wheel) startLocked() {
 	w.running = true
-	w.out = make(chan []func(), 1024)
+	out := make(chan []func(), 1024)
 	w.wg.Add(1 + w.dispatchers)
-	go w.advance()
+	go w.advance(out)
 	for range w.dispatchers {
-		go w.run()
+		go w.run(out)
 	}
 }
 
-func (w *Wheel) dispatch(fs []func()) {
-	w.out <- fs
-}
-
-// run is a dispatcher goroutine.
-func (w *Wheel) run() {
+// run is a dispatcher goroutine: it runs callbacks until its activation's
+// advancing goroutine closes out.
+func (w *Wheel) run(out chan []func()) {
 	defer w.wg.Done()
-	for {
-		select {
-		case fs := <-w.out:
-			for _, f := range fs {
-				f()
-			}
-		case <-w.quit:
-			for { // drain what was handed over before the stop
-				select {
-				case fs := <-w.out:
-					for _, f := range fs {
-						f()
-					}
-				default:
-					return
-				}
-			}
+	for fs := range out {
+		for _, f := range fs {
+			f()
 		}
 	}
 }
 
-// advance is the goroutine that moves time forward.
-func (w *Wheel) advance() {
+// advance is the goroutine that moves time forward. It returns, ending
+// its activation, when no timer is pending or the wheel stops.
+func (w *Wheel) advance(out chan []func()) {
 	defer w.wg.Done()
+	defer close(out) // dispatchers finish what they were handed, then exit
 	var fired []func()
 	for {
 		w.mu.Lock()
@@ -425,14 +413,14 @@ func (w *Wheel) advance() {
 			w.mu.Unlock()
 			return
 		}
-		if w.due.Len() == 0 {
-			w.mu.Unlock()
-			select {
-			case <-w.wake:
-				continue
-			case <-w.quit:
-				return
+		if w.pending == 0 {
+			for _, b := range w.due { // only emptied buckets are left
+				b.heapIndex = -1
 			}
+			w.due = w.due[:0]
+			w.running = false
+			w.mu.Unlock()
+			return
 		}
 		b := w.due[0]
 		dueAt := w.start.Add(time.Duration(b.due * w.tick))
@@ -471,7 +459,7 @@ func (w *Wheel) advance() {
 		}
 		w.mu.Unlock()
 		if len(fired) > 0 {
-			w.dispatch(fired)
+			out <- fired
 			fired = make([]func(), 0, len(fired))
 		}
 	}

@@ -244,3 +244,20 @@ func waitUntil(t *testing.T, cond func() bool) {
 		time.Sleep(100 * time.Microsecond)
 	}
 }
+
+func TestIdleWheelHoldsNoGoroutine(t *testing.T) {
+	t.Parallel()
+	w, _ := New()
+	running := func() bool { w.mu.Lock(); defer w.mu.Unlock(); return w.running }
+	tm := w.AfterFunc(time.Hour, func() {})
+	if !running() {
+		t.Fatal("no goroutine for a pending timer")
+	}
+	tm.Stop()
+	waitUntil(t, func() bool { return !running() })
+	var fired atomic.Bool
+	w.AfterFunc(time.Millisecond, func() { fired.Store(true) }) // starts again
+	waitUntil(t, fired.Load)
+	waitUntil(t, func() bool { return !running() })
+	// No Stop: goleak in TestMain checks that nothing was left behind.
+}

@@ -50,8 +50,6 @@ type Context struct {
 	rounds        int64
 	batches       int64
 	changed       chan struct{} // made when someone waits; closed at the next state change or round end
-
-	counts [6]atomic.Int64
 }
 
 // generation is what one start-to-stop cycle owns: a fresh pool, a timeout

@@ -154,7 +154,6 @@ func (c *Context) settle(run *taskRun, res Result) {
 // deliver publishes a decided outcome: counters, recorder, OnResult, latch.
 func (c *Context) deliver(run *taskRun) {
 	res := run.outcome()
-	c.counts[res.Status].Add(1)
 	at := res.Started.Add(res.Cost)
 	if res.Started.IsZero() {
 		at = res.Submitted

@@ -47,12 +47,12 @@ func (c *Context) Info() Info {
 	return i
 }
 
-// Counts returns the outcome counters.
+// Counts returns the outcome counters, as kept by the statistics.
 func (c *Context) Counts() Counts {
+	n := c.stats.CountsByIndex()
 	return Counts{
-		Success: c.counts[StatusSuccess].Load(), Failed: c.counts[StatusFailed].Load(),
-		Timeout: c.counts[StatusTimeout].Load(), Rejected: c.counts[StatusRejected].Load(),
-		Conflict: c.counts[StatusConflict].Load(), Canceled: c.counts[StatusCanceled].Load(),
+		Success: n[StatusSuccess], Failed: n[StatusFailed], Timeout: n[StatusTimeout],
+		Rejected: n[StatusRejected], Conflict: n[StatusConflict], Canceled: n[StatusCanceled],
 	}
 }
 

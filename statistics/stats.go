@@ -306,6 +306,14 @@ func chainOf(err error) (chain []string, stack string) {
 	return chain, stack
 }
 
+// CountsByIndex returns the counts by status index (Success ... Canceled)
+// since the process started.
+func (s *Stats) CountsByIndex() [6]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.counts
+}
+
 // Counts returns the counts by status since the process started.
 func (s *Stats) Counts() map[string]int64 {
 	s.mu.Lock()

@@ -161,11 +161,7 @@ func (h *handler) detail(sc *fom.ScheduleContext, typed map[string]string, errs 
 	}
 	st := sc.Stats()
 	set := st.Settings()
-	var th []string
-	for _, t := range settingsBody(set).Thresholds {
-		th = append(th, t)
-	}
-	v.Stats = statsView{RetentionDays: set.RetentionDays, Thresholds: strings.Join(th, ", ")}
+	v.Stats = statsView{RetentionDays: set.RetentionDays, Thresholds: strings.Join(settingsBody(set).Thresholds, ", ")}
 	days := st.Days()
 	var buckets [6]int64
 	for _, d := range days {

@@ -30,12 +30,11 @@ type jobType struct {
 }
 
 type valueField struct {
-	index    []int
-	field    string
-	key      string
-	def      string
-	hasDef   bool
-	exported bool
+	index  []int
+	field  string
+	key    string
+	def    string
+	hasDef bool
 }
 
 type workMethod struct {
@@ -136,7 +135,7 @@ func analyze(t reflect.Type) *jobType {
 			case !ok || key == "":
 				jt.problems = append(jt.problems, fmt.Sprintf("field %s: a fom.Value field needs a key, such as `fom:\"%s\"`", f.Name, lowerCamel(f.Name)))
 			default:
-				jt.values = append(jt.values, valueField{index: f.Index, field: f.Name, key: key, def: def, hasDef: hasDef, exported: true})
+				jt.values = append(jt.values, valueField{index: f.Index, field: f.Name, key: key, def: def, hasDef: hasDef})
 			}
 		}
 	}
@@ -220,7 +219,6 @@ type declaration struct {
 	tags   map[string]string
 	custom []config.CustomKey
 	job    schedule.Job
-	bind   []func(*config.Config) error // sets each Value from the config
 	setter map[string]func(string) error
 }
 

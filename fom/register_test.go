@@ -78,7 +78,8 @@ type badValueFields struct {
 	Wait      Value[time.Duration] `fom:"wait" default:"5"`
 	NoKey     Value[string]
 	Level     Value[uint8] `fom:"level" default:"300"`
-	hidden    Value[int]   `fom:"hidden"`
+	//lint:ignore U1000 deliberately unexported: registration must refuse it
+	hidden Value[int] `fom:"hidden"`
 }
 
 func (*badValueFields) Run(context.Context) (any, error) { return nil, nil }

@@ -17,12 +17,11 @@ type Delayed struct {
 	tasks []Task
 	done  chan struct{}
 
-	mu       sync.Mutex
-	timer    *wheel.Timer
-	state    int // 0 pending, 1 submitted, 2 canceled
-	batch    *Batch
-	err      error
-	released bool
+	mu    sync.Mutex
+	timer *wheel.Timer
+	state int // 0 pending, 1 submitted, 2 canceled
+	batch *Batch
+	err   error
 }
 
 // ErrDelayedCanceled is returned by Delayed.Wait for a canceled batch.

@@ -107,13 +107,12 @@ func (h *harness) apply(kv ...string) {
 // gate is a task that reports its start and blocks until released or,
 // unless stubborn, until its context ends.
 type gate struct {
-	id             string
-	started        chan struct{}
-	release        chan struct{}
-	stubborn       bool
-	once           sync.Once
-	ctxErrAtCancel atomic.Value
-	canceled       atomic.Bool
+	id       string
+	started  chan struct{}
+	release  chan struct{}
+	stubborn bool
+	once     sync.Once
+	canceled atomic.Bool
 }
 
 func newGate(id string) *gate {

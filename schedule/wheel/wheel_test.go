@@ -16,13 +16,12 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 var t0 = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
 
 type modelTimer struct {
-	id       int
-	at       time.Time // exact expiry asked for
-	t        *Timer
-	stopped  bool // Stop returned true
-	fired    atomic.Int32
-	firedAt  atomic.Int64 // clock reading inside the callback
-	leftOver bool         // returned by Wheel.Stop
+	id      int
+	at      time.Time // exact expiry asked for
+	t       *Timer
+	stopped bool // Stop returned true
+	fired   atomic.Int32
+	firedAt atomic.Int64 // clock reading inside the callback
 }
 
 // TestPropertyAgainstModel runs random adds, cancels and clock advances on

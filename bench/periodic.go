@@ -73,9 +73,14 @@ func latenessOf(now time.Time, off time.Duration) time.Duration {
 func fomSchedules() periodicLib {
 	return periodicLib{name: "fom", canSpread: true, start: func(n int, spread bool, l *lateness) (func(), error) {
 		conflicts := schedule.NewConflicts()
-		shared, err := wheel.New() // as an App shares one among its schedules
-		if err != nil {
-			return nil, err
+		// As an App does: a wheel per P, schedules assigned round-robin.
+		wheels := make([]*wheel.Wheel, runtime.GOMAXPROCS(0))
+		for i := range wheels {
+			w, err := wheel.New(wheel.WithDispatchers(1))
+			if err != nil {
+				return nil, err
+			}
+			wheels[i] = w
 		}
 		ctxs := make([]*schedule.Context, 0, n)
 		for i := range n {
@@ -99,7 +104,7 @@ func fomSchedules() periodicLib {
 				},
 				Plan: plan,
 			}
-			c, err := schedule.New(cfg, job, schedule.Options{Conflicts: conflicts, Wheel: shared})
+			c, err := schedule.New(cfg, job, schedule.Options{Conflicts: conflicts, Wheel: wheels[i%len(wheels)]})
 			if err != nil {
 				return nil, err
 			}

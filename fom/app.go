@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"runtime"
 	"sync"
 	"time"
 
@@ -29,8 +30,8 @@ type App struct {
 	o         options
 	log       *zap.Logger
 	conflicts *schedule.Conflicts
-	wheel     *wheel.Wheel // times every schedule's fires and delayed batches
-	types     sync.Map     // reflect.Type -> *jobType
+	wheels    []*wheel.Wheel // time the schedules' fires and delayed batches, round-robin
+	types     sync.Map       // reflect.Type -> *jobType
 
 	mu        sync.Mutex
 	st        store.Store
@@ -64,14 +65,20 @@ func New(opts ...Option) (*App, error) {
 	if o.clock == nil {
 		o.clock = clockwork.NewRealClock()
 	}
-	// One wheel for all schedules: those due at the same instant are woken
-	// by one timer. It holds goroutines only while something is pending.
-	w, err := wheel.New(wheel.WithClock(o.clock))
-	if err != nil {
-		return nil, fmt.Errorf("fom: new app: %w", err)
+	// Schedules share a few wheels (one per P, so that no lock is global):
+	// those due at the same instant are woken by a few timers rather than
+	// one runtime timer each. A wheel holds goroutines only while something
+	// is pending.
+	wheels := make([]*wheel.Wheel, runtime.GOMAXPROCS(0))
+	for i := range wheels {
+		w, err := wheel.New(wheel.WithClock(o.clock), wheel.WithDispatchers(1))
+		if err != nil {
+			return nil, fmt.Errorf("fom: new app: %w", err)
+		}
+		wheels[i] = w
 	}
 	return &App{
-		o: o, log: o.logger.Named("fom"), conflicts: schedule.NewConflicts(), wheel: w,
+		o: o, log: o.logger.Named("fom"), conflicts: schedule.NewConflicts(), wheels: wheels,
 		byName: map[string]*ScheduleContext{}, st: o.store,
 	}, nil
 }
@@ -167,7 +174,7 @@ func (a *App) Register(job any) (*ScheduleContext, error) {
 	for _, w := range warnings {
 		a.log.Warn(w)
 	}
-	sc, err := schedule.New(cfg, d.job, schedule.Options{Clock: a.o.clock, Logger: a.o.logger, Conflicts: a.conflicts, Stats: stats, Wheel: a.wheel})
+	sc, err := schedule.New(cfg, d.job, schedule.Options{Clock: a.o.clock, Logger: a.o.logger, Conflicts: a.conflicts, Stats: stats, Wheel: a.wheels[len(a.schedules)%len(a.wheels)]})
 	if err != nil {
 		return nil, fmt.Errorf("fom: register %s: %w", jt.typeName, err)
 	}

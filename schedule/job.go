@@ -62,9 +62,9 @@ type Options struct {
 	// default settings.
 	Stats *statistics.Stats
 	// Wheel, when set, times the schedule's fires and delayed batches; an
-	// app shares one among all its schedules, so that schedules due at the
-	// same instant are woken by one timer rather than one runtime timer
-	// each. Default: a runtime timer per wait, and a wheel of the
+	// app shares a few among all its schedules, so that schedules due at
+	// the same instant are woken by a few timers rather than one runtime
+	// timer each. Default: a runtime timer per wait, and a wheel of the
 	// schedule's own for delayed batches.
 	Wheel *wheel.Wheel
 }

@@ -129,6 +129,11 @@ type Wheel struct {
 // so how long the lock is held for a cascade.
 const cascadeChunk = 4096
 
+// idleLinger is how long an idle wheel keeps its goroutines before they
+// end, so that a wheel whose last timer keeps being replaced does not
+// start and stop them each time. Real time: it changes no timer's fire.
+const idleLinger = 100 * time.Millisecond
+
 type level struct {
 	interval int64 // ticks per bucket
 	buckets  []bucket
@@ -382,7 +387,7 @@ func (b *bucket) remove(e *entry) {
 // dispatchers, which share a channel of expired callbacks.
 func (w *Wheel) startLocked() {
 	w.running = true
-	out := make(chan []func(), 1024)
+	out := make(chan []func(), 64)
 	w.wg.Add(1 + w.dispatchers)
 	go w.advance(out)
 	for range w.dispatchers {
@@ -407,6 +412,7 @@ func (w *Wheel) advance(out chan []func()) {
 	defer w.wg.Done()
 	defer close(out) // dispatchers finish what they were handed, then exit
 	var fired []func()
+	lingered := false
 	for {
 		w.mu.Lock()
 		if w.stopped {
@@ -418,10 +424,23 @@ func (w *Wheel) advance(out chan []func()) {
 				b.heapIndex = -1
 			}
 			w.due = w.due[:0]
-			w.running = false
+			if lingered {
+				w.running = false
+				w.mu.Unlock()
+				return
+			}
 			w.mu.Unlock()
-			return
+			linger := time.NewTimer(idleLinger)
+			select {
+			case <-w.wake:
+			case <-linger.C:
+				lingered = true
+			case <-w.quit:
+			}
+			linger.Stop()
+			continue
 		}
+		lingered = false
 		b := w.due[0]
 		dueAt := w.start.Add(time.Duration(b.due * w.tick))
 		if !clockx.Reached(w.clk, dueAt) {

@@ -1,0 +1,49 @@
+package schedule
+
+import (
+	"fmt"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// LogLevel returns the schedule's log level.
+func (c *Context) LogLevel() zapcore.Level { return c.level.Level() }
+
+// SetLogLevel changes the schedule's log level; it is saved when the
+// context was built with a level store (package fom does so).
+func (c *Context) SetLogLevel(l zapcore.Level) error {
+	if l < zapcore.DebugLevel || l > zapcore.FatalLevel {
+		return fmt.Errorf("schedule %s: log level %q is not one of debug, info, warn, error, dpanic, panic, fatal", c.name, l)
+	}
+	if c.onLevel != nil {
+		if err := c.onLevel(l); err != nil {
+			return fmt.Errorf("schedule %s: save log level: %w", c.name, err)
+		}
+	}
+	c.level.SetLevel(l)
+	return nil
+}
+
+// BindLogLevel sets the initial level and a function that saves changes.
+func (c *Context) BindLogLevel(initial zapcore.Level, save func(zapcore.Level) error) {
+	c.level.SetLevel(initial)
+	c.onLevel = save
+}
+
+// levelCore gives a schedule's logger a level of its own.
+type levelCore struct {
+	zapcore.Core
+	lvl zap.AtomicLevel
+}
+
+func (c levelCore) Enabled(l zapcore.Level) bool { return c.lvl.Enabled(l) && c.Core.Enabled(l) }
+func (c levelCore) With(f []zapcore.Field) zapcore.Core {
+	return levelCore{Core: c.Core.With(f), lvl: c.lvl}
+}
+func (c levelCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if !c.lvl.Enabled(e.Level) {
+		return ce
+	}
+	return c.Core.Check(e, ce)
+}

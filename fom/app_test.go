@@ -355,3 +355,37 @@ func TestStatisticsSurviveRestart(t *testing.T) {
 		t.Fatalf("failures %+v", f)
 	}
 }
+
+func TestRegisterAfterStartAndIdempotentStartStop(t *testing.T) {
+	t.Parallel()
+	app := newTestApp(t, WithClock(clockwork.NewFakeClock()))
+	ctx := context.Background()
+	if err := app.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Start(ctx); err != nil {
+		t.Fatalf("second Start: %v", err)
+	}
+	sc, err := app.Register(&runJob{}) // a running app starts what it registers
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc.State() != Sleeping {
+		t.Fatalf("state %s", sc.State())
+	}
+	if err := app.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Stop(ctx); err != nil {
+		t.Fatalf("second Stop: %v", err)
+	}
+	if sc.State() != Stopped {
+		t.Fatalf("after Stop %s", sc.State())
+	}
+	if err := app.Start(ctx); err != nil { // and again after a stop
+		t.Fatal(err)
+	}
+	if sc.State() != Sleeping {
+		t.Fatalf("after restart %s", sc.State())
+	}
+}

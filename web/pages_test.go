@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 	"go.uber.org/fx"
@@ -202,4 +203,35 @@ func TestModuleServesAndPortClashFailsStartup(t *testing.T) {
 	}
 	res.Body.Close()
 	app.RequireStop()
+}
+
+func TestLogLevelAndStatsSettingsForms(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Options{})
+	tok := strings.Repeat("ef", 32)
+	form := func(path string, v url.Values, hdr ...string) resp {
+		v.Set("csrf_token", tok)
+		return f.do("POST", path, v.Encode(), append([]string{"Content-Type", "application/x-www-form-urlencoded", "Cookie", "fom_csrf=" + tok}, hdr...)...)
+	}
+	sc := f.app.Schedule("alpha")
+	if r := form("/fom/schedules/alpha/log-level", url.Values{"level": {"warn"}}, "HX-Request", "true"); r.status != http.StatusNoContent || sc.LogLevel().String() != "warn" {
+		t.Fatalf("htmx log level %d %s", r.status, sc.LogLevel())
+	}
+	if r := form("/fom/schedules/alpha/log-level", url.Values{"level": {"shout"}}, "HX-Request", "true"); r.status != http.StatusBadRequest {
+		t.Fatalf("bad level %d", r.status)
+	}
+	if r := form("/fom/schedules/alpha/log-level", url.Values{"level": {"debug"}}); r.status != http.StatusSeeOther || sc.LogLevel().String() != "debug" {
+		t.Fatalf("form log level %d", r.status)
+	}
+	r := form("/fom/schedules/alpha/stats-settings", url.Values{"thresholds": {"100ms, 1s, 10s, 1m, 10m"}, "retentionDays": {"30"}})
+	if r.status != http.StatusSeeOther || sc.Stats().Settings().RetentionDays != 30 {
+		t.Fatalf("stats settings %d %+v", r.status, sc.Stats().Settings())
+	}
+	r = form("/fom/schedules/alpha/stats-settings", url.Values{"thresholds": {"1s, 1s, 10s, 1m, 10m"}})
+	if loc := r.header.Get("Location"); r.status != http.StatusSeeOther || !strings.Contains(loc, "level=error") || sc.Stats().Settings().Thresholds[0] != 100*time.Millisecond {
+		t.Fatalf("bad thresholds %d %s", r.status, loc)
+	}
+	if r := form("/fom/schedules/alpha/stats-settings", url.Values{"retentionDays": {"a week"}}); !strings.Contains(r.header.Get("Location"), "level=error") {
+		t.Fatalf("bad retention %v", r.header)
+	}
 }

@@ -18,7 +18,7 @@ func BenchmarkRound(b *testing.B) {
 	c.mu.Lock()
 	gen := c.ensureGeneration()
 	c.mu.Unlock()
-	l := newLoop()
+	l := newLoop(gen)
 	defer func() {
 		c.mu.Lock()
 		c.setState(Stopping)

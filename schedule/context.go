@@ -41,9 +41,8 @@ type Context struct {
 	plan          Plan
 	gen           *generation
 	loop          *loop
-	execRequested bool // RUNNING: one re-run queued
-	wakeRequested bool // SLEEPING: exec-now asked
-	replan        bool // SLEEPING: the plan changed
+	planVer       uint64 // bumped by each plan edit
+	execRequested bool   // RUNNING: one re-run queued
 	loaded        time.Time
 	last          time.Time
 	next          time.Time
@@ -65,20 +64,29 @@ type generation struct {
 	wheel    *wheel.Wheel          // own wheel for SubmitAt when none is shared; made on first use, guarded by Context.mu
 }
 
-// loop is one run of the scheduler goroutine.
+// loop is one activation of a schedule, from Startup until it is STOPPED
+// (or, for a managed pool's one round, back to INITED). See loop.go.
 type loop struct {
 	ctx    context.Context // passed to Tasks and OnComplete; canceled by Shutdown
 	cancel context.CancelFunc
+	gen    *generation
 	stop   chan struct{} // closed when the context must stop
-	wake   chan struct{} // exec-now or a plan change while sleeping
-	fire   chan struct{} // signalled by the shared wheel when a wait ends
-	done   chan struct{} // closed when the goroutine has returned
+	done   chan struct{} // closed when the activation has ended
 	once   sync.Once
+
+	// Guarded by Context.mu.
+	armed  uint64  // id of the armed wait; bumped to disarm it
+	timer  stopper // the armed wait, nil when none
+	prev   Round   // the last round, for the plan
+	pinned bool    // the next fire is the first one set by execOnLoad or initialDelay
 }
 
-func newLoop() *loop {
+// stopper is an armed timer: a wheel timer or a clock's.
+type stopper interface{ Stop() bool }
+
+func newLoop(gen *generation) *loop {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &loop{ctx: ctx, cancel: cancel, stop: make(chan struct{}), wake: make(chan struct{}, 1), fire: make(chan struct{}, 1), done: make(chan struct{})}
+	return &loop{ctx: ctx, cancel: cancel, gen: gen, stop: make(chan struct{}), done: make(chan struct{})}
 }
 
 func (l *loop) requestStop() {
@@ -236,13 +244,13 @@ func (c *Context) Startup() error {
 	}
 	gen := c.ensureGeneration()
 	c.loaded = now
-	c.execRequested, c.wakeRequested, c.replan = false, false, false
-	l := newLoop()
+	c.execRequested = false
+	l := newLoop(gen)
+	l.prev = Round{Start: now, End: now}
+	l.pinned = ok && (s.ExecOnLoad || s.InitialDelay > 0)
 	c.loop = l
-	c.next = first
-	c.setState(Sleeping)
 	c.log.Info("started", zap.String("plan", c.planString()), zap.Time("first", first))
-	go c.run(l, gen, first, ok, ok && (s.ExecOnLoad || s.InitialDelay > 0), Round{Start: now, End: now})
+	c.goLocked(l, c.decideLocked(l, first, ok), first)
 	return nil
 }
 
@@ -261,8 +269,7 @@ func (c *Context) Shutdown() error {
 	case Stopping:
 		return c.refuse(ErrStopping)
 	}
-	c.setState(Stopping)
-	c.loop.requestStop()
+	c.stopLocked()
 	c.log.Info("shutdown requested")
 	return nil
 }
@@ -293,21 +300,16 @@ func (c *Context) Close(ctx context.Context) error {
 	var l *loop
 	switch {
 	case c.state.started():
-		c.setState(Stopping)
-		c.loop.requestStop()
 		l = c.loop
+		c.stopLocked()
 	case c.state == Stopping:
 		l = c.loop
 	case c.state == Inited && c.gen != nil:
 		c.setState(Stopping)
-		l = newLoop()
+		l = newLoop(c.gen)
 		c.loop = l
 		l.requestStop()
-		gen := c.gen
-		go func() {
-			defer close(l.done)
-			c.terminate(l, gen)
-		}()
+		go c.finish(l)
 	}
 	c.mu.Unlock()
 	if l == nil {
@@ -318,6 +320,19 @@ func (c *Context) Close(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		return c.notReturned(ctx.Err())
+	}
+}
+
+// stopLocked moves a started schedule to STOPPING. A sleeping one is taken
+// from its timer and terminated by a goroutine of its own; a running one is
+// stopped by its round goroutine. Called with c.mu held.
+func (c *Context) stopLocked() {
+	wasSleeping := c.state == Sleeping
+	c.setState(Stopping)
+	c.loop.requestStop()
+	if wasSleeping {
+		c.disarmLocked(c.loop)
+		go c.finish(c.loop)
 	}
 }
 
@@ -345,8 +360,8 @@ func (c *Context) ExecNow() error {
 	case Stopping:
 		return c.refuse(ErrStopping)
 	case Sleeping:
-		c.wakeRequested = true
-		signal(c.loop.wake)
+		c.disarmLocked(c.loop)
+		c.goLocked(c.loop, stepRound, c.clk.Now())
 		return nil
 	}
 	if c.cfg.Settings().IgnoreExecRequestWhenRunning {
@@ -357,13 +372,6 @@ func (c *Context) ExecNow() error {
 	}
 	c.execRequested = true
 	return nil
-}
-
-func signal(ch chan struct{}) {
-	select {
-	case ch <- struct{}{}:
-	default:
-	}
 }
 
 // onConfig applies an edit live: pool sizes at once, a new plan at once.
@@ -382,10 +390,14 @@ func (c *Context) onConfig(ch config.Change) {
 		return
 	}
 	c.plan = p
+	c.planVer++
 	c.log.Info("plan changed", zap.String("plan", c.planString()))
-	if c.state == Sleeping {
-		c.replan = true
-		signal(c.loop.wake)
+	if c.state == Sleeping && !c.loop.pinned {
+		// A config plan is fom's own code, safe to call under the lock.
+		l := c.loop
+		c.disarmLocked(l)
+		next, ok := p.Next(l.prev)
+		c.goLocked(l, c.decideLocked(l, next, ok), next)
 	}
 }
 

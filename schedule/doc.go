@@ -28,9 +28,15 @@
 //
 // # States
 //
-// One goroutine per started context runs rounds; state changes are made
-// under the context's mutex, by that goroutine except for the two a caller
-// asks for directly (Startup, Shutdown).
+// State changes are made under the context's mutex. A sleeping context
+// holds no goroutine: its next fire is one timer (on the app's shared
+// timing wheel, or a runtime timer), whose callback starts a round
+// goroutine; that goroutine runs rounds, so they never overlap, and ends
+// once the next fire is armed. Whoever takes a context out of SLEEPING (the
+// timer, ExecNow, a plan edit, Shutdown) first disarms the timer, so
+// exactly one of them acts; while RUNNING only the round goroutine moves
+// the state on. An idle schedule therefore costs memory, not a parked
+// goroutine, and thousands of them share a few timer goroutines.
 //
 //	```mermaid
 //	stateDiagram-v2

@@ -5,181 +5,194 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/fom-go/fom/internal/clockx"
+
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
 
-type event int
+// An activation (one start-to-stop cycle, a *loop) holds no goroutine while
+// it sleeps: the next fire is one timer, on the app's shared wheel or a
+// runtime timer, whose callback starts a round goroutine. That goroutine
+// runs rounds until the next fire is in the future, arms the timer again
+// and ends. So an idle schedule costs a timer entry, not a parked goroutine
+// and its stack, and a fire costs one goroutine start.
+//
+// Ownership is what keeps this race-free. Under c.mu, SLEEPING means the
+// armed timer owns the activation and no goroutine of it is awake. Whoever
+// takes a sleeping schedule out of SLEEPING (the timer's callback, ExecNow,
+// a plan edit, Shutdown, Close) first disarms the timer by bumping
+// l.armed, so a callback already on its way finds itself stale and does
+// nothing: exactly one of them acts. In RUNNING the round goroutine owns
+// the activation, and the others only leave requests (execRequested, the
+// stop channel) that it reads between rounds.
+
+// step is what an activation does next.
+type step int
 
 const (
-	evFire event = iota
-	evExec
-	evReplan
-	evStop
-	evDead
+	stepSleep  step = iota // a wait is armed; SLEEPING
+	stepRound              // run a round now
+	stepStop               // terminate the activation
+	stepInited             // a managed pool's round is over: back to INITED
 )
 
-// run is the scheduler goroutine.
-func (c *Context) run(l *loop, gen *generation, next time.Time, ok, pinned bool, prev Round) {
-	defer close(l.done)
+// decideLocked chooses the step after a round or a wake-up, given the next
+// fire; called with c.mu held by the activation's owner. It arms the wait
+// for stepSleep and moves to STOPPING for a stop the schedule decides.
+func (c *Context) decideLocked(l *loop, next time.Time, ok bool) step {
+	if c.state == Stopping {
+		return stepStop
+	}
+	if !ok {
+		if c.plan == nil {
+			c.loop = nil
+			c.next = time.Time{}
+			c.setState(Inited)
+			return stepInited
+		}
+		c.log.Info("plan has no further fire; stopping")
+		c.selfStopLocked(l)
+		return stepStop
+	}
+	if dead := c.cfg.Settings().DeadTime; !dead.IsZero() && reached(c.clk, dead) {
+		c.selfStopLocked(l)
+		return stepStop
+	}
+	c.next = next
+	if reached(c.clk, next) {
+		return stepRound
+	}
+	if c.state != Sleeping {
+		c.setState(Sleeping)
+	}
+	c.armLocked(l)
+	return stepSleep
+}
+
+// goLocked carries out a step for a caller that does not own the
+// activation's goroutine (Startup, the timer, ExecNow, a plan edit): a
+// round or a stop gets a goroutine of its own. Called with c.mu held.
+func (c *Context) goLocked(l *loop, st step, planned time.Time) {
+	switch st {
+	case stepRound:
+		c.setState(Running) // the round goroutine owns the activation from here
+		go c.runRounds(l, planned)
+	case stepStop:
+		go c.finish(l)
+	case stepInited:
+		close(l.done)
+	}
+}
+
+// armLocked arms the wait for c.next, bounded by the dead time and maxWait.
+func (c *Context) armLocked(l *loop) {
+	at := c.next
+	if dead := c.cfg.Settings().DeadTime; !dead.IsZero() && dead.Before(at) {
+		at = dead
+	}
+	if limit := c.clk.Now().Add(maxWait); limit.Before(at) {
+		at = limit
+	}
+	l.armed++
+	id := l.armed
+	f := func() { c.wake(l, id) }
+	if c.wheel != nil {
+		if t := c.wheel.AfterFunc(wallUntil(c.clk, at), f); t != nil {
+			l.timer = t
+			return
+		}
+	}
+	l.timer = clockx.AfterFuncAt(c.clk, at, f)
+}
+
+// disarmLocked takes the armed wait away from its timer: the timer is
+// stopped, and a callback already on its way finds itself stale.
+func (c *Context) disarmLocked(l *loop) {
+	l.armed++
+	if l.timer != nil {
+		l.timer.Stop()
+		l.timer = nil
+	}
+}
+
+// wake is the armed wait's callback. It runs on the wheel's dispatcher or
+// a timer goroutine, so it only decides and hands a round or a stop to a
+// goroutine of its own.
+func (c *Context) wake(l *loop, id uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if l.armed != id || c.state != Sleeping {
+		return // disarmed: someone else took the schedule
+	}
+	l.timer = nil
+	l.armed++
+	// Re-checked against wall time: a wait cut short by maxWait, or a
+	// clock step, just arms again.
+	c.goLocked(l, c.decideLocked(l, c.next, true), c.next)
+}
+
+// runRounds is the round goroutine: it runs rounds until the next fire is in
+// the future (then the armed timer owns the activation), a managed pool's
+// round is over, or the activation stops.
+func (c *Context) runRounds(l *loop, planned time.Time) {
 	for {
-		var ev event
-		switch {
-		case ok:
-			ev = c.sleep(l, next)
-		case c.currentPlan() == nil:
-			if c.backToInited() {
-				return
-			}
-			ev = evStop
-		default:
-			c.log.Info("plan has no further fire; stopping")
-			ev = evDead
-		}
-		switch ev {
-		case evStop, evDead:
-			if ev == evDead {
-				c.selfStop(l)
-			}
-			c.terminate(l, gen)
-			return
-		case evReplan:
-			if !pinned {
-				if p := c.currentPlan(); p != nil {
-					next, ok = p.Next(prev)
-				} else {
-					ok = false
-				}
-			}
-			continue
-		}
-		planned := next
-		if ev == evExec {
-			planned = c.clk.Now()
-		}
-		r, ran := c.runRound(l, gen, planned)
+		r, ran := c.runRound(l, l.gen, planned)
 		if !ran {
-			c.terminate(l, gen)
+			c.finish(l)
 			return
 		}
-		prev, pinned = r, false
 		c.mu.Lock()
 		again := c.execRequested
 		c.execRequested = false
-		plan := c.plan
+		plan, ver := c.plan, c.planVer
 		c.mu.Unlock()
+		var next time.Time
+		ok := true
 		switch {
 		case again:
-			next, ok = c.clk.Now(), true
+			next = c.clk.Now()
 		case plan == nil:
 			ok = false
 		default:
-			next, ok = plan.Next(r)
+			next, ok = plan.Next(r) // may be the job's own code: outside the lock
+		}
+		c.mu.Lock()
+		l.prev, l.pinned = r, false
+		if !again && ver != c.planVer && c.plan != nil {
+			next, ok = c.plan.Next(r) // edited while the round ran; config plans only
+		}
+		st := c.decideLocked(l, next, ok)
+		c.mu.Unlock()
+		switch st {
+		case stepRound:
+			planned = next
+		case stepStop:
+			c.finish(l)
+			return
+		case stepInited:
+			close(l.done)
+			return
+		default:
+			return
 		}
 	}
 }
 
-func (c *Context) currentPlan() Plan {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.plan
+// finish terminates the activation and marks it done.
+func (c *Context) finish(l *loop) {
+	defer close(l.done)
+	c.terminate(l, l.gen)
 }
 
-// backToInited ends a managed pool's round; false if a stop came first.
-func (c *Context) backToInited() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.state == Stopping {
-		return false
-	}
-	c.loop = nil
-	c.next = time.Time{}
-	c.setState(Inited)
-	return true
-}
-
-// selfStop moves to STOPPING on the schedule's own account (deadTime, or a
-// plan with no further fire).
-func (c *Context) selfStop(l *loop) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// selfStopLocked moves to STOPPING on the schedule's own account
+// (deadTime, or a plan with no further fire); called with c.mu held.
+func (c *Context) selfStopLocked(l *loop) {
 	if c.state != Stopping {
 		c.log.Info("stopping by itself")
 		c.setState(Stopping)
 	}
 	l.requestStop()
-}
-
-// sleep waits for the next fire, an exec-now, a plan change, a stop or the
-// dead time. Waits are bounded by maxWait and re-checked against wall time.
-func (c *Context) sleep(l *loop, next time.Time) event {
-	c.mu.Lock()
-	if c.state == Stopping {
-		c.mu.Unlock()
-		return evStop
-	}
-	c.next = next
-	if c.state != Sleeping {
-		c.setState(Sleeping)
-	}
-	c.mu.Unlock()
-	for {
-		dead := c.cfg.Settings().DeadTime
-		if !dead.IsZero() && reached(c.clk, dead) {
-			return evDead
-		}
-		if reached(c.clk, next) {
-			return evFire
-		}
-		at := next
-		if !dead.IsZero() && dead.Before(at) {
-			at = dead
-		}
-		if limit := c.clk.Now().Add(maxWait); limit.Before(at) {
-			at = limit
-		}
-		tm := c.waitUntil(l, at)
-		select {
-		case <-tm.ch:
-			continue
-		case <-l.fire: // may be stale; the loop re-checks the time
-			tm.stop()
-			continue
-		case <-l.stop:
-			tm.stop()
-			return evStop
-		case <-l.wake:
-			tm.stop()
-			c.mu.Lock()
-			wake, replan := c.wakeRequested, c.replan
-			c.wakeRequested, c.replan = false, false
-			c.mu.Unlock()
-			if wake {
-				return evExec
-			}
-			if replan {
-				return evReplan
-			}
-		}
-	}
-}
-
-// wait is one armed wait: a runtime timer's channel, or a wheel timer that
-// signals loop.fire.
-type wait struct {
-	ch   <-chan time.Time
-	stop func() bool
-}
-
-// waitUntil arms a wait for at, on the shared wheel when there is one.
-func (c *Context) waitUntil(l *loop, at time.Time) wait {
-	if c.wheel != nil {
-		if t := c.wheel.AfterFunc(wallUntil(c.clk, at), func() { signal(l.fire) }); t != nil {
-			return wait{stop: t.Stop}
-		}
-	}
-	tm := timerAt(c.clk, at)
-	return wait{ch: tm.Chan(), stop: tm.Stop}
 }
 
 // runRound runs one round: create tasks, submit them, wait on the latch,
@@ -191,11 +204,6 @@ func (c *Context) runRound(l *loop, gen *generation, planned time.Time) (r Round
 		return Round{}, false
 	}
 	c.setState(Running)
-	c.wakeRequested, c.replan = false, false
-	select {
-	case <-l.wake:
-	default:
-	}
 	c.rounds++
 	n := c.rounds
 	start := c.clk.Now()

@@ -173,6 +173,7 @@ func TestCrossOriginAndCSRF(t *testing.T) {
 	if r := f.do("POST", "/fom/schedules/alpha/exec", "csrf_token=wrong", "Content-Type", "application/x-www-form-urlencoded", "Cookie", "fom_csrf="+tok); r.status != http.StatusForbidden {
 		t.Fatalf("wrong token: %d", r.status)
 	}
+	f.sleeping("alpha")
 	r := f.do("POST", "/fom/schedules/alpha/exec", "csrf_token="+tok, "Content-Type", "application/x-www-form-urlencoded", "Cookie", "fom_csrf="+tok)
 	if r.status != http.StatusSeeOther || !strings.Contains(r.header.Get("Location"), "msg=schedule+alpha%3A+round+requested") {
 		t.Fatalf("good token: %d %v", r.status, r.header)

@@ -122,3 +122,16 @@ func (r resp) data(t *testing.T, v any) {
 		t.Fatal(err)
 	}
 }
+
+// sleeping waits until an exec-now's round is over and the schedule sleeps
+// again, so that the next exec-now is not refused as "already running".
+func (f *fixture) sleeping(name string) {
+	f.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for f.app.Schedule(name).State() != fom.Sleeping {
+		if time.Now().After(deadline) {
+			f.t.Fatalf("schedule %s did not go back to sleep: %s", name, f.app.Schedule(name).State())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -26,6 +26,21 @@ func TimerAt(clk clockwork.Clock, t time.Time) clockwork.Timer {
 	}
 }
 
+// AfterFuncAt calls f in its own goroutine at t (wall time), or at once if
+// t is past. Like TimerAt it is exact on a fake clock advanced concurrently.
+func AfterFuncAt(clk clockwork.Clock, t time.Time, f func()) clockwork.Timer {
+	if _, fake := clk.(*clockwork.FakeClock); !fake {
+		return clk.AfterFunc(WallUntil(clk, t), f)
+	}
+	for {
+		now := clk.Now()
+		tm := clk.AfterFunc(t.Sub(now), f)
+		if clk.Now().Equal(now) || !tm.Stop() {
+			return tm // armed at t, or already fired (once)
+		}
+	}
+}
+
 // WallUntil is the wall-clock time until t, ignoring monotonic readings.
 func WallUntil(clk clockwork.Clock, t time.Time) time.Duration {
 	return t.Round(0).Sub(clk.Now().Round(0))

@@ -31,7 +31,8 @@ type App struct {
 	log       *zap.Logger
 	conflicts *schedule.Conflicts
 	wheels    []*wheel.Wheel // time the schedules' fires and delayed batches, round-robin
-	types     sync.Map       // reflect.Type -> *jobType
+	runners   *schedule.Runners
+	types     sync.Map // reflect.Type -> *jobType
 
 	mu        sync.Mutex
 	st        store.Store
@@ -79,7 +80,8 @@ func New(opts ...Option) (*App, error) {
 	}
 	return &App{
 		o: o, log: o.logger.Named("fom"), conflicts: schedule.NewConflicts(), wheels: wheels,
-		byName: map[string]*ScheduleContext{}, st: o.store,
+		runners: schedule.NewRunners(0),
+		byName:  map[string]*ScheduleContext{}, st: o.store,
 	}, nil
 }
 
@@ -174,7 +176,7 @@ func (a *App) Register(job any) (*ScheduleContext, error) {
 	for _, w := range warnings {
 		a.log.Warn(w)
 	}
-	sc, err := schedule.New(cfg, d.job, schedule.Options{Clock: a.o.clock, Logger: a.o.logger, Conflicts: a.conflicts, Stats: stats, Wheel: a.wheels[len(a.schedules)%len(a.wheels)]})
+	sc, err := schedule.New(cfg, d.job, schedule.Options{Clock: a.o.clock, Logger: a.o.logger, Conflicts: a.conflicts, Stats: stats, Wheel: a.wheels[len(a.schedules)%len(a.wheels)], Runners: a.runners})
 	if err != nil {
 		return nil, fmt.Errorf("fom: register %s: %w", jt.typeName, err)
 	}
@@ -264,6 +266,7 @@ func (a *App) Stop(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	a.runners.Close()
 	a.mu.Lock()
 	stop, done := a.flushStop, a.flushDone
 	a.flushStop, a.flushDone = nil, nil

@@ -60,12 +60,12 @@ func (c *Context) Submit(ctx context.Context, tasks ...Task) (*Batch, error) {
 	now := c.clk.Now()
 	g := newGroup(bctx, n, true, now, now)
 	b := &Batch{number: n, done: make(chan struct{})}
-	c.submitAll(gen, g, tasks, c.cfg.Settings())
+	c.submitAll(gen, g, tasks, c.cfg.Settings(), nil)
 	go func() {
 		defer gen.wg.Done()
 		defer cancel()
 		defer stop()
-		<-g.complete
+		<-g.wait()
 		gen.tmo.remove(nil, g)
 		b.round = g.round(c.clk.Now())
 		c.complete(bctx, b.round)

@@ -35,6 +35,7 @@ type Context struct {
 	rec       Recorder
 	stats     *statistics.Stats
 	wheel     *wheel.Wheel // shared timer, or nil for runtime timers
+	runners   *Runners     // shared round goroutines, or nil for plain ones
 
 	mu            sync.Mutex
 	state         State
@@ -43,6 +44,7 @@ type Context struct {
 	loop          *loop
 	planVer       uint64 // bumped by each plan edit
 	execRequested bool   // RUNNING: one re-run queued
+	lending       bool   // RUNNING: the round goroutine runs tasks as a worker
 	loaded        time.Time
 	last          time.Time
 	next          time.Time
@@ -107,7 +109,7 @@ func New(cfg *config.Config, job Job, opts Options) (*Context, error) {
 	}
 	c := &Context{
 		name: name, cfg: cfg, job: job,
-		clk: opts.Clock, conflicts: opts.Conflicts, rec: opts.Recorder, stats: opts.Stats, wheel: opts.Wheel,
+		clk: opts.Clock, conflicts: opts.Conflicts, rec: opts.Recorder, stats: opts.Stats, wheel: opts.Wheel, runners: opts.Runners,
 		level: zap.NewAtomicLevelAt(zapcore.InfoLevel),
 	}
 	if c.clk == nil {
@@ -166,7 +168,7 @@ func (c *Context) State() State {
 
 // setState changes the state; called with mu held.
 func (c *Context) setState(s State) {
-	if c.state != s {
+	if c.state != s && c.debug() {
 		c.log.Debug("state", zap.Stringer("from", c.state), zap.Stringer("to", s))
 	}
 	c.state = s
@@ -330,9 +332,17 @@ func (c *Context) stopLocked() {
 	wasSleeping := c.state == Sleeping
 	c.setState(Stopping)
 	c.loop.requestStop()
-	if wasSleeping {
+	switch {
+	case wasSleeping:
 		c.disarmLocked(c.loop)
 		go c.finish(c.loop)
+	case c.lending:
+		gen := c.loop.gen
+		gen.wg.Add(1)
+		go func() {
+			defer gen.wg.Done()
+			c.cancelAll(gen)
+		}()
 	}
 }
 

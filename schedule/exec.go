@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
 	"github.com/fom-go/fom/config"
 	"github.com/fom-go/fom/statistics"
@@ -18,48 +17,58 @@ func newRun(t Task, id string, g *group, now time.Time) *taskRun {
 	return &taskRun{task: t, id: id, group: g, submitted: now, heapIndex: -1}
 }
 
-// submitAll submits tasks into g and seals it.
-func (c *Context) submitAll(gen *generation, g *group, tasks []Task, s config.Settings) {
+// submitAll submits tasks into g and seals it. With a helper (the round
+// goroutine lending itself as a worker), the first task that gets through
+// the checks is kept for it and returned instead of going to the pool.
+func (c *Context) submitAll(gen *generation, g *group, tasks []Task, s config.Settings, helper *worker) (kept *taskRun) {
 	if s.TaskOverTime > 0 && !s.DetectTimeoutOnEachTask {
 		gen.tmo.add(deadline{at: g.start.Add(s.TaskOverTime), group: g})
 	}
 	g.reserve(len(tasks))
 	now := c.clk.Now() // one submission instant for the burst
 	for _, t := range tasks {
-		c.submitOne(gen, g, t, s, now)
+		if r := c.submitOne(gen, g, t, s, now, helper != nil && kept == nil); r != nil {
+			kept = r
+		}
 	}
 	g.seal()
+	return kept
 }
 
-// submitOne submits a task; every path ends with an outcome for it.
-func (c *Context) submitOne(gen *generation, g *group, t Task, s config.Settings, now time.Time) {
+// submitOne submits a task; every path ends with an outcome for it, except
+// that with keep a task ready to run is returned to the caller instead.
+func (c *Context) submitOne(gen *generation, g *group, t Task, s config.Settings, now time.Time, keep bool) *taskRun {
 	if t == nil {
 		run := newRun(nil, "<nil>", g, now)
 		g.add(run)
 		c.settle(run, Result{Status: StatusFailed, Err: fmt.Errorf("schedule %s: nil task", c.name)})
-		return
+		return nil
 	}
 	run := newRun(t, t.ID(), g, now)
 	g.add(run)
 	if gen.stopping.Load() || g.ctx.Err() != nil {
 		c.settle(run, Result{Status: StatusCanceled, Err: c.taskErr(run.id, ErrCanceled, "schedule is stopping")})
-		return
+		return nil
 	}
 	if !c.conflicts.acquire(run.id, s.EnableTaskConflict) {
 		c.settle(run, Result{Status: StatusConflict, Err: c.taskErr(run.id, ErrConflict, "")})
-		return
+		return nil
 	}
 	run.holdsID = true
+	if keep {
+		return run
+	}
 	ok, closed := gen.pool.submit(run)
 	if ok {
-		return
+		return nil
 	}
 	c.releaseID(run)
 	if closed {
 		c.settle(run, Result{Status: StatusCanceled, Err: c.taskErr(run.id, ErrCanceled, "schedule is stopping")})
-		return
+		return nil
 	}
 	c.settle(run, Result{Status: StatusRejected, Err: c.taskErr(run.id, ErrRejected, fmt.Sprintf("queueSize %d, threadMax %d", s.QueueSize, s.ThreadMax))})
+	return nil
 }
 
 func (c *Context) releaseID(r *taskRun) {
@@ -97,7 +106,8 @@ func (c *Context) exec(gen *generation, run *taskRun) {
 	// A task's context answers FromContext and Logger. It needs a cancel of
 	// its own only when a deadline can fire; a shutdown cancels it through
 	// the generation's context, after the OnCancel hooks.
-	var ctx context.Context = &runCtx{Context: run.group.ctx, c: c, id: run.id}
+	run.rctx = runCtx{Context: run.group.ctx, c: c, id: run.id}
+	var ctx context.Context = &run.rctx
 	cancel := context.CancelFunc(func() {})
 	if s.TaskOverTime > 0 || run.group.hasDeadline() {
 		ctx, cancel = context.WithCancel(ctx)
@@ -162,7 +172,7 @@ func (c *Context) deliver(run *taskRun) {
 	c.rec.RecordResult(c.name, res)
 	if res.Status != StatusSuccess {
 		c.log.Warn("task "+res.Status.String(), zap.String("task", res.TaskID), zap.Duration("cost", res.Cost), zap.Error(res.Err))
-	} else if ce := c.log.Check(zapcore.DebugLevel, "task succeeded"); ce != nil {
+	} else if ce := c.checkDebug("task succeeded"); ce != nil {
 		ce.Write(zap.String("task", res.TaskID), zap.Duration("cost", res.Cost))
 	}
 	if c.job.OnResult != nil {

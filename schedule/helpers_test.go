@@ -37,9 +37,10 @@ func newHarness(t *testing.T, tags map[string]string, job Job, opts ...func(*Opt
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The shared wheel is what an App gives its schedules; a test that
-	// wants runtime timers sets Wheel to nil.
-	o := Options{Clock: clk, Wheel: w}
+	// The shared wheel and runners are what an App gives its schedules; a
+	// test that wants runtime timers or plain goroutines sets them to nil.
+	runners := NewRunners(0)
+	o := Options{Clock: clk, Wheel: w, Runners: runners}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -57,6 +58,7 @@ func newHarness(t *testing.T, tags map[string]string, job Job, opts ...func(*Opt
 		if err := c.Close(ctx); err != nil {
 			t.Errorf("close: %v", err)
 		}
+		runners.Close()
 	})
 	return h
 }

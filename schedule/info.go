@@ -91,12 +91,12 @@ func (c *Context) ActiveTasks() []TaskInfo {
 	if gen == nil {
 		return nil
 	}
-	_, a, gids := gen.pool.snapshot()
-	want := map[uint64]bool{}
-	for _, g := range gids {
-		want[g] = true
+	_, a, labels := gen.pool.snapshot()
+	want := map[string]bool{}
+	for _, l := range labels {
+		want[l] = true
 	}
-	stacks := goroutineStacks(want)
+	stacks := workerStacks(want)
 	now := c.clk.Now()
 	out := make([]TaskInfo, 0, len(a))
 	for _, r := range a {
@@ -106,7 +106,7 @@ func (c *Context) ActiveTasks() []TaskInfo {
 		}
 		out = append(out, TaskInfo{
 			ID: r.id, Round: r.group.number, Batch: r.group.batch, Submitted: r.submitted, Started: started,
-			Elapsed: now.Sub(started), Abandoned: r.isDone(), Stack: stacks[gids[r]],
+			Elapsed: now.Sub(started), Abandoned: r.isDone(), Stack: stacks[labels[r]],
 		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Started.Before(out[j].Started) })

@@ -67,4 +67,8 @@ type Options struct {
 	// timer each. Default: a runtime timer per wait, and a wheel of the
 	// schedule's own for delayed batches.
 	Wheel *wheel.Wheel
+	// Runners, when set, runs the schedule's round goroutines on reusable
+	// goroutines shared by an app's schedules; the app closes it after
+	// its schedules. Default: a new goroutine per fire.
+	Runners *Runners
 }

@@ -31,6 +31,19 @@ func (c *Context) BindLogLevel(initial zapcore.Level, save func(zapcore.Level) e
 	c.onLevel = save
 }
 
+// debug reports whether the schedule logs at debug level: one atomic load,
+// so that the round path skips building entries nobody writes.
+func (c *Context) debug() bool { return c.level.Enabled(zapcore.DebugLevel) }
+
+// checkDebug is log.Check at debug level, skipped at the cost of one atomic
+// load when the schedule's own level is above debug.
+func (c *Context) checkDebug(msg string) *zapcore.CheckedEntry {
+	if !c.debug() {
+		return nil
+	}
+	return c.log.Check(zapcore.DebugLevel, msg)
+}
+
 // levelCore gives a schedule's logger a level of its own.
 type levelCore struct {
 	zapcore.Core

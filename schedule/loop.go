@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/fom-go/fom/config"
 	"github.com/fom-go/fom/internal/clockx"
 
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 )
 
 // An activation (one start-to-stop cycle, a *loop) holds no goroutine while
@@ -55,18 +55,20 @@ func (c *Context) decideLocked(l *loop, next time.Time, ok bool) step {
 		c.selfStopLocked(l)
 		return stepStop
 	}
-	if dead := c.cfg.Settings().DeadTime; !dead.IsZero() && reached(c.clk, dead) {
+	now := c.clk.Now().Round(0) // wall time: a clock step must not delay a fire
+	dead := c.cfg.Settings().DeadTime
+	if !dead.IsZero() && !now.Before(dead.Round(0)) {
 		c.selfStopLocked(l)
 		return stepStop
 	}
 	c.next = next
-	if reached(c.clk, next) {
+	if !now.Before(next.Round(0)) {
 		return stepRound
 	}
 	if c.state != Sleeping {
 		c.setState(Sleeping)
 	}
-	c.armLocked(l)
+	c.armLocked(l, now, dead)
 	return stepSleep
 }
 
@@ -77,7 +79,11 @@ func (c *Context) goLocked(l *loop, st step, planned time.Time) {
 	switch st {
 	case stepRound:
 		c.setState(Running) // the round goroutine owns the activation from here
-		go c.runRounds(l, planned)
+		if c.runners != nil {
+			c.runners.Go(func() { c.runRounds(l, planned) })
+		} else {
+			go c.runRounds(l, planned)
+		}
 	case stepStop:
 		go c.finish(l)
 	case stepInited:
@@ -85,20 +91,21 @@ func (c *Context) goLocked(l *loop, st step, planned time.Time) {
 	}
 }
 
-// armLocked arms the wait for c.next, bounded by the dead time and maxWait.
-func (c *Context) armLocked(l *loop) {
-	at := c.next
-	if dead := c.cfg.Settings().DeadTime; !dead.IsZero() && dead.Before(at) {
-		at = dead
+// armLocked arms the wait for c.next, bounded by the dead time and maxWait;
+// now is a wall-clock reading.
+func (c *Context) armLocked(l *loop, now, dead time.Time) {
+	at := c.next.Round(0)
+	if !dead.IsZero() && dead.Before(at) {
+		at = dead.Round(0)
 	}
-	if limit := c.clk.Now().Add(maxWait); limit.Before(at) {
+	if limit := now.Add(maxWait); limit.Before(at) {
 		at = limit
 	}
 	l.armed++
 	id := l.armed
 	f := func() { c.wake(l, id) }
 	if c.wheel != nil {
-		if t := c.wheel.AfterFunc(wallUntil(c.clk, at), f); t != nil {
+		if t := c.wheel.AfterFunc(at.Sub(now), f); t != nil {
 			l.timer = t
 			return
 		}
@@ -210,7 +217,7 @@ func (c *Context) runRound(l *loop, gen *generation, planned time.Time) (r Round
 	c.last, c.next = start, time.Time{}
 	c.mu.Unlock()
 
-	if ce := c.log.Check(zapcore.DebugLevel, "round started"); ce != nil {
+	if ce := c.checkDebug("round started"); ce != nil {
 		ce.Write(zap.Int64("round", n), zap.Time("planned", planned), zap.Duration("late", start.Sub(planned)))
 	}
 	s := c.cfg.Settings()
@@ -222,17 +229,49 @@ func (c *Context) runRound(l *loop, gen *generation, planned time.Time) (r Round
 		g.add(run)
 		c.settle(run, Result{Status: StatusFailed, Err: fmt.Errorf("schedule %s: create tasks: %w", c.name, err)})
 	}
-	c.submitAll(gen, g, tasks, s)
-	select {
-	case <-g.complete:
-	case <-l.stop:
-		c.cancelAll(gen)
-		<-g.complete
+	if w := c.lend(gen, s); w != nil {
+		gen.pool.help(w, c.submitAll(gen, g, tasks, s, w))
+		c.mu.Lock()
+		c.lending = false
+		c.mu.Unlock()
+	} else {
+		c.submitAll(gen, g, tasks, s, nil)
+	}
+	if !g.finished() {
+		select {
+		case <-g.wait():
+		case <-l.stop:
+			c.cancelAll(gen)
+			<-g.wait()
+		}
 	}
 	gen.tmo.remove(nil, g)
 	r = g.round(c.clk.Now())
 	c.complete(l.ctx, r)
 	return r, true
+}
+
+// lend makes the round goroutine a worker of the pool for this round, when
+// a worker slot is free and no deadline can fire: a round of one trivial
+// task then runs on one goroutine, with no hand-off to a worker and back.
+// With a deadline it would not do: a task that ignores its context must
+// not keep the round from completing at the deadline.
+//
+// While it lends itself, the round goroutine cannot watch for a stop, so
+// a Shutdown cancels the round's tasks from a goroutine of its own
+// (stopLocked); c.lending, under c.mu, tells it to.
+func (c *Context) lend(gen *generation, s config.Settings) *worker {
+	if s.TaskOverTime > 0 {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.state == Stopping {
+		return nil
+	}
+	w := gen.pool.lend()
+	c.lending = w != nil
+	return w
 }
 
 func (c *Context) createTasks(ctx context.Context) (tasks []Task, err error) {
@@ -258,7 +297,7 @@ func (c *Context) complete(ctx context.Context, r Round) {
 	c.mu.Lock()
 	c.notifyLocked()
 	c.mu.Unlock()
-	if ce := c.log.Check(zapcore.DebugLevel, "round completed"); ce != nil {
+	if ce := c.checkDebug("round completed"); ce != nil {
 		counts := map[string]int{}
 		for _, res := range r.Results {
 			counts[res.Status.String()]++

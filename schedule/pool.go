@@ -2,8 +2,12 @@ package schedule
 
 import (
 	"bytes"
-	"runtime"
+	"context"
+	"fmt"
+	"runtime/pprof"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,11 +36,28 @@ type pool struct {
 	idle     []*worker
 	active   map[*taskRun]struct{}
 	closed   bool
+	spawned  int     // workers ever started, for their labels
+	helper   *worker // the round goroutine when it lends itself; made once
 }
 
 type worker struct {
-	ch  chan *taskRun // a task, or nil to re-evaluate; at most one send per idle spell
-	gid uint64
+	ch     chan *taskRun   // a task, or nil to re-evaluate; at most one send per idle spell
+	label  string          // its goroutine's pprof label value, which finds its stack
+	labels context.Context // carries that label
+}
+
+// workerLabel is the pprof goroutine label that marks a worker, so that
+// ActiveTasks can show a running task's stack. (A goroutine id would do,
+// but reading one costs a whole traceback.)
+const workerLabel = "fom.worker"
+
+func (p *pool) newWorker(helper bool) *worker {
+	label := fmt.Sprintf("%p/round", p)
+	if !helper {
+		p.spawned++
+		label = fmt.Sprintf("%p/%d", p, p.spawned)
+	}
+	return &worker{label: label, labels: pprof.WithLabels(context.Background(), pprof.Labels(workerLabel, label))}
 }
 
 type poolSize struct {
@@ -76,7 +97,8 @@ func (p *pool) submit(run *taskRun) (ok, closed bool) {
 func (p *pool) spawn(first *taskRun) {
 	p.workers++
 	p.wg.Add(1)
-	w := &worker{ch: make(chan *taskRun, 1)}
+	w := p.newWorker(false)
+	w.ch = make(chan *taskRun, 1)
 	go p.work(w, first)
 }
 
@@ -93,7 +115,6 @@ func (p *pool) pop() *taskRun {
 
 func (p *pool) work(w *worker, run *taskRun) {
 	defer p.wg.Done()
-	w.gid = goroutineID()
 	for {
 		if run != nil {
 			p.runOne(w, run)
@@ -139,6 +160,7 @@ func (p *pool) work(w *worker, run *taskRun) {
 }
 
 func (p *pool) runOne(w *worker, run *taskRun) {
+	pprof.SetGoroutineLabels(w.labels) // again: a task may have changed them
 	p.mu.Lock()
 	run.worker = w
 	p.active[run] = struct{}{}
@@ -147,6 +169,60 @@ func (p *pool) runOne(w *worker, run *taskRun) {
 	p.mu.Lock()
 	delete(p.active, run)
 	p.mu.Unlock()
+}
+
+// lend makes the calling goroutine one of the pool's workers, if a worker
+// slot is free, and returns its worker; nil if none is free or the pool is
+// closed. The caller runs its first task with help and ends with it.
+func (p *pool) lend() *worker {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || p.workers >= p.max {
+		return nil
+	}
+	p.workers++
+	if p.helper == nil {
+		p.helper = p.newWorker(true)
+	}
+	return p.helper
+}
+
+// help runs first on the calling goroutine as worker w, then the queued
+// tasks of first's group (never another round's or batch's, which would
+// hold this round up), and gives the worker slot back; a task still queued
+// then gets a worker if a slot is free. first may be nil.
+func (p *pool) help(w *worker, first *taskRun) {
+	run := first
+	for run != nil {
+		p.runOne(w, run)
+		p.mu.Lock()
+		g := run.group
+		run = nil
+		if !p.closed && p.workers <= p.max {
+			run = p.popGroup(g)
+		}
+		p.mu.Unlock()
+	}
+	p.mu.Lock()
+	p.workers--
+	for !p.closed && len(p.queue) > 0 && p.workers < p.max {
+		p.spawn(p.pop())
+	}
+	p.mu.Unlock()
+	if first != nil {
+		pprof.SetGoroutineLabels(context.Background())
+	}
+}
+
+// popGroup takes the oldest queued run of g; called with p.mu held.
+func (p *pool) popGroup(g *group) *taskRun {
+	for i, r := range p.queue {
+		if r.group == g {
+			p.queue = slices.Delete(p.queue, i, i+1)
+			return r
+		}
+	}
+	return nil
 }
 
 // removeIdle takes w off the idle stack; called with p.mu held.
@@ -210,7 +286,7 @@ func (p *pool) counts() (waiting, active int) {
 	return waiting, len(p.active)
 }
 
-func (p *pool) snapshot() (waiting, active []*taskRun, gids map[*taskRun]uint64) {
+func (p *pool) snapshot() (waiting, active []*taskRun, labels map[*taskRun]string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, r := range p.queue {
@@ -218,12 +294,12 @@ func (p *pool) snapshot() (waiting, active []*taskRun, gids map[*taskRun]uint64)
 			waiting = append(waiting, r)
 		}
 	}
-	gids = map[*taskRun]uint64{}
+	labels = map[*taskRun]string{}
 	for r := range p.active {
 		active = append(active, r)
-		gids[r] = r.worker.gid
+		labels[r] = r.worker.label
 	}
-	return waiting, active, gids
+	return waiting, active, labels
 }
 
 func (p *pool) activeRuns() []*taskRun {
@@ -231,42 +307,38 @@ func (p *pool) activeRuns() []*taskRun {
 	return a
 }
 
-// goroutineID reads the current goroutine's id from its stack header.
-func goroutineID() uint64 {
-	var buf [64]byte
-	b := buf[:runtime.Stack(buf[:], false)]
-	b = bytes.TrimPrefix(b, []byte("goroutine "))
-	if i := bytes.IndexByte(b, ' '); i > 0 {
-		id, _ := strconv.ParseUint(string(b[:i]), 10, 64)
-		return id
-	}
-	return 0
-}
-
-// goroutineStacks returns the stacks of the given goroutines.
-func goroutineStacks(ids map[uint64]bool) map[uint64]string {
-	out := map[uint64]string{}
-	if len(ids) == 0 {
+// workerStacks returns the stacks of the worker goroutines with the given
+// labels, from the goroutine profile, formatted like runtime.Stack.
+func workerStacks(labels map[string]bool) map[string]string {
+	out := map[string]string{}
+	if len(labels) == 0 {
 		return out
 	}
-	buf := make([]byte, 1<<16)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
+	var buf bytes.Buffer
+	if err := pprof.Lookup("goroutine").WriteTo(&buf, 1); err != nil {
+		return out
 	}
-	for _, block := range bytes.Split(buf, []byte("\n\n")) {
-		rest := bytes.TrimPrefix(block, []byte("goroutine "))
-		i := bytes.IndexByte(rest, ' ')
-		if i <= 0 {
-			continue
+	for _, block := range strings.Split(buf.String(), "\n\n") {
+		var label string
+		var frames strings.Builder
+		for _, line := range strings.Split(block, "\n") {
+			if rest, ok := strings.CutPrefix(line, "# labels: "); ok {
+				for l := range labels {
+					if strings.Contains(rest, strconv.Quote(workerLabel)+":"+strconv.Quote(l)) {
+						label = l
+					}
+				}
+				continue
+			}
+			// "#\t0x4dbfbd\tmain.blocker+0x7d\t/tmp/main.go:10"
+			f := strings.Fields(strings.TrimPrefix(line, "#"))
+			if len(f) == 3 && strings.HasPrefix(f[0], "0x") {
+				fn, _, _ := strings.Cut(f[1], "+0x")
+				fmt.Fprintf(&frames, "%s(...)\n\t%s\n", fn, f[2])
+			}
 		}
-		id, err := strconv.ParseUint(string(rest[:i]), 10, 64)
-		if err == nil && ids[id] {
-			out[id] = string(block)
+		if label != "" && out[label] == "" {
+			out[label] = frames.String()
 		}
 	}
 	return out

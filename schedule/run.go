@@ -27,6 +27,8 @@ type taskRun struct {
 
 	heapIndex int // position in the timeout heap, -1 when absent
 	deadline  time.Time
+
+	rctx runCtx // the task's context, allocated with the run
 }
 
 // claim decides the run's outcome once. Only the first claim wins; the
@@ -71,14 +73,20 @@ type group struct {
 	runs     []*taskRun
 	pending  int
 	sealed   bool
-	complete chan struct{}
+	done     bool
+	complete chan struct{} // made by the first waiter; closed when done
+
+	// A round of one task (the common case) keeps its slices here rather
+	// than in two more allocations.
+	oneResult [1]Result
+	oneRun    [1]*taskRun
 
 	deadline  time.Time // round-wide deadline, zero when none
 	heapIndex int
 }
 
 func newGroup(ctx context.Context, number int64, batch bool, planned, start time.Time) *group {
-	return &group{ctx: ctx, number: number, batch: batch, planned: planned, start: start, complete: make(chan struct{}), heapIndex: -1}
+	return &group{ctx: ctx, number: number, batch: batch, planned: planned, start: start, heapIndex: -1}
 }
 
 // hasDeadline reports whether a round-wide deadline was set. It is set
@@ -89,6 +97,10 @@ func (g *group) hasDeadline() bool { return !g.deadline.IsZero() }
 func (g *group) reserve(n int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if len(g.results) == 0 && n == 1 {
+		g.results, g.runs = g.oneResult[:0], g.oneRun[:0]
+		return
+	}
 	if cap(g.results)-len(g.results) < n {
 		g.results = append(make([]Result, 0, len(g.results)+n), g.results...)
 		g.runs = append(make([]*taskRun, 0, len(g.runs)+n), g.runs...)
@@ -124,9 +136,33 @@ func (g *group) seal() {
 }
 
 func (g *group) check() {
-	if g.sealed && g.pending == 0 {
-		close(g.complete)
+	if g.sealed && g.pending == 0 && !g.done {
+		g.done = true
+		if g.complete != nil {
+			close(g.complete)
+		}
 	}
+}
+
+// finished reports whether the group is complete.
+func (g *group) finished() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.done
+}
+
+// wait returns a channel closed once the group is complete. The channel
+// is made only when someone has to wait for it.
+func (g *group) wait() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.complete == nil {
+		g.complete = make(chan struct{})
+		if g.done {
+			close(g.complete)
+		}
+	}
+	return g.complete
 }
 
 // unfinished returns the runs without an outcome.

@@ -1,0 +1,157 @@
+package schedule
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// spawned is how many worker goroutines the live pool ever started.
+func spawned(c *Context) int {
+	p := c.currentGen().pool
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.spawned
+}
+
+func TestRoundRunsItsTaskOnTheRoundGoroutine(t *testing.T) {
+	t.Parallel()
+	g := newGate("solo")
+	var rounds []Round
+	var mu sync.Mutex
+	h := newHarness(t, map[string]string{"execOnLoad": "true", "fixedRate": "1h"}, Job{
+		Tasks:      tasksOf(g),
+		OnComplete: func(_ context.Context, r Round) { mu.Lock(); rounds = append(rounds, r); mu.Unlock() },
+	})
+	if err := h.c.Startup(); err != nil {
+		t.Fatal(err)
+	}
+	waitChan(t, g.started, "task start")
+	// It is an active task with its stack, like one on a worker.
+	a := h.c.ActiveTasks()
+	if len(a) != 1 || a[0].ID != "solo" || !strings.Contains(a[0].Stack, "(*gate).Exec") || !strings.Contains(a[0].Stack, "runRound") {
+		t.Fatalf("active %+v", a)
+	}
+	if i := h.c.Info(); i.Active != 1 || i.State != Running {
+		t.Fatalf("info %+v", i)
+	}
+	g.open()
+	h.waitSleeping(1)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(rounds) != 1 || rounds[0].Results[0].Status != StatusSuccess || rounds[0].Results[0].Value != "solo" {
+		t.Fatalf("rounds %+v", rounds)
+	}
+	if n := spawned(h.c); n != 0 {
+		t.Fatalf("a one-task round started %d worker goroutines", n)
+	}
+}
+
+func TestRoundWithOneWorkerSlotRunsAllItsTasksInOrder(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var order []string
+	var tasks []Task
+	for _, id := range []string{"a", "b", "c", "d"} {
+		tasks = append(tasks, TaskFunc(id, func(context.Context) (any, error) {
+			mu.Lock()
+			order = append(order, id)
+			mu.Unlock()
+			return nil, nil
+		}))
+	}
+	h := newHarness(t, map[string]string{"execOnLoad": "true", "fixedRate": "1h", "threadMax": "1"}, Job{Tasks: tasksOf(tasks...)})
+	if err := h.c.Startup(); err != nil {
+		t.Fatal(err)
+	}
+	h.waitSleeping(1)
+	if c := h.c.Counts(); c.Success != 4 {
+		t.Fatalf("counts %+v", c)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(order, "") != "abcd" {
+		t.Fatalf("order %v", order)
+	}
+	if n := spawned(h.c); n != 0 {
+		t.Fatalf("started %d worker goroutines for tasks the round goroutine could run", n)
+	}
+}
+
+func TestShutdownCancelsTheTaskOnTheRoundGoroutine(t *testing.T) {
+	t.Parallel()
+	g := newGate("long")
+	var got Round
+	h := newHarness(t, map[string]string{"execOnLoad": "true", "fixedRate": "1h"}, Job{
+		Tasks:      tasksOf(g),
+		OnComplete: func(_ context.Context, r Round) { got = r },
+	})
+	if err := h.c.Startup(); err != nil {
+		t.Fatal(err)
+	}
+	waitChan(t, g.started, "task start")
+	if err := h.c.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h.c.Wait(ctx); err != nil { // the task returns only because it was canceled
+		t.Fatal(err)
+	}
+	if !g.canceled.Load() {
+		t.Fatal("the task's OnCancel was not called")
+	}
+	if len(got.Results) != 1 || got.Results[0].Status != StatusCanceled {
+		t.Fatalf("round %+v", got)
+	}
+	if h.c.State() != Stopped {
+		t.Fatalf("state %s", h.c.State())
+	}
+}
+
+func TestABatchQueuedBehindARoundGetsAWorker(t *testing.T) {
+	t.Parallel()
+	g := newGate("round-task")
+	h := newHarness(t, map[string]string{"execOnLoad": "true", "fixedRate": "1h", "threadMax": "1"}, Job{Tasks: tasksOf(g)})
+	if err := h.c.Startup(); err != nil {
+		t.Fatal(err)
+	}
+	waitChan(t, g.started, "round task start")
+	b, err := h.c.Submit(context.Background(), ok("batch-task"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := h.c.WaitingTasks(); len(w) != 1 || w[0].ID != "batch-task" {
+		t.Fatalf("waiting %+v", w)
+	}
+	g.open()
+	// The round goroutine runs only its own round's tasks; the batch gets
+	// a worker once the round gives the slot back.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	r, err := b.Wait(ctx)
+	if err != nil || r.Results[0].Status != StatusSuccess {
+		t.Fatalf("batch %+v %v", r, err)
+	}
+	h.waitSleeping(1)
+}
+
+func TestNoLendingWhenADeadlineCanFire(t *testing.T) {
+	t.Parallel()
+	g := newGate("timed")
+	h := newHarness(t, map[string]string{"execOnLoad": "true", "fixedRate": "1h", "taskOverTime": "1m"}, Job{Tasks: tasksOf(g)})
+	if err := h.c.Startup(); err != nil {
+		t.Fatal(err)
+	}
+	waitChan(t, g.started, "task start")
+	if a := h.c.ActiveTasks(); len(a) != 1 || strings.Contains(a[0].Stack, "runRound") {
+		t.Fatalf("a task with a deadline must run on a worker: %+v", a)
+	}
+	g.open()
+	h.waitSleeping(1)
+	if n := spawned(h.c); n != 1 {
+		t.Fatalf("workers started: %d", n)
+	}
+}

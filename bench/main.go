@@ -22,6 +22,8 @@ func main() {
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here")
 	ladderFlag := flag.String("ladder", "", "comma-separated N values for the periodic scenario")
 	libsFlag := flag.String("libs", "", "comma-separated periodic libraries to run (fom, runtime, robfig, gocron); default all")
+	trials := flag.Int("trials", 3, "tries per step of the periodic ladder; a step passes when one try does")
+	windowFlag := flag.Duration("window", 0, "measurement window per try of the periodic ladder (default 2s, 5s with -full)")
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -37,6 +39,9 @@ func main() {
 	if *full {
 		window = 5 * time.Second
 		ladder = append(ladder, 100000)
+	}
+	if *windowFlag > 0 {
+		window = *windowFlag
 	}
 	if *ladderFlag != "" {
 		ladder = nil
@@ -88,19 +93,21 @@ func main() {
 			name            string
 			aligned, spread periodicRun
 			canSpread       bool
+			spreadAll       []periodicRun
 		}
 		var rows []row
 		for _, lib := range libs {
 			log("periodic jobs every second: " + lib.name)
-			a, _ := largestN(lib, false, ladder, limit, window, log)
+			a, _ := largestN(lib, false, ladder, limit, window, *trials, log)
 			var s periodicRun
+			var sAll []periodicRun
 			if lib.canSpread {
-				s, _ = largestN(lib, true, ladder, limit, window, log)
+				s, sAll = largestN(lib, true, ladder, limit, window, *trials, log)
 			}
-			rows = append(rows, row{lib.name, a, s, lib.canSpread})
+			rows = append(rows, row{lib.name, a, s, lib.canSpread, sAll})
 			runtime.GC()
 		}
-		fmt.Fprintf(&out, "### N jobs every second: largest N with p99 fire lateness under %s (ladder %v, %s per step)\n\n", ms(limit), ladder, window)
+		fmt.Fprintf(&out, "### N jobs every second: largest N with p99 fire lateness under %s (ladder %v, %s per try, best of %d tries)\n\n", ms(limit), ladder, window, *trials)
 		out.WriteString("| | aligned: largest N | CPU per run there | spread over the second: largest N | CPU per run there |\n|---|---|---|---|---|\n")
 		for _, r := range rows {
 			spread := "cannot spread"
@@ -110,10 +117,19 @@ func main() {
 			}
 			fmt.Fprintf(&out, "| %s | %d | %s | %s | %s |\n", r.name, r.aligned.n, us(r.aligned.cpuPerRun), spread, cpuS)
 		}
+		if len(rows) < 4 {
+			fmt.Print(out.String())
+			return
+		}
 		f, rt, rb, gc := rows[0], rows[1], rows[2], rows[3]
 		fmt.Fprintf(&out, "| **fom / robfig** (aligned) | **%s** (target ≥ 5×) | | | |\n", ratio(f.aligned.n, rb.aligned.n))
 		fmt.Fprintf(&out, "| **fom / gocron** (aligned; spread) | **%s** (target ≥ 20×) | | **%s** | |\n", ratio(f.aligned.n, gc.aligned.n), ratio(f.spread.n, gc.spread.n))
-		fmt.Fprintf(&out, "| **fom CPU per round / runtime timer CPU per run** (spread) | | | | **%.1f×** (target ≤ 2×) |\n\n", float64(f.spread.cpuPerRun)/float64(max(rt.spread.cpuPerRun, 1)))
+		// CPU per run falls with N (waking an idle process is paid per
+		// fire when fires are far apart), so compare at the same N: the
+		// largest both passed.
+		common := min(f.spread.n, rt.spread.n)
+		fc, rc := cpuAt(f.spreadAll, common, limit), cpuAt(rt.spreadAll, common, limit)
+		fmt.Fprintf(&out, "| **fom CPU per round / runtime timer CPU per run** (spread, both at N=%d: %s vs %s) | | | | **%.1f×** (target ≤ 2×) |\n\n", common, us(fc), us(rc), float64(fc)/float64(max(rc, 1)))
 		mem := idleMemory(10000)
 		fmt.Fprintf(&out, "Memory per idle, started fom schedule (heap + goroutine stacks, 10 000 schedules): %.1f KiB.\n\n", mem/1024)
 		runtime.GC()
@@ -133,6 +149,16 @@ func main() {
 		fmt.Fprintf(&out, "| **fom / goroutines** | **%.2f×** | |\n| **fom / ants** | **%.2f×** | |\n\n", rs[0].tasksPerSec/rs[1].tasksPerSec, rs[0].tasksPerSec/rs[2].tasksPerSec)
 	}
 	fmt.Print(out.String())
+}
+
+// cpuAt is the CPU per run of the passing try at N=n.
+func cpuAt(runs []periodicRun, n int, limit time.Duration) time.Duration {
+	for _, r := range runs {
+		if r.n == n && r.p99 < limit {
+			return r.cpuPerRun
+		}
+	}
+	return 0
 }
 
 func ratio(a, b int) string {

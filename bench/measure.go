@@ -1,7 +1,10 @@
 package main
 
 import (
+	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"slices"
 	"syscall"
 	"time"
@@ -15,6 +18,25 @@ func percentile(xs []time.Duration, q float64) time.Duration {
 	slices.Sort(xs)
 	i := int(q*float64(len(xs))+0.5) - 1
 	return xs[min(max(i, 0), len(xs)-1)]
+}
+
+// stealTime is the CPU time the hypervisor gave to others, all CPUs
+// together (the steal column of /proc/stat); zero where it cannot be read.
+func stealTime() time.Duration {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0
+	}
+	ticks, err := strconv.ParseInt(f[8], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond // USER_HZ is 100 on Linux
 }
 
 // cpuTime is the process's user+system CPU time so far.

@@ -105,7 +105,9 @@ func (c *Context) armLocked(l *loop, now, dead time.Time) {
 	id := l.armed
 	f := func() { c.wake(l, id) }
 	if c.wheel != nil {
-		if t := c.wheel.AfterFunc(at.Sub(now), f); t != nil {
+		// wake only decides under c.mu and hands the round to a goroutine
+		// of its own: quick enough to run on the wheel's own goroutine.
+		if t := c.wheel.AfterFuncInline(at.Sub(now), f); t != nil {
 			l.timer = t
 			return
 		}
@@ -123,9 +125,9 @@ func (c *Context) disarmLocked(l *loop) {
 	}
 }
 
-// wake is the armed wait's callback. It runs on the wheel's dispatcher or
-// a timer goroutine, so it only decides and hands a round or a stop to a
-// goroutine of its own.
+// wake is the armed wait's callback. It runs on the wheel's advancing
+// goroutine or a timer goroutine, so it only decides and hands a round or
+// a stop to a goroutine of its own.
 func (c *Context) wake(l *loop, id uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

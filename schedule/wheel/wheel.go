@@ -153,6 +153,7 @@ type entry struct {
 	at         int64 // due tick: expiry rounded up to a tick
 	f          func()
 	gen        uint64
+	inline     bool // run f on the advancing goroutine
 }
 
 // Timer is a pending callback. Stop cancels it.
@@ -183,8 +184,22 @@ func (w *Wheel) AfterFunc(d time.Duration, f func()) *Timer {
 	return t
 }
 
+// AfterFuncInline is AfterFunc for a callback that returns at once: f runs
+// on the advancing goroutine itself, saving the hand-off to a dispatcher.
+// It must not block, wait for a lock held for long or stop the wheel,
+// since every other timer of the wheel waits while it runs. fom's schedules use it for their
+// wake-ups, which only hand the round to a goroutine of its own.
+func (w *Wheel) AfterFuncInline(d time.Duration, f func()) *Timer {
+	t, _ := w.add(d, f, true)
+	return t
+}
+
 // TryAfterFunc is AfterFunc with an error for a full or stopped wheel.
 func (w *Wheel) TryAfterFunc(d time.Duration, f func()) (*Timer, error) {
+	return w.add(d, f, false)
+}
+
+func (w *Wheel) add(d time.Duration, f func(), inline bool) (*Timer, error) {
 	if f == nil {
 		return nil, errors.New("wheel: nil func")
 	}
@@ -210,7 +225,7 @@ func (w *Wheel) TryAfterFunc(d time.Duration, f func()) (*Timer, error) {
 	e := w.newEntry()
 	// Due at once (d <= 0, or the wheel is behind): file it for the tick
 	// being processed, so the advancing goroutine fires it next.
-	e.at, e.f = max(at, w.current), f
+	e.at, e.f, e.inline = max(at, w.current), f, inline
 	gen := e.gen
 	w.pending++
 	first := w.insert(e)
@@ -411,7 +426,7 @@ func (w *Wheel) run(out chan []func()) {
 func (w *Wheel) advance(out chan []func()) {
 	defer w.wg.Done()
 	defer close(out) // dispatchers finish what they were handed, then exit
-	var fired []func()
+	var fired, inline []func()
 	lingered := false
 	for {
 		w.mu.Lock()
@@ -465,7 +480,11 @@ func (w *Wheel) advance(out chan []func()) {
 				next := e.next
 				e.next, e.prev, e.b = nil, nil, nil
 				if e.at <= w.current {
-					fired = append(fired, e.f)
+					if e.inline {
+						inline = append(inline, e.f)
+					} else {
+						fired = append(fired, e.f)
+					}
 					w.pending--
 					w.recycle(e)
 				} else {
@@ -474,20 +493,25 @@ func (w *Wheel) advance(out chan []func()) {
 				e = next
 			}
 		} else {
-			fired = w.cascade(b, fired)
+			fired, inline = w.cascade(b, fired, inline)
 		}
 		w.mu.Unlock()
 		if len(fired) > 0 {
 			out <- fired
 			fired = make([]func(), 0, len(fired))
 		}
+		for i, f := range inline {
+			f()
+			inline[i] = nil
+		}
+		inline = inline[:0]
 	}
 }
 
 // cascade moves up to cascadeChunk of a coarse bucket's timers down; the
 // rest wait for the next tick, behind any finer bucket due then. Called
 // with mu held.
-func (w *Wheel) cascade(b *bucket, fired []func()) []func() {
+func (w *Wheel) cascade(b *bucket, fired, inline []func()) ([]func(), []func()) {
 	for n := 0; b.head != nil && n < w.chunk; n++ {
 		e := b.head
 		b.head = e.next
@@ -498,7 +522,11 @@ func (w *Wheel) cascade(b *bucket, fired []func()) []func() {
 		}
 		e.next, e.prev, e.b = nil, nil, nil
 		if e.at <= w.current { // the wheel fell behind: due already
-			fired = append(fired, e.f)
+			if e.inline {
+				inline = append(inline, e.f)
+			} else {
+				fired = append(fired, e.f)
+			}
 			w.pending--
 			w.recycle(e)
 			continue
@@ -509,7 +537,7 @@ func (w *Wheel) cascade(b *bucket, fired []func()) []func() {
 		b.due = w.current + 1
 		heap.Push(&w.due, b)
 	}
-	return fired
+	return fired, inline
 }
 
 type bucketHeap []*bucket

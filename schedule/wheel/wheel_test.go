@@ -58,7 +58,11 @@ func TestPropertyAgainstModel(t *testing.T) {
 					d = time.Duration(r.IntN(1000)) * time.Hour
 				}
 				m := &modelTimer{id: op, at: clk.Now().Add(d)}
-				m.t = w.AfterFunc(d, func() {
+				add := w.AfterFunc
+				if r.IntN(2) == 0 { // half run on the advancing goroutine
+					add = w.AfterFuncInline
+				}
+				m.t = add(d, func() {
 					if stopping.Load() {
 						mu.Lock()
 						leftIDs = append(leftIDs, m.id)
@@ -144,7 +148,11 @@ func TestCancelRacesExpiry(t *testing.T) {
 	var ran [n]atomic.Int32
 	timers := make([]*Timer, n)
 	for i := range n {
-		timers[i] = w.AfterFunc(time.Duration(i%5)*time.Millisecond, func() { ran[i].Add(1) })
+		add := w.AfterFunc
+		if i%2 == 1 {
+			add = w.AfterFuncInline
+		}
+		timers[i] = add(time.Duration(i%5)*time.Millisecond, func() { ran[i].Add(1) })
 	}
 	stopped := make([]bool, n)
 	var wg sync.WaitGroup

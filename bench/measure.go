@@ -3,9 +3,9 @@ package main
 import (
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
-	"slices"
 	"syscall"
 	"time"
 )

@@ -17,7 +17,7 @@ bench: ## short benchmark suite (under 5 minutes): micro-benchmarks, then fom ag
 	cd bench && $(GO) build -o ../bin/fombench .
 	@# One process per scenario, so that one's heap does not disturb the next.
 	./bin/fombench -only oneshot -pending 500000
-	./bin/fombench -only periodic
+	./bin/fombench -only periodic -trials 2
 	./bin/fombench -only throughput
 
 generate: ## regenerate templ code

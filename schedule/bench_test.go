@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fom-go/fom/config"
+	"github.com/fom-go/fom/schedule/wheel"
 )
 
 // BenchmarkRound measures one round's scheduling path: create the tasks,
@@ -45,5 +46,34 @@ func BenchmarkSubmitOne(b *testing.B) {
 	for b.Loop() {
 		bt, _ := c.Submit(ctx, task)
 		bt.Wait(ctx)
+	}
+}
+
+// BenchmarkFire is a whole fire of a sleeping schedule set up as an app
+// does (shared wheel and runners): wake (here by ExecNow), hand the round
+// to a runner, run it with its one trivial task on that goroutine, record,
+// OnComplete, compute the next fire and arm the wheel again.
+func BenchmarkFire(b *testing.B) {
+	cfg, _ := config.New("bench", config.Spec{Tags: map[string]string{"fixedRate": "1h"}})
+	task := TaskFunc("t", func(context.Context) (any, error) { return nil, nil })
+	w, _ := wheel.New()
+	defer w.Stop()
+	runners := NewRunners(0)
+	defer runners.Close()
+	c, _ := New(cfg, Job{Tasks: func(context.Context) ([]Task, error) { return []Task{task}, nil }}, Options{Wheel: w, Runners: runners})
+	defer c.Close(context.Background())
+	if err := c.Startup(); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		ch := c.changes()
+		if err := c.ExecNow(); err != nil {
+			b.Fatal(err)
+		}
+		for c.State() != Sleeping {
+			<-ch
+			ch = c.changes()
+		}
 	}
 }

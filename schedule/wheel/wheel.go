@@ -152,9 +152,10 @@ type entry struct {
 	b          *bucket
 	at         int64 // due tick: expiry rounded up to a tick
 	f          func()
-	gen        uint64
-	inline     bool // run f on the advancing goroutine
+	gen        uint64 // generation << 1 | 1 when f runs inline (one word: entries stay 48 bytes)
 }
+
+func (e *entry) inline() bool { return e.gen&1 == 1 }
 
 // Timer is a pending callback. Stop cancels it.
 type Timer struct {
@@ -225,7 +226,10 @@ func (w *Wheel) add(d time.Duration, f func(), inline bool) (*Timer, error) {
 	e := w.newEntry()
 	// Due at once (d <= 0, or the wheel is behind): file it for the tick
 	// being processed, so the advancing goroutine fires it next.
-	e.at, e.f, e.inline = max(at, w.current), f, inline
+	e.at, e.f = max(at, w.current), f
+	if inline {
+		e.gen |= 1
+	}
 	gen := e.gen
 	w.pending++
 	first := w.insert(e)
@@ -320,7 +324,7 @@ func (w *Wheel) newEntry() *entry {
 
 // recycle invalidates outstanding *Timer handles and pools the entry.
 func (w *Wheel) recycle(e *entry) {
-	e.gen++
+	e.gen = e.gen&^1 + 2
 	e.f = nil
 	e.b = nil
 	if len(w.free) < 1<<16 {
@@ -480,7 +484,7 @@ func (w *Wheel) advance(out chan []func()) {
 				next := e.next
 				e.next, e.prev, e.b = nil, nil, nil
 				if e.at <= w.current {
-					if e.inline {
+					if e.inline() {
 						inline = append(inline, e.f)
 					} else {
 						fired = append(fired, e.f)
@@ -522,7 +526,7 @@ func (w *Wheel) cascade(b *bucket, fired, inline []func()) ([]func(), []func()) 
 		}
 		e.next, e.prev, e.b = nil, nil, nil
 		if e.at <= w.current { // the wheel fell behind: due already
-			if e.inline {
+			if e.inline() {
 				inline = append(inline, e.f)
 			} else {
 				fired = append(fired, e.f)

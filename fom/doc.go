@@ -8,7 +8,7 @@
 // names the type, the key and the value.
 //
 // Each registered job gets a *ScheduleContext (package schedule): its own
-// scheduler goroutine and state machine, a bounded worker pool, timeouts
+// state machine and round goroutine, a bounded worker pool, timeouts
 // that cancel, conflict detection across the app, and counters. Operator
 // edits (sc.Config().Apply) are validated as a whole, saved in the store
 // (SQLite in the data directory by default), and override the tags at the

@@ -17,12 +17,12 @@ import (
 	"github.com/fom-go/fom/statistics"
 )
 
-// Context is one schedule: its scheduler goroutine and state machine, its
-// worker pool, timeouts, statistics counters and configuration.
+// Context is one schedule: its state machine, the goroutine that runs its
+// rounds, its worker pool, timeouts, statistics counters and configuration.
 //
-// All state changes are made under mu. The scheduler goroutine makes every
-// change except the two callers ask for directly (Startup and Shutdown), and
-// it alone runs rounds, so rounds never overlap.
+// All state changes are made under mu. While it sleeps an armed timer owns
+// the schedule; while it runs, its round goroutine does, and it alone runs
+// rounds, so rounds never overlap (see loop.go).
 type Context struct {
 	name      string
 	cfg       *config.Config
@@ -211,7 +211,8 @@ func sizeOf(s config.Settings) poolSize {
 	return poolSize{core: s.ThreadCore, max: s.ThreadMax, queue: s.QueueSize, alive: s.ThreadAliveTime}
 }
 
-// Startup starts the scheduler goroutine. Allowed in INITED and STOPPED.
+// Startup starts the schedule: it arms its first fire (or runs it now).
+// Allowed in INITED and STOPPED.
 //
 // The first round fires after initialDelay when execOnLoad or initialDelay
 // is set, else at the plan's first fire. A schedule without a plan is a
@@ -276,8 +277,8 @@ func (c *Context) Shutdown() error {
 	return nil
 }
 
-// Wait blocks until the scheduler goroutine has returned (the schedule is
-// STOPPED, or back to INITED for a managed pool) or ctx ends.
+// Wait blocks until the schedule's activation has ended (it is STOPPED, or
+// back to INITED for a managed pool) or ctx ends.
 func (c *Context) Wait(ctx context.Context) error {
 	c.mu.Lock()
 	l := c.loop

@@ -27,5 +27,6 @@ func (s State) String() string {
 	return "UNKNOWN"
 }
 
-// started reports whether a scheduler goroutine owns the context.
+// started reports whether the context is started (a timer or its round
+// goroutine owns it).
 func (s State) started() bool { return s == Running || s == Sleeping }

@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"runtime"
 	"sync"
 	"time"
 )
@@ -12,21 +13,38 @@ import (
 // goroutine starts with the smallest stack and grows it, copying, as the
 // round goes deeper (the round, the task, statistics, OnComplete); measured
 // on a burst of a thousand schedules firing at once, that copying was a
-// fifth of the CPU. A runner keeps its grown stack between rounds. Idle
-// runners end after a linger, so a burst's runners serve the next burst of
-// a per-second schedule and then go away. Close ends them all as soon as
-// they are idle (an app calls it when it stops).
+// fifth of the CPU. A runner keeps its grown stack between rounds.
+//
+// At most a few runners per P run at once; more work waits in a queue that
+// busy runners drain before they go idle. A burst of thousands of
+// schedules due at the same instant is then served by a few goroutines
+// whose stacks and data stay in cache (measured on 2 000 schedules: 12–15
+// µs of CPU per round against 22 with a runner each). A round may block in
+// user code, though, so a watchdog checks the queue: when work has waited
+// stallAfter and no runner finished anything meanwhile, every queued
+// function gets a runner of its own. Idle runners end after a linger, so a burst's runners serve
+// the next burst of a per-second schedule and then go away; Close ends
+// them all as soon as they are idle (an app calls it when it stops).
 type Runners struct {
 	linger time.Duration
+	limit  int           // runners running at once before work queues
+	stall  time.Duration // stallAfter; tests change it
 
-	mu    sync.Mutex
-	idle  []*runner // the last one is taken first: usually the warmest
-	epoch uint64    // bumped by Close; a runner of an older epoch ends when idle
+	mu      sync.Mutex
+	idle    []*runner // the last one is taken first: usually the warmest
+	running int       // runners running a function
+	queue   []func()
+	head    int    // queue[head:] waits
+	done    uint64 // functions finished, to tell a busy queue from a stalled one
+	watch   *time.Timer
+	seen    uint64 // done when the watchdog was armed
+	armed   bool
+	epoch   uint64 // bumped by Close; a runner of an older epoch ends when idle
 }
 
 type runner struct {
 	ch    chan func() // a function to run, or nil to end; one send per idle spell
-	idx   int         // position in Runners.idle, -1 when busy
+	idx   int         // position in Runners.idle, -1 when not idle
 	epoch uint64
 }
 
@@ -34,44 +52,115 @@ type runner struct {
 // Above a second, so that schedules firing every second reuse runners.
 const DefaultRunnerLinger = 3 * time.Second
 
+// stallAfter is how long queued work waits, with no runner finishing
+// anything, before it gets runners of its own. Real time: it decides
+// goroutines, not when anything is due. Not shorter: on a VM whose CPUs
+// are taken away for milliseconds at a time, a shorter one mistakes a
+// pause of the whole process for blocked runners.
+const stallAfter = 10 * time.Millisecond
+
 // NewRunners returns an empty set of runners; linger <= 0 means
 // DefaultRunnerLinger. It starts no goroutine.
 func NewRunners(linger time.Duration) *Runners {
 	if linger <= 0 {
 		linger = DefaultRunnerLinger
 	}
-	return &Runners{linger: linger}
+	return &Runners{linger: linger, limit: 4 * runtime.GOMAXPROCS(0), stall: stallAfter}
 }
 
-// Go runs f on an idle runner, or on a new one.
+// Go runs f on an idle runner, on a new one, or, when enough run already,
+// on the first runner to finish. It never blocks.
 func (rs *Runners) Go(f func()) {
 	rs.mu.Lock()
-	if n := len(rs.idle); n > 0 {
-		r := rs.idle[n-1]
+	defer rs.mu.Unlock()
+	switch {
+	case len(rs.idle) > 0:
+		r := rs.idle[len(rs.idle)-1]
 		rs.removeIdle(r)
-		rs.mu.Unlock()
+		rs.running++
 		r.ch <- f
+	case rs.running < rs.limit:
+		rs.spawnLocked(f)
+	default:
+		rs.queue = append(rs.queue, f)
+		if !rs.armed {
+			rs.armLocked()
+		}
+	}
+}
+
+// spawnLocked starts a runner for f; called with rs.mu held.
+func (rs *Runners) spawnLocked(f func()) {
+	rs.running++
+	go rs.run(&runner{ch: make(chan func(), 1), idx: -1, epoch: rs.epoch}, f)
+}
+
+// armLocked arms the watchdog; called with rs.mu held.
+func (rs *Runners) armLocked() {
+	rs.armed, rs.seen = true, rs.done
+	if rs.watch == nil {
+		rs.watch = time.AfterFunc(rs.stall, rs.check)
 		return
 	}
-	r := &runner{ch: make(chan func(), 1), idx: -1, epoch: rs.epoch}
-	rs.mu.Unlock()
-	go rs.run(r, f)
+	rs.watch.Reset(rs.stall)
+}
+
+// check is the watchdog: with no function finished since it was armed,
+// the runners are all blocked, and every queued function gets its own.
+func (rs *Runners) check() {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	rs.armed = false
+	if rs.head == len(rs.queue) {
+		return
+	}
+	if rs.done != rs.seen {
+		rs.armLocked() // progress: look again later
+		return
+	}
+	for _, f := range rs.queue[rs.head:] {
+		rs.spawnLocked(f)
+	}
+	rs.queue, rs.head = rs.queue[:0], 0
+}
+
+// next takes the oldest queued function; called with rs.mu held.
+func (rs *Runners) next() func() {
+	if rs.head == len(rs.queue) {
+		return nil
+	}
+	f := rs.queue[rs.head]
+	rs.queue[rs.head] = nil
+	rs.head++
+	if rs.head == len(rs.queue) {
+		rs.queue, rs.head = rs.queue[:0], 0
+	}
+	return f
 }
 
 func (rs *Runners) run(r *runner, f func()) {
-	linger := time.NewTimer(rs.linger)
-	defer linger.Stop()
+	var linger *time.Timer
 	for f != nil {
 		f()
 		rs.mu.Lock()
+		rs.done++
+		if f = rs.next(); f != nil {
+			rs.mu.Unlock()
+			continue
+		}
+		rs.running--
 		if r.epoch != rs.epoch {
 			rs.mu.Unlock()
-			return
+			break
 		}
 		r.idx = len(rs.idle)
 		rs.idle = append(rs.idle, r)
 		rs.mu.Unlock()
-		linger.Reset(rs.linger)
+		if linger == nil {
+			linger = time.NewTimer(rs.linger)
+		} else {
+			linger.Reset(rs.linger)
+		}
 		select {
 		case f = <-r.ch:
 		case <-linger.C:
@@ -84,6 +173,9 @@ func (rs *Runners) run(r *runner, f func()) {
 			rs.mu.Unlock()
 			f = <-r.ch // taken by Go just as the linger ended
 		}
+	}
+	if linger != nil {
+		linger.Stop()
 	}
 }
 
@@ -105,8 +197,8 @@ func (rs *Runners) Idle() int {
 	return len(rs.idle)
 }
 
-// Close ends the idle runners now and the busy ones when their function
-// returns; it does not wait for them. A later Go starts new runners.
+// Close ends the idle runners now and the busy ones once the queue is
+// empty; it does not wait for them. A later Go starts new runners.
 func (rs *Runners) Close() {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()

@@ -94,3 +94,85 @@ func waitIdle(t *testing.T, rs *Runners, n int) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+func TestRunnersQueueBeyondTheLimitInOrder(t *testing.T) {
+	rs := NewRunners(time.Hour)
+	defer rs.Close()
+	rs.limit, rs.stall = 1, time.Hour // no watchdog: the busy runner drains the queue
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var order []int
+	done := make(chan struct{})
+	rs.Go(func() { <-release })
+	for i := range 3 {
+		rs.Go(func() {
+			mu.Lock()
+			order = append(order, i)
+			n := len(order)
+			mu.Unlock()
+			if n == 3 {
+				close(done)
+			}
+		})
+	}
+	mu.Lock()
+	if len(order) != 0 {
+		t.Fatal("queued work ran while the only runner was busy")
+	}
+	mu.Unlock()
+	close(release)
+	waitChan(t, done, "queued functions")
+	mu.Lock()
+	defer mu.Unlock()
+	if order[0] != 0 || order[1] != 1 || order[2] != 2 {
+		t.Fatalf("order %v", order)
+	}
+	waitIdle(t, rs, 1) // one runner did it all
+}
+
+func TestRunnersWatchdogStartsRunnersWhenAllAreBlocked(t *testing.T) {
+	rs := NewRunners(time.Hour)
+	defer rs.Close()
+	rs.limit = 2
+	release := make(chan struct{})
+	var started sync.WaitGroup
+	started.Add(4)
+	for range 4 {
+		rs.Go(func() { started.Done(); <-release }) // two run, two queue
+	}
+	// Nothing finishes, so after stallAfter the queued two get runners
+	// of their own: all four are blocked at once.
+	wait := make(chan struct{})
+	go func() { started.Wait(); close(wait) }()
+	waitChan(t, wait, "queued functions started by the watchdog")
+	close(release)
+	waitIdle(t, rs, 4)
+}
+
+func TestARoundBlockedInUserCodeDoesNotHoldUpOtherSchedules(t *testing.T) {
+	t.Parallel()
+	shared := NewRunners(0)
+	defer shared.Close()
+	shared.limit = 1 // one runner, taken by the blocked round
+	blocked := newGate("blocked")
+	a := newHarness(t, map[string]string{"execOnLoad": "true", "fixedRate": "1h"}, Job{Tasks: tasksOf(blocked)},
+		func(o *Options) { o.Runners = shared })
+	b := newHarness(t, map[string]string{"fixedRate": "1h"}, Job{Tasks: tasksOf(ok("b"))},
+		func(o *Options) { o.Runners = shared })
+	if err := a.c.Startup(); err != nil {
+		t.Fatal(err)
+	}
+	waitChan(t, blocked.started, "blocked task")
+	if err := b.c.Startup(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.c.ExecNow(); err != nil {
+		t.Fatal(err)
+	}
+	b.waitSleeping(1) // its round waited in the queue until the watchdog gave it a runner
+	if c := b.c.Counts(); c.Success != 1 {
+		t.Fatalf("counts %+v", c)
+	}
+	blocked.open()
+	a.waitSleeping(1)
+}

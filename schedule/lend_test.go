@@ -155,3 +155,31 @@ func TestNoLendingWhenADeadlineCanFire(t *testing.T) {
 		t.Fatalf("workers started: %d", n)
 	}
 }
+
+// An exec-now accepted while the round goroutine computes the next fire
+// (RUNNING, outside the lock) is not lost: the re-run starts at once.
+func TestExecNowWhileTheNextFireIsComputed(t *testing.T) {
+	t.Parallel()
+	inNext := make(chan struct{})
+	release := make(chan struct{})
+	var calls int
+	plan := PlanFunc("blocking", func(prev Round) (time.Time, bool) {
+		calls++
+		if calls == 1 { // after the first round (execOnLoad fires without it)
+			close(inNext)
+			<-release
+		}
+		return prev.Start.Add(time.Hour), true
+	})
+	h := newHarness(t, map[string]string{"execOnLoad": "true", "ignoreExecRequestWhenRunning": "false"},
+		Job{Tasks: tasksOf(ok("t")), Plan: plan})
+	if err := h.c.Startup(); err != nil {
+		t.Fatal(err)
+	}
+	waitChan(t, inNext, "the plan's Next after round 1")
+	if err := h.c.ExecNow(); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	h.waitSleeping(2) // round 2 ran now, not an hour later
+}

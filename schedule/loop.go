@@ -168,7 +168,11 @@ func (c *Context) runRounds(l *loop, planned time.Time) {
 		}
 		c.mu.Lock()
 		l.prev, l.pinned = r, false
-		if !again && ver != c.planVer && c.plan != nil {
+		switch {
+		case c.execRequested: // asked for while the next fire was computed
+			c.execRequested = false
+			next, ok = c.clk.Now(), true
+		case !again && ver != c.planVer && c.plan != nil:
 			next, ok = c.plan.Next(r) // edited while the round ran; config plans only
 		}
 		st := c.decideLocked(l, next, ok)

@@ -75,11 +75,12 @@ func latenessOf(now time.Time, off time.Duration) time.Duration {
 func fomSchedules() periodicLib {
 	return periodicLib{name: "fom", canSpread: true, start: func(n int, spread bool, l *lateness) (func(), error) {
 		conflicts := schedule.NewConflicts()
-		runners := schedule.NewRunners(0)
 		// As an App does: a wheel per P, schedules assigned round-robin,
-		// and one set of runners for the round goroutines.
+		// and a set of runners (four at once) per wheel.
 		wheels := make([]*wheel.Wheel, runtime.GOMAXPROCS(0))
+		runners := make([]*schedule.Runners, len(wheels))
 		for i := range wheels {
+			runners[i] = schedule.NewRunners(0, 4)
 			w, err := wheel.New(wheel.WithDispatchers(1))
 			if err != nil {
 				return nil, err
@@ -108,7 +109,7 @@ func fomSchedules() periodicLib {
 				},
 				Plan: plan,
 			}
-			c, err := schedule.New(cfg, job, schedule.Options{Conflicts: conflicts, Wheel: wheels[i%len(wheels)], Runners: runners})
+			c, err := schedule.New(cfg, job, schedule.Options{Conflicts: conflicts, Wheel: wheels[i%len(wheels)], Runners: runners[i%len(wheels)]})
 			if err != nil {
 				return nil, err
 			}
@@ -124,7 +125,9 @@ func fomSchedules() periodicLib {
 				go func() { defer wg.Done(); c.Close(context.Background()) }()
 			}
 			wg.Wait()
-			runners.Close()
+			for _, rs := range runners {
+				rs.Close()
+			}
 		}, nil
 	}}
 }
@@ -277,7 +280,7 @@ func idleMemory(n int) float64 {
 	conflicts := schedule.NewConflicts()
 	w, _ := wheel.New()
 	defer w.Stop()
-	runners := schedule.NewRunners(0)
+	runners := schedule.NewRunners(0, 0)
 	defer runners.Close()
 	h0, s0 := heapInUse()
 	ctxs := make([]*schedule.Context, 0, n)

@@ -30,9 +30,9 @@ type App struct {
 	o         options
 	log       *zap.Logger
 	conflicts *schedule.Conflicts
-	wheels    []*wheel.Wheel // time the schedules' fires and delayed batches, round-robin
-	runners   *schedule.Runners
-	types     sync.Map // reflect.Type -> *jobType
+	wheels    []*wheel.Wheel      // time the schedules' fires and delayed batches, round-robin
+	runners   []*schedule.Runners // round goroutines, one set per wheel
+	types     sync.Map            // reflect.Type -> *jobType
 
 	mu        sync.Mutex
 	st        store.Store
@@ -78,9 +78,14 @@ func New(opts ...Option) (*App, error) {
 		}
 		wheels[i] = w
 	}
+	// And one set of round goroutines per wheel, four at once each.
+	runners := make([]*schedule.Runners, len(wheels))
+	for i := range runners {
+		runners[i] = schedule.NewRunners(0, 4)
+	}
 	return &App{
 		o: o, log: o.logger.Named("fom"), conflicts: schedule.NewConflicts(), wheels: wheels,
-		runners: schedule.NewRunners(0),
+		runners: runners,
 		byName:  map[string]*ScheduleContext{}, st: o.store,
 	}, nil
 }
@@ -176,7 +181,7 @@ func (a *App) Register(job any) (*ScheduleContext, error) {
 	for _, w := range warnings {
 		a.log.Warn(w)
 	}
-	sc, err := schedule.New(cfg, d.job, schedule.Options{Clock: a.o.clock, Logger: a.o.logger, Conflicts: a.conflicts, Stats: stats, Wheel: a.wheels[len(a.schedules)%len(a.wheels)], Runners: a.runners})
+	sc, err := schedule.New(cfg, d.job, schedule.Options{Clock: a.o.clock, Logger: a.o.logger, Conflicts: a.conflicts, Stats: stats, Wheel: a.wheels[len(a.schedules)%len(a.wheels)], Runners: a.runners[len(a.schedules)%len(a.wheels)]})
 	if err != nil {
 		return nil, fmt.Errorf("fom: register %s: %w", jt.typeName, err)
 	}
@@ -266,7 +271,9 @@ func (a *App) Stop(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
-	a.runners.Close()
+	for _, rs := range a.runners {
+		rs.Close()
+	}
 	a.mu.Lock()
 	stop, done := a.flushStop, a.flushDone
 	a.flushStop, a.flushDone = nil, nil

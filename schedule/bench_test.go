@@ -58,7 +58,7 @@ func BenchmarkFire(b *testing.B) {
 	task := TaskFunc("t", func(context.Context) (any, error) { return nil, nil })
 	w, _ := wheel.New()
 	defer w.Stop()
-	runners := NewRunners(0)
+	runners := NewRunners(0, 0)
 	defer runners.Close()
 	c, _ := New(cfg, Job{Tasks: func(context.Context) ([]Task, error) { return []Task{task}, nil }}, Options{Wheel: w, Runners: runners})
 	defer c.Close(context.Background())

@@ -39,7 +39,7 @@ func newHarness(t *testing.T, tags map[string]string, job Job, opts ...func(*Opt
 	}
 	// The shared wheel and runners are what an App gives its schedules; a
 	// test that wants runtime timers or plain goroutines sets them to nil.
-	runners := NewRunners(0)
+	runners := NewRunners(0, 0)
 	o := Options{Clock: clk, Wheel: w, Runners: runners}
 	for _, f := range opts {
 		f(&o)

@@ -15,8 +15,8 @@ import (
 // on a burst of a thousand schedules firing at once, that copying was a
 // fifth of the CPU. A runner keeps its grown stack between rounds.
 //
-// At most a few runners per P run at once; more work waits in a queue that
-// busy runners drain before they go idle. A burst of thousands of
+// At most limit runners run at once; more work waits in a queue that busy
+// runners drain before they go idle. A burst of thousands of
 // schedules due at the same instant is then served by a few goroutines
 // whose stacks and data stay in cache (measured on 2 000 schedules: 12–15
 // µs of CPU per round against 22 with a runner each). A round may block in
@@ -59,13 +59,19 @@ const DefaultRunnerLinger = 3 * time.Second
 // pause of the whole process for blocked runners.
 const stallAfter = 10 * time.Millisecond
 
-// NewRunners returns an empty set of runners; linger <= 0 means
-// DefaultRunnerLinger. It starts no goroutine.
-func NewRunners(linger time.Duration) *Runners {
+// NewRunners returns an empty set of runners. linger <= 0 means
+// DefaultRunnerLinger; limit <= 0 means four per P. An app makes one set
+// per timing wheel (so per P, with a limit of four), so that no lock on the
+// way from a fire to its round is shared by the whole app. It starts no
+// goroutine.
+func NewRunners(linger time.Duration, limit int) *Runners {
 	if linger <= 0 {
 		linger = DefaultRunnerLinger
 	}
-	return &Runners{linger: linger, limit: 4 * runtime.GOMAXPROCS(0), stall: stallAfter}
+	if limit <= 0 {
+		limit = 4 * runtime.GOMAXPROCS(0)
+	}
+	return &Runners{linger: linger, limit: limit, stall: stallAfter}
 }
 
 // Go runs f on an idle runner, on a new one, or, when enough run already,

@@ -8,7 +8,7 @@ import (
 )
 
 func TestRunnersReuseAGoroutine(t *testing.T) {
-	rs := NewRunners(time.Hour)
+	rs := NewRunners(time.Hour, 0)
 	defer rs.Close()
 	done := make(chan struct{})
 	rs.Go(func() { close(done) })
@@ -22,7 +22,7 @@ func TestRunnersReuseAGoroutine(t *testing.T) {
 }
 
 func TestRunnersGrowUnderLoadAndLingerOut(t *testing.T) {
-	rs := NewRunners(200 * time.Millisecond)
+	rs := NewRunners(200*time.Millisecond, 0)
 	defer rs.Close()
 	release := make(chan struct{})
 	var started sync.WaitGroup
@@ -40,7 +40,7 @@ func TestRunnersGrowUnderLoadAndLingerOut(t *testing.T) {
 }
 
 func TestRunnersCloseEndsIdleAndLaterGoStillRuns(t *testing.T) {
-	rs := NewRunners(time.Hour)
+	rs := NewRunners(time.Hour, 0)
 	release := make(chan struct{})
 	busyDone := make(chan struct{})
 	rs.Go(func() { <-release; close(busyDone) })
@@ -62,7 +62,7 @@ func TestRunnersCloseEndsIdleAndLaterGoStillRuns(t *testing.T) {
 }
 
 func TestRunnersStress(t *testing.T) {
-	rs := NewRunners(time.Millisecond) // lingers end while Go hands out work
+	rs := NewRunners(time.Millisecond, 0) // lingers end while Go hands out work
 	defer rs.Close()
 	var ran atomic.Int64
 	var wg sync.WaitGroup
@@ -96,9 +96,9 @@ func waitIdle(t *testing.T, rs *Runners, n int) {
 }
 
 func TestRunnersQueueBeyondTheLimitInOrder(t *testing.T) {
-	rs := NewRunners(time.Hour)
+	rs := NewRunners(time.Hour, 1)
 	defer rs.Close()
-	rs.limit, rs.stall = 1, time.Hour // no watchdog: the busy runner drains the queue
+	rs.stall = time.Hour // no watchdog: the busy runner drains the queue
 	release := make(chan struct{})
 	var mu sync.Mutex
 	var order []int
@@ -131,9 +131,8 @@ func TestRunnersQueueBeyondTheLimitInOrder(t *testing.T) {
 }
 
 func TestRunnersWatchdogStartsRunnersWhenAllAreBlocked(t *testing.T) {
-	rs := NewRunners(time.Hour)
+	rs := NewRunners(time.Hour, 2)
 	defer rs.Close()
-	rs.limit = 2
 	release := make(chan struct{})
 	var started sync.WaitGroup
 	started.Add(4)
@@ -151,9 +150,8 @@ func TestRunnersWatchdogStartsRunnersWhenAllAreBlocked(t *testing.T) {
 
 func TestARoundBlockedInUserCodeDoesNotHoldUpOtherSchedules(t *testing.T) {
 	t.Parallel()
-	shared := NewRunners(0)
+	shared := NewRunners(0, 1) // one runner, taken by the blocked round
 	defer shared.Close()
-	shared.limit = 1 // one runner, taken by the blocked round
 	blocked := newGate("blocked")
 	a := newHarness(t, map[string]string{"execOnLoad": "true", "fixedRate": "1h"}, Job{Tasks: tasksOf(blocked)},
 		func(o *Options) { o.Runners = shared })

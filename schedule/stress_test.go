@@ -25,9 +25,8 @@ func TestManySchedulesUnderOperatorStorm(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Stop()
-	runners := NewRunners(0)
+	runners := NewRunners(0, 2)
 	defer runners.Close()
-	runners.limit = 2
 	const n = 40
 	type sched struct {
 		c       *Context

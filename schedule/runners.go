@@ -138,8 +138,15 @@ func (rs *Runners) next() func() {
 	f := rs.queue[rs.head]
 	rs.queue[rs.head] = nil
 	rs.head++
-	if rs.head == len(rs.queue) {
+	switch {
+	case rs.head == len(rs.queue):
 		rs.queue, rs.head = rs.queue[:0], 0
+	case rs.head >= 1024 && rs.head*2 >= len(rs.queue):
+		// A queue that never drains under steady load must not keep
+		// growing: move what waits to the front.
+		n := copy(rs.queue, rs.queue[rs.head:])
+		clear(rs.queue[n:])
+		rs.queue, rs.head = rs.queue[:n], 0
 	}
 	return f
 }

@@ -174,3 +174,30 @@ func TestARoundBlockedInUserCodeDoesNotHoldUpOtherSchedules(t *testing.T) {
 	blocked.open()
 	a.waitSleeping(1)
 }
+
+func TestRunnersQueueThatNeverDrainsStaysBounded(t *testing.T) {
+	rs := NewRunners(time.Hour, 1)
+	noop := func() {}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	// Steady load: 1 000 added and 1 000 taken per round, never empty.
+	for range 3000 {
+		rs.queue = append(rs.queue, noop)
+	}
+	for range 200 {
+		for range 1000 {
+			rs.queue = append(rs.queue, noop)
+		}
+		for range 1000 {
+			if rs.next() == nil {
+				t.Fatal("queue ran dry")
+			}
+		}
+	}
+	if n := len(rs.queue) - rs.head; n != 3000 {
+		t.Fatalf("waiting %d, want 3000", n)
+	}
+	if c := cap(rs.queue); c > 16384 {
+		t.Fatalf("queue capacity %d for 3 000 waiting", c)
+	}
+}

@@ -16,19 +16,31 @@ func spawned(c *Context) int {
 	return p.spawned
 }
 
+// startGated starts a schedule whose first round (execOnLoad, then hourly)
+// is gate g alone, with the extra tags, and waits until g runs.
+func startGated(t *testing.T, g *gate, job Job, tags ...string) *harness {
+	t.Helper()
+	m := map[string]string{"execOnLoad": "true", "fixedRate": "1h"}
+	for i := 0; i+1 < len(tags); i += 2 {
+		m[tags[i]] = tags[i+1]
+	}
+	job.Tasks = tasksOf(g)
+	h := newHarness(t, m, job)
+	if err := h.c.Startup(); err != nil {
+		t.Fatal(err)
+	}
+	waitChan(t, g.started, "task "+g.id+" start")
+	return h
+}
+
 func TestRoundRunsItsTaskOnTheRoundGoroutine(t *testing.T) {
 	t.Parallel()
 	g := newGate("solo")
 	var rounds []Round
 	var mu sync.Mutex
-	h := newHarness(t, map[string]string{"execOnLoad": "true", "fixedRate": "1h"}, Job{
-		Tasks:      tasksOf(g),
+	h := startGated(t, g, Job{
 		OnComplete: func(_ context.Context, r Round) { mu.Lock(); rounds = append(rounds, r); mu.Unlock() },
 	})
-	if err := h.c.Startup(); err != nil {
-		t.Fatal(err)
-	}
-	waitChan(t, g.started, "task start")
 	// It is an active task with its stack, like one on a worker.
 	a := h.c.ActiveTasks()
 	if len(a) != 1 || a[0].ID != "solo" || !strings.Contains(a[0].Stack, "(*gate).Exec") || !strings.Contains(a[0].Stack, "runRound") {
@@ -84,14 +96,7 @@ func TestShutdownCancelsTheTaskOnTheRoundGoroutine(t *testing.T) {
 	t.Parallel()
 	g := newGate("long")
 	var got Round
-	h := newHarness(t, map[string]string{"execOnLoad": "true", "fixedRate": "1h"}, Job{
-		Tasks:      tasksOf(g),
-		OnComplete: func(_ context.Context, r Round) { got = r },
-	})
-	if err := h.c.Startup(); err != nil {
-		t.Fatal(err)
-	}
-	waitChan(t, g.started, "task start")
+	h := startGated(t, g, Job{OnComplete: func(_ context.Context, r Round) { got = r }})
 	if err := h.c.Shutdown(); err != nil {
 		t.Fatal(err)
 	}
@@ -114,11 +119,7 @@ func TestShutdownCancelsTheTaskOnTheRoundGoroutine(t *testing.T) {
 func TestABatchQueuedBehindARoundGetsAWorker(t *testing.T) {
 	t.Parallel()
 	g := newGate("round-task")
-	h := newHarness(t, map[string]string{"execOnLoad": "true", "fixedRate": "1h", "threadMax": "1"}, Job{Tasks: tasksOf(g)})
-	if err := h.c.Startup(); err != nil {
-		t.Fatal(err)
-	}
-	waitChan(t, g.started, "round task start")
+	h := startGated(t, g, Job{}, "threadMax", "1")
 	b, err := h.c.Submit(context.Background(), ok("batch-task"))
 	if err != nil {
 		t.Fatal(err)
@@ -141,11 +142,7 @@ func TestABatchQueuedBehindARoundGetsAWorker(t *testing.T) {
 func TestNoLendingWhenADeadlineCanFire(t *testing.T) {
 	t.Parallel()
 	g := newGate("timed")
-	h := newHarness(t, map[string]string{"execOnLoad": "true", "fixedRate": "1h", "taskOverTime": "1m"}, Job{Tasks: tasksOf(g)})
-	if err := h.c.Startup(); err != nil {
-		t.Fatal(err)
-	}
-	waitChan(t, g.started, "task start")
+	h := startGated(t, g, Job{}, "taskOverTime", "1m")
 	if a := h.c.ActiveTasks(); len(a) != 1 || strings.Contains(a[0].Stack, "runRound") {
 		t.Fatalf("a task with a deadline must run on a worker: %+v", a)
 	}

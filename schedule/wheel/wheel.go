@@ -14,16 +14,28 @@
 // goroutine sleeps until the earliest: an idle wheel costs nothing and empty
 // ticks are skipped. A timer's due tick is rounded up and checked again at
 // expiry, so a timer never fires early. Add and cancel are O(1) through
-// intrusive lists (plus O(log buckets) when a bucket first fills); entries
-// are pooled and guarded by a generation so a stale *Timer cannot touch a
-// reused entry. Expired callbacks are run by dispatcher goroutines, never by
-// the advancing one, so a slow callback delays no other timer.
+// intrusive lists (plus O(log buckets) when a bucket first fills). Expired
+// callbacks are run by dispatcher goroutines, never by the advancing one,
+// so a slow callback delays no other timer.
+//
+// Entries live in an arena of fixed-size slabs and link to each other by
+// index, not by pointer, and freed entries are reused. The slabs hold no
+// pointers, so the garbage collector neither scans a million pending
+// entries nor puts a write barrier on every link and unlink; only the
+// callbacks sit in pointer slabs beside them. A *Timer names its entry by
+// index and by the timer's own id, unique for the wheel's life, so a stale
+// handle can never stop the timer that reuses its entry. The arena keeps
+// the memory of the peak of pending timers while any is pending and is
+// dropped when the wheel goes idle.
 package wheel
 
 import (
 	"container/heap"
 	"errors"
 	"fmt"
+	"math"
+	"math/bits"
+	"reflect"
 	"runtime"
 	"sync"
 	"time"
@@ -64,11 +76,12 @@ func WithTick(d time.Duration) Option {
 	}
 }
 
-// WithSize sets the number of buckets per level, an even number. Default 512.
+// WithSize sets the number of buckets per level, a power of two (so that
+// a timer finds its bucket by shifts, not divisions). Default 512.
 func WithSize(n int) Option {
 	return func(w *Wheel) error {
-		if n < 4 || n > 1<<16 || n%2 != 0 {
-			return fmt.Errorf("wheel: size %d must be even and between 4 and 65536", n)
+		if n < 4 || n > 1<<16 || n&(n-1) != 0 {
+			return fmt.Errorf("wheel: size %d must be a power of two between 4 and 65536", n)
 		}
 		w.size = int64(n)
 		return nil
@@ -105,12 +118,15 @@ func WithDispatchers(n int) Option {
 // lifecycle of its own.
 type Wheel struct {
 	clk         clockwork.Clock
-	tick        int64 // ns
+	tick        int64  // ns
+	tickInv     uint64 // ⌊(2⁶⁴-1)/tick⌋, to divide by tick with a multiplication
 	size        int64
+	sizeBits    uint // log2(size)
 	maxPending  int
 	dispatchers int
 	chunk       int // timers a cascade moves per tick
 	start       time.Time
+	realClock   bool // the elapsed time can be read from the monotonic clock alone
 
 	mu      sync.Mutex
 	levels  []*level
@@ -122,8 +138,19 @@ type Wheel struct {
 	wake    chan struct{}
 	quit    chan struct{}
 	wg      sync.WaitGroup
-	free    []*entry // entry pool; a sync.Pool would hide reuse from the generation check's lock
+
+	// The arena. Entry index i (from 1; 0 is "none") is slot (i-1)%slabSize
+	// of slab (i-1)/slabSize.
+	slabs  []*[slabSize]entry
+	fns    []*[slabSize]func()
+	used   int32   // indexes handed out so far
+	free   []int32 // indexes of unused entries, reused last-in first-out
+	lastID uint64  // the last timer id handed out
 }
+
+// slabSize is the number of entries per slab: 32 KiB of entries and 8 KiB
+// of callbacks, so growing the arena never copies it.
+const slabSize = 1024
 
 // cascadeChunk bounds the timers a coarse bucket moves down per tick, and
 // so how long the lock is held for a cascade.
@@ -135,33 +162,37 @@ const cascadeChunk = 4096
 const idleLinger = 100 * time.Millisecond
 
 type level struct {
-	interval int64 // ticks per bucket
-	buckets  []bucket
+	shift   uint // log2 of the ticks per bucket
+	buckets []bucket
 }
 
 // bucket is an intrusive list of entries due at the same (level) time.
 type bucket struct {
-	head, tail *entry
-	due        int64 // ticks; meaningful while in the heap
+	head, tail int32 // entry indexes
+	ref        int32 // this bucket's bucketRef
 	heapIndex  int   // -1 when not in the heap
+	due        int64 // ticks; meaningful while in the heap
 	level      int
 }
 
-type entry struct {
-	next, prev *entry
-	b          *bucket
-	at         int64 // due tick: expiry rounded up to a tick
-	f          func()
-	gen        uint64 // generation << 1 | 1 when f runs inline (one word: entries stay 48 bytes)
-}
+// bucketRef names a bucket in an entry: level<<16 | slot, plus one so that
+// zero means "not filed".
+func bucketRef(level, slot int) int32 { return int32(level<<16|slot) + 1 }
 
-func (e *entry) inline() bool { return e.gen&1 == 1 }
+// entry is one timer in the arena. It holds no pointer.
+type entry struct {
+	next, prev int32 // entry indexes in the bucket's list
+	b          int32 // bucketRef of the bucket holding it; 0 when not filed
+	inline     bool  // the callback runs on the advancing goroutine
+	at         int64 // due tick: expiry rounded up to a tick
+	id         uint64
+}
 
 // Timer is a pending callback. Stop cancels it.
 type Timer struct {
-	w   *Wheel
-	e   *entry
-	gen uint64
+	w  *Wheel
+	id uint64 // the timer's id: its entry's while it is pending
+	e  int32  // entry index
 }
 
 // New returns a wheel. It starts no goroutine until the first timer.
@@ -173,6 +204,11 @@ func New(opts ...Option) (*Wheel, error) {
 		}
 	}
 	w.start = w.clk.Now()
+	w.tickInv = math.MaxUint64 / uint64(w.tick)
+	w.sizeBits = uint(bits.TrailingZeros64(uint64(w.size)))
+	// time.Since reads only the monotonic clock; a real clock's Now reads
+	// the wall clock too, on every add.
+	w.realClock = reflect.TypeOf(w.clk) == reflect.TypeOf(clockwork.NewRealClock())
 	w.wake = make(chan struct{}, 1)
 	w.quit = make(chan struct{})
 	return w, nil
@@ -204,14 +240,19 @@ func (w *Wheel) add(d time.Duration, f func(), inline bool) (*Timer, error) {
 	if f == nil {
 		return nil, errors.New("wheel: nil func")
 	}
-	elapsed := int64(w.clk.Now().Sub(w.start))
-	at := (elapsed + int64(max(d, 0)) + w.tick - 1) / w.tick // round up: never early
+	var elapsed int64
+	if w.realClock {
+		elapsed = int64(time.Since(w.start))
+	} else {
+		elapsed = int64(w.clk.Now().Sub(w.start))
+	}
+	at := w.ticks(elapsed + int64(max(d, 0)) + w.tick - 1) // round up: never early
 	w.mu.Lock()
 	if w.stopped {
 		w.mu.Unlock()
 		return nil, ErrStopped
 	}
-	if w.maxPending > 0 && w.pending >= w.maxPending {
+	if w.maxPending > 0 && w.pending >= w.maxPending || len(w.free) == 0 && w.used == math.MaxInt32 {
 		w.mu.Unlock()
 		return nil, ErrFull
 	}
@@ -221,18 +262,18 @@ func (w *Wheel) add(d time.Duration, f func(), inline bool) (*Timer, error) {
 	if w.pending == 0 && w.due.Len() == 0 {
 		// Nothing pending: the processed time may jump to now, so a new
 		// timer lands on the finest level.
-		w.current = max(w.current, elapsed/w.tick)
+		w.current = max(w.current, w.ticks(elapsed))
 	}
-	e := w.newEntry()
+	i, e := w.newEntry()
 	// Due at once (d <= 0, or the wheel is behind): file it for the tick
 	// being processed, so the advancing goroutine fires it next.
-	e.at, e.f = max(at, w.current), f
-	if inline {
-		e.gen |= 1
-	}
-	gen := e.gen
+	e.at, e.inline = max(at, w.current), inline
+	*w.fn(i) = f
+	w.lastID++
+	id := w.lastID
+	e.id = id
 	w.pending++
-	first := w.insert(e)
+	first := w.insert(i, e)
 	w.mu.Unlock()
 	if first {
 		select {
@@ -240,7 +281,7 @@ func (w *Wheel) add(d time.Duration, f func(), inline bool) (*Timer, error) {
 		default:
 		}
 	}
-	return &Timer{w: w, e: e, gen: gen}, nil
+	return &Timer{w: w, id: id, e: i}, nil
 }
 
 // Stop cancels the timer. It returns true if the call stopped it, false if
@@ -252,13 +293,16 @@ func (t *Timer) Stop() bool {
 	w := t.w
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	e := t.e
-	if e.gen != t.gen || e.b == nil {
+	if t.e > w.used { // the arena was dropped since
 		return false
 	}
-	e.b.remove(e)
+	e := w.entry(t.e)
+	if e.id != t.id || e.b == 0 {
+		return false
+	}
+	w.remove(t.e, e)
 	w.pending--
-	w.recycle(e)
+	w.recycle(t.e, e)
 	if w.pending == 0 {
 		select { // let an idle wheel's goroutines end now, not at the stale due time
 		case w.wake <- struct{}{}:
@@ -289,16 +333,13 @@ func (w *Wheel) Stop() []func() {
 	for _, l := range w.levels {
 		for i := range l.buckets {
 			b := &l.buckets[i]
-			for e := b.head; e != nil; {
-				next := e.next
-				left = append(left, e.f)
-				e.b, e.next, e.prev = nil, nil, nil
-				w.recycle(e)
-				e = next
+			for j := b.head; j != 0; j = w.entry(j).next {
+				left = append(left, *w.fn(j))
 			}
-			b.head, b.tail = nil, nil
+			b.head, b.tail = 0, 0
 		}
 	}
+	w.dropArena()
 	w.pending = 0
 	for _, b := range w.due {
 		b.heapIndex = -1
@@ -313,56 +354,88 @@ func (w *Wheel) Stop() []func() {
 	return left
 }
 
-func (w *Wheel) newEntry() *entry {
+// ticks is ⌊ns/tick⌋ for ns >= 0. A 64-bit division costs tens of cycles
+// on the add path; the multiplication by the inverse is at most one short,
+// and one comparison corrects it.
+func (w *Wheel) ticks(ns int64) int64 {
+	q, _ := bits.Mul64(uint64(ns), w.tickInv)
+	if (q+1)*uint64(w.tick) <= uint64(ns) {
+		q++
+	}
+	return int64(q)
+}
+
+// entry returns the entry at index i (1 <= i <= w.used).
+func (w *Wheel) entry(i int32) *entry {
+	i--
+	return &w.slabs[i/slabSize][i%slabSize]
+}
+
+// fn returns the callback slot of entry i.
+func (w *Wheel) fn(i int32) *func() {
+	i--
+	return &w.fns[i/slabSize][i%slabSize]
+}
+
+// newEntry returns an unused entry, growing the arena by a slab when none
+// is free.
+func (w *Wheel) newEntry() (int32, *entry) {
 	if n := len(w.free); n > 0 {
-		e := w.free[n-1]
+		i := w.free[n-1]
 		w.free = w.free[:n-1]
-		return e
+		return i, w.entry(i)
 	}
-	return &entry{}
+	if w.used%slabSize == 0 {
+		w.slabs = append(w.slabs, new([slabSize]entry))
+		w.fns = append(w.fns, new([slabSize]func()))
+	}
+	w.used++
+	return w.used, w.entry(w.used)
 }
 
-// recycle invalidates outstanding *Timer handles and pools the entry.
-func (w *Wheel) recycle(e *entry) {
-	e.gen = e.gen&^1 + 2
-	e.f = nil
-	e.b = nil
-	if len(w.free) < 1<<16 {
-		w.free = append(w.free, e)
-	}
+// recycle frees entry i, which is in no bucket: its id no longer matches
+// any *Timer's.
+func (w *Wheel) recycle(i int32, e *entry) {
+	e.id = 0
+	*w.fn(i) = nil
+	w.free = append(w.free, i)
 }
 
-// insert files e by its due tick; true if it made a new earliest bucket.
-// Called with mu held and e.at >= w.current.
-func (w *Wheel) insert(e *entry) bool {
+// dropArena lets the garbage collector have the arena, once no timer is
+// pending. Handles of earlier timers keep failing to stop anything: their
+// ids are never handed out again.
+func (w *Wheel) dropArena() {
+	w.slabs, w.fns, w.free, w.used = nil, nil, nil, 0
+}
+
+// insert files entry i by its due tick; true if it made a new earliest
+// bucket. Called with mu held and e.at >= w.current.
+func (w *Wheel) insert(i int32, e *entry) bool {
+	// Level i has buckets of (size/2)^i ticks: a shift of i*(sizeBits-1).
 	delta := e.at - w.current
-	r := w.size / 2
-	lvl, interval := 0, int64(1)
-	for delta >= w.size*interval && interval <= (1<<62)/w.size {
-		interval *= r
+	lvl, shift := 0, uint(0)
+	for delta>>shift >= w.size {
+		shift += w.sizeBits - 1
 		lvl++
 	}
 	for len(w.levels) <= lvl {
-		iv := int64(1)
-		for range len(w.levels) {
-			iv *= r
-		}
-		l := &level{interval: iv, buckets: make([]bucket, w.size)}
-		for i := range l.buckets {
-			l.buckets[i].heapIndex = -1
-			l.buckets[i].level = len(w.levels)
+		l := &level{shift: uint(len(w.levels)) * (w.sizeBits - 1), buckets: make([]bucket, w.size)}
+		for j := range l.buckets {
+			l.buckets[j].heapIndex = -1
+			l.buckets[j].level = len(w.levels)
+			l.buckets[j].ref = bucketRef(len(w.levels), j)
 		}
 		w.levels = append(w.levels, l)
 	}
 	l := w.levels[lvl]
-	slot := e.at / l.interval
-	b := &l.buckets[slot%w.size]
-	b.push(e)
+	slot := e.at >> l.shift
+	b := &l.buckets[slot&(w.size-1)]
+	w.push(b, i, e)
 	due := e.at
 	if lvl > 0 {
 		// One bucket-width early: then every timer of the bucket is within
 		// the finer level's span, and the move is done before any is due.
-		due = max(slot*l.interval-l.interval, w.current)
+		due = max((slot-1)<<l.shift, w.current)
 	}
 	switch {
 	case b.heapIndex < 0:
@@ -377,28 +450,32 @@ func (w *Wheel) insert(e *entry) bool {
 	return b.heapIndex == 0
 }
 
-func (b *bucket) push(e *entry) {
-	e.b, e.prev, e.next = b, b.tail, nil
-	if b.tail != nil {
-		b.tail.next = e
+// push appends entry i to b's list.
+func (w *Wheel) push(b *bucket, i int32, e *entry) {
+	e.b, e.prev, e.next = b.ref, b.tail, 0
+	if b.tail != 0 {
+		w.entry(b.tail).next = i
 	} else {
-		b.head = e
+		b.head = i
 	}
-	b.tail = e
+	b.tail = i
 }
 
-func (b *bucket) remove(e *entry) {
-	if e.prev != nil {
-		e.prev.next = e.next
+// remove unlinks entry i from its bucket.
+func (w *Wheel) remove(i int32, e *entry) {
+	ref := e.b - 1
+	b := &w.levels[ref>>16].buckets[ref&0xffff]
+	if e.prev != 0 {
+		w.entry(e.prev).next = e.next
 	} else {
 		b.head = e.next
 	}
-	if e.next != nil {
-		e.next.prev = e.prev
+	if e.next != 0 {
+		w.entry(e.next).prev = e.prev
 	} else {
 		b.tail = e.prev
 	}
-	e.next, e.prev, e.b = nil, nil, nil
+	e.next, e.prev, e.b = 0, 0, 0
 	// An emptied bucket stays in the heap; it pops as a no-op.
 }
 
@@ -444,6 +521,7 @@ func (w *Wheel) advance(out chan []func()) {
 			}
 			w.due = w.due[:0]
 			if lingered {
+				w.dropArena()
 				w.running = false
 				w.mu.Unlock()
 				return
@@ -478,23 +556,18 @@ func (w *Wheel) advance(out chan []func()) {
 		heap.Pop(&w.due)
 		w.current = max(w.current, b.due)
 		if b.level == 0 {
-			head := b.head
-			b.head, b.tail = nil, nil
-			for e := head; e != nil; {
+			i := b.head
+			b.head, b.tail = 0, 0
+			for i != 0 {
+				e := w.entry(i)
 				next := e.next
-				e.next, e.prev, e.b = nil, nil, nil
+				e.next, e.prev, e.b = 0, 0, 0
 				if e.at <= w.current {
-					if e.inline() {
-						inline = append(inline, e.f)
-					} else {
-						fired = append(fired, e.f)
-					}
-					w.pending--
-					w.recycle(e)
+					fired, inline = w.expire(i, e, fired, inline)
 				} else {
-					w.insert(e) // filed while the wheel was behind
+					w.insert(i, e) // filed while the wheel was behind
 				}
-				e = next
+				i = next
 			}
 		} else {
 			fired, inline = w.cascade(b, fired, inline)
@@ -516,31 +589,39 @@ func (w *Wheel) advance(out chan []func()) {
 // rest wait for the next tick, behind any finer bucket due then. Called
 // with mu held.
 func (w *Wheel) cascade(b *bucket, fired, inline []func()) ([]func(), []func()) {
-	for n := 0; b.head != nil && n < w.chunk; n++ {
-		e := b.head
+	for n := 0; b.head != 0 && n < w.chunk; n++ {
+		i := b.head
+		e := w.entry(i)
 		b.head = e.next
-		if b.head == nil {
-			b.tail = nil
+		if b.head == 0 {
+			b.tail = 0
 		} else {
-			b.head.prev = nil
+			w.entry(b.head).prev = 0
 		}
-		e.next, e.prev, e.b = nil, nil, nil
+		e.next, e.prev, e.b = 0, 0, 0
 		if e.at <= w.current { // the wheel fell behind: due already
-			if e.inline() {
-				inline = append(inline, e.f)
-			} else {
-				fired = append(fired, e.f)
-			}
-			w.pending--
-			w.recycle(e)
+			fired, inline = w.expire(i, e, fired, inline)
 			continue
 		}
-		w.insert(e)
+		w.insert(i, e)
 	}
-	if b.head != nil && b.heapIndex < 0 {
+	if b.head != 0 && b.heapIndex < 0 {
 		b.due = w.current + 1
 		heap.Push(&w.due, b)
 	}
+	return fired, inline
+}
+
+// expire takes the callback of entry i, which is due and in no bucket,
+// onto fired or inline, and frees the entry.
+func (w *Wheel) expire(i int32, e *entry, fired, inline []func()) ([]func(), []func()) {
+	if f := *w.fn(i); e.inline {
+		inline = append(inline, f)
+	} else {
+		fired = append(fired, f)
+	}
+	w.pending--
+	w.recycle(i, e)
 	return fired, inline
 }
 

@@ -33,7 +33,7 @@ func TestPropertyAgainstModel(t *testing.T) {
 	for seed := range 30 {
 		r := rand.New(rand.NewPCG(uint64(seed), 7))
 		clk := clockwork.NewFakeClockAt(t0)
-		size := []int{4, 6, 8, 64}[seed%4]
+		size := []int{4, 8, 16, 64}[seed%4]
 		w, err := New(WithClock(clk), WithTick(time.Millisecond), WithSize(size), WithDispatchers(2))
 		if err != nil {
 			t.Fatal(err)
@@ -215,7 +215,7 @@ func TestBoundAndStop(t *testing.T) {
 	}
 	idle, _ := New()
 	idle.Stop() // before any timer: no goroutine to stop
-	for _, o := range []Option{WithTick(0), WithSize(2), WithSize(7), WithMaxPending(-1), WithDispatchers(0), WithClock(nil)} {
+	for _, o := range []Option{WithTick(0), WithSize(2), WithSize(6), WithSize(7), WithMaxPending(-1), WithDispatchers(0), WithClock(nil)} {
 		if _, err := New(o); err == nil {
 			t.Error("bad option accepted")
 		}
@@ -262,9 +262,50 @@ func TestIdleWheelHoldsNoGoroutine(t *testing.T) {
 	}
 	tm.Stop()
 	waitUntil(t, func() bool { return !running() })
+	w.mu.Lock()
+	dropped := w.slabs == nil
+	w.mu.Unlock()
+	if !dropped {
+		t.Fatal("an idle wheel keeps its arena")
+	}
 	var fired atomic.Bool
-	w.AfterFunc(time.Millisecond, func() { fired.Store(true) }) // starts again
+	again := w.AfterFunc(5*time.Millisecond, func() { fired.Store(true) }) // starts again
+	if again.e != tm.e {
+		t.Fatalf("the new arena did not start over: entry %d, was %d", again.e, tm.e)
+	}
+	if tm.Stop() {
+		t.Fatal("a handle from before the arena was dropped stopped a new timer")
+	}
 	waitUntil(t, fired.Load)
 	waitUntil(t, func() bool { return !running() })
 	// No Stop: goleak in TestMain checks that nothing was left behind.
+}
+
+// TestTicksDividesExactly checks the division by multiplication against
+// the division operator, at the edges where it could be one short.
+func TestTicksDividesExactly(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, tick := range []time.Duration{1, 2, 3, 7, time.Microsecond, time.Millisecond, 1500 * time.Microsecond, time.Second, time.Hour} {
+		w, err := New(WithTick(tick))
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := int64(tick)
+		for range 20000 {
+			var ns int64
+			switch r.IntN(3) {
+			case 0:
+				ns = r.Int64N(1 << 40)
+			case 1:
+				ns = r.Int64N(1<<62/k)*k + r.Int64N(3) - 1 // around a multiple
+			default:
+				ns = r.Int64N(1 << 62)
+			}
+			ns = max(ns, 0)
+			if got, want := w.ticks(ns), ns/k; got != want {
+				t.Fatalf("tick %v: ticks(%d) = %d, want %d", tick, ns, got, want)
+			}
+		}
+	}
 }

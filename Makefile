@@ -16,7 +16,7 @@ bench: ## short benchmark suite (under 5 minutes): micro-benchmarks, then fom ag
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 300ms ./schedule/...
 	cd bench && $(GO) build -o ../bin/fombench .
 	@# One process per scenario, so that one's heap does not disturb the next.
-	./bin/fombench -only oneshot -pending 500000
+	./bin/fombench -only oneshot -pending 500000 -trials 2
 	./bin/fombench -only periodic -trials 2
 	./bin/fombench -only throughput
 

@@ -146,3 +146,21 @@ func oneShot(lib timerLib, n int) oneShotResult {
 	}
 	return res
 }
+
+// bestOneShot is a library's best over its tries: the highest insertion
+// rate, the least heap, and the lateness of the try with the lowest p99.
+// Exactness must hold in every try.
+func bestOneShot(runs []oneShotResult) oneShotResult {
+	best := runs[0]
+	for _, r := range runs[1:] {
+		if r.p99 < best.p99 {
+			best.p50, best.p99, best.maxLate = r.p50, r.p99, r.maxLate
+		}
+		best.addsPerSec = max(best.addsPerSec, r.addsPerSec)
+		best.bytesPerPen = min(best.bytesPerPen, r.bytesPerPen)
+		if !r.exact {
+			best.exact, best.detail = false, r.detail
+		}
+	}
+	return best
+}

@@ -1,8 +1,8 @@
 package statistics
 
 import (
+	"math"
 	"math/bits"
-	"slices"
 	"time"
 )
 
@@ -10,9 +10,13 @@ import (
 // 16 sub-buckets per power of two, so any percentile read from it is within
 // about 6% of the true value. Two histograms merge by adding counts, which
 // is what makes per-day percentiles combinable over any window.
+//
+// The counts sit in arrays of 16, one per power of two ("octave"),
+// allocated on first use: recording is an index, not a map update, and a
+// schedule whose costs stay within a few octaves holds a few of them.
 type Histogram struct {
-	counts map[int32]int64
-	total  int64
+	octaves []*[subBuckets]int64 // octave o counts buckets o*16 .. o*16+15
+	total   int64
 }
 
 const subBuckets = 16
@@ -36,16 +40,43 @@ func bounds(i int32) (time.Duration, time.Duration) {
 	sub := int64(i-subBuckets) % subBuckets
 	width := int64(1) << (e - 4)
 	lo := (int64(1) << e) + sub*width
-	return time.Duration(lo) * time.Microsecond, time.Duration(lo+width) * time.Microsecond
+	const most = int64(math.MaxInt64 / time.Microsecond) // the top bucket ends at the longest duration
+	return time.Duration(min(lo, most)) * time.Microsecond, time.Duration(min(lo+width, most)) * time.Microsecond
 }
+
+// maxBucket is the bucket of the longest duration, bucketOf(MaxInt64).
+const maxBucket = 800
 
 // Add counts one duration.
 func (h *Histogram) Add(d time.Duration) {
-	if h.counts == nil {
-		h.counts = map[int32]int64{}
+	h.addN(bucketOf(d), 1)
+}
+
+// addN adds n to bucket k (0 <= k <= maxBucket).
+func (h *Histogram) addN(k int32, n int64) {
+	o := int(k) / subBuckets
+	if o >= len(h.octaves) {
+		h.octaves = append(h.octaves, make([]*[subBuckets]int64, o+1-len(h.octaves))...)
 	}
-	h.counts[bucketOf(d)]++
-	h.total++
+	if h.octaves[o] == nil {
+		h.octaves[o] = new([subBuckets]int64)
+	}
+	h.octaves[o][int(k)%subBuckets] += n
+	h.total += n
+}
+
+// each calls f for every bucket with a count, in bucket order.
+func (h *Histogram) each(f func(k int32, n int64)) {
+	for o, oct := range h.octaves {
+		if oct == nil {
+			continue
+		}
+		for i, n := range oct {
+			if n != 0 {
+				f(int32(o*subBuckets+i), n)
+			}
+		}
+	}
 }
 
 // Merge adds o's counts to h.
@@ -53,13 +84,7 @@ func (h *Histogram) Merge(o *Histogram) {
 	if o == nil || o.total == 0 {
 		return
 	}
-	if h.counts == nil {
-		h.counts = map[int32]int64{}
-	}
-	for k, v := range o.counts {
-		h.counts[k] += v
-	}
-	h.total += o.total
+	o.each(h.addN)
 }
 
 // Count is the number of durations added.
@@ -74,41 +99,39 @@ func (h *Histogram) Quantile(q float64) time.Duration {
 	rank := int64(q*float64(h.total) + 0.5)
 	rank = min(max(rank, 1), h.total)
 	var seen int64
-	for _, k := range h.sortedKeys() {
-		seen += h.counts[k]
-		if seen >= rank {
-			lo, hi := bounds(k)
-			return lo + (hi-lo)/2
+	var at int32 = -1
+	h.each(func(k int32, n int64) {
+		seen += n
+		if at < 0 && seen >= rank {
+			at = k
 		}
+	})
+	if at < 0 {
+		return 0
 	}
-	return 0
+	lo, hi := bounds(at)
+	return lo + (hi-lo)/2
 }
 
 // CountBelow returns how many durations are below d (by bucket; a bucket
 // that straddles d counts by its lower bound).
 func (h *Histogram) CountBelow(d time.Duration) int64 {
-	var n int64
-	for k, v := range h.counts {
+	var below int64
+	h.each(func(k int32, n int64) {
 		if lo, _ := bounds(k); lo < d {
-			n += v
+			below += n
 		}
-	}
-	return n
-}
-
-func (h *Histogram) sortedKeys() []int32 {
-	keys := make([]int32, 0, len(h.counts))
-	for k := range h.counts {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
+	})
+	return below
 }
 
 func (h *Histogram) clone() Histogram {
-	c := Histogram{total: h.total, counts: make(map[int32]int64, len(h.counts))}
-	for k, v := range h.counts {
-		c.counts[k] = v
+	c := Histogram{total: h.total, octaves: make([]*[subBuckets]int64, len(h.octaves))}
+	for o, oct := range h.octaves {
+		if oct != nil {
+			cp := *oct
+			c.octaves[o] = &cp
+		}
 	}
 	return c
 }

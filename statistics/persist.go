@@ -30,22 +30,19 @@ type dayRecord struct {
 }
 
 func encodeHist(h *Histogram) map[string]int64 {
-	m := make(map[string]int64, len(h.counts))
-	for k, v := range h.counts {
-		m[strconv.Itoa(int(k))] = v
-	}
+	m := map[string]int64{}
+	h.each(func(k int32, n int64) { m[strconv.Itoa(int(k))] = n })
 	return m
 }
 
 func decodeHist(m map[string]int64) (Histogram, error) {
-	h := Histogram{counts: make(map[int32]int64, len(m))}
+	var h Histogram
 	for k, v := range m {
 		i, err := strconv.Atoi(k)
-		if err != nil || i < 0 || i > 2000 || v < 0 {
+		if err != nil || i < 0 || i > int(maxBucket) || v < 0 {
 			return Histogram{}, fmt.Errorf("bad histogram bucket %q=%d", k, v)
 		}
-		h.counts[int32(i)] = v
-		h.total += v
+		h.addN(int32(i), v)
 	}
 	return h, nil
 }

@@ -63,10 +63,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 				buckets[t.Seconds()] = uint64(hist.CountBelow(t))
 			}
 			var sum float64
-			for k, v := range hist.counts {
+			hist.each(func(k int32, n int64) {
 				lo, hi := bounds(k)
-				sum += float64(v) * (lo + (hi-lo)/2).Seconds()
-			}
+				sum += float64(n) * (lo + (hi-lo)/2).Seconds()
+			})
 			ch <- prometheus.MustNewConstHistogram(c.cost, uint64(hist.Count()), sum, buckets, src.Schedule)
 		}
 		for _, st := range States() {

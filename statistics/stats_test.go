@@ -271,3 +271,18 @@ fom_tasks_waiting{schedule="job"} 3
 	}
 	t.Fatal("no cost histogram")
 }
+
+func TestHistogramLongestDuration(t *testing.T) {
+	if got := bucketOf(math.MaxInt64); got != maxBucket {
+		t.Fatalf("bucketOf(MaxInt64) = %d, maxBucket = %d", got, maxBucket)
+	}
+	var h Histogram
+	h.Add(math.MaxInt64)
+	h.Add(time.Microsecond)
+	if h.Count() != 2 || h.Quantile(1) < 100*365*24*time.Hour {
+		t.Fatalf("count %d, max %v", h.Count(), h.Quantile(1))
+	}
+	if _, err := decodeHist(map[string]int64{"801": 1}); err == nil {
+		t.Fatal("bucket past the longest duration accepted")
+	}
+}

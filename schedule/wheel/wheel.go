@@ -515,6 +515,12 @@ func (w *Wheel) advance(out chan []func()) {
 	defer w.wg.Done()
 	defer close(out) // dispatchers finish what they were handed, then exit
 	var fired, inline []func()
+	var sleeper *time.Timer // reused across waits
+	defer func() {
+		if sleeper != nil {
+			sleeper.Stop()
+		}
+	}()
 	lingered := false
 	for {
 		w.mu.Lock()
@@ -534,14 +540,8 @@ func (w *Wheel) advance(out chan []func()) {
 				return
 			}
 			w.mu.Unlock()
-			linger := time.NewTimer(idleLinger)
-			select {
-			case <-w.wake:
-			case <-linger.C:
-				lingered = true
-			case <-w.quit:
-			}
-			linger.Stop()
+			// Real time: the linger changes no timer's fire.
+			lingered = w.sleepReal(&sleeper, idleLinger) == timeUp
 			continue
 		}
 		lingered = false
@@ -549,15 +549,9 @@ func (w *Wheel) advance(out chan []func()) {
 		dueAt := w.start.Add(time.Duration(b.due * w.tick))
 		if !clockx.Reached(w.clk, dueAt) {
 			w.mu.Unlock()
-			tm := clockx.TimerAt(w.clk, dueAt)
-			select {
-			case <-tm.Chan():
-			case <-w.wake:
-			case <-w.quit:
-				tm.Stop()
+			if !w.sleep(&sleeper, dueAt) {
 				return
 			}
-			tm.Stop()
 			continue
 		}
 		heap.Pop(&w.due)
@@ -589,6 +583,51 @@ func (w *Wheel) advance(out chan []func()) {
 			inline[i] = nil
 		}
 		inline = inline[:0]
+	}
+}
+
+// waited is how a wait of the advancing goroutine ended.
+type waited int
+
+const (
+	timeUp waited = iota // the time came
+	woken                // a timer was added or the last one stopped
+	closed               // the wheel stops
+)
+
+// sleep waits until dueAt, a timer is added or the wheel stops; false
+// when it stops.
+func (w *Wheel) sleep(sleeper **time.Timer, dueAt time.Time) bool {
+	if !w.realClock {
+		tm := clockx.TimerAt(w.clk, dueAt)
+		defer tm.Stop()
+		return w.wait(tm.Chan()) != closed
+	}
+	return w.sleepReal(sleeper, clockx.WallUntil(w.clk, dueAt)) != closed
+}
+
+// sleepReal waits d of real time. One timer serves every wait of an
+// activation (Reset on a Go 1.23 timer leaves no stale fire behind), so a
+// busy wheel does not allocate a timer per tick.
+func (w *Wheel) sleepReal(sleeper **time.Timer, d time.Duration) waited {
+	if *sleeper == nil {
+		*sleeper = time.NewTimer(d)
+	} else {
+		(*sleeper).Reset(d)
+	}
+	how := w.wait((*sleeper).C)
+	(*sleeper).Stop()
+	return how
+}
+
+func (w *Wheel) wait(c <-chan time.Time) waited {
+	select {
+	case <-c:
+		return timeUp
+	case <-w.wake:
+		return woken
+	case <-w.quit:
+		return closed
 	}
 }
 

@@ -24,7 +24,9 @@ func main() {
 	libsFlag := flag.String("libs", "", "comma-separated periodic libraries to run (fom, runtime, robfig, gocron); default all")
 	trials := flag.Int("trials", 3, "tries per step of the periodic ladder; a step passes when one try does")
 	windowFlag := flag.Duration("window", 0, "measurement window per try of the periodic ladder (default 2s, 5s with -full)")
+	tick := flag.Duration("tick", 100*time.Microsecond, "tick of fom's wheels in the periodic scenario")
 	flag.Parse()
+	fomTick = *tick
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {

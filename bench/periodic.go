@@ -21,6 +21,9 @@ import (
 // with this prefix.
 var windowProfile = os.Getenv("FOM_BENCH_WINDOW_PROFILE")
 
+// fomTick is the tick of fom's wheels in the periodic scenario (-tick).
+var fomTick = 100 * time.Microsecond
+
 // lateness collects fire lateness samples from many goroutines.
 type lateness struct {
 	mu       sync.Mutex
@@ -81,7 +84,7 @@ func fomSchedules() periodicLib {
 		runners := make([]*schedule.Runners, len(wheels))
 		for i := range wheels {
 			runners[i] = schedule.NewRunners(0, 4)
-			w, err := wheel.New(wheel.WithDispatchers(1))
+			w, err := wheel.New(wheel.WithDispatchers(1), wheel.WithTick(fomTick))
 			if err != nil {
 				return nil, err
 			}

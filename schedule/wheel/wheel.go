@@ -251,7 +251,7 @@ func (w *Wheel) add(d time.Duration, f func(), inline bool) (*Timer, error) {
 	if w.realClock {
 		elapsed = int64(time.Since(w.start))
 	} else {
-		elapsed = int64(w.clk.Now().Sub(w.start))
+		elapsed = max(int64(w.clk.Now().Sub(w.start)), 0) // a clock set back is still at the start
 	}
 	at := w.ticks(elapsed + int64(max(d, 0)) + w.tick - 1) // round up: never early
 	w.mu.Lock()

@@ -148,6 +148,66 @@ func TestRunnersWatchdogStartsRunnersWhenAllAreBlocked(t *testing.T) {
 	waitIdle(t, rs, 4)
 }
 
+func TestRunnersWatchdogAddsRunnersOneStallAtATime(t *testing.T) {
+	rs := NewRunners(time.Hour, 1)
+	defer rs.Close()
+	release := make(chan struct{})
+	rs.Go(func() { <-release }) // the only runner blocks
+	var wg sync.WaitGroup
+	wg.Add(100)
+	for range 100 {
+		rs.Go(wg.Done) // quick ones queue behind it
+	}
+	// One stall: one more runner, which drains the whole queue on its own
+	// (a runner per queued function would leave 100 idle runners).
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	waitChan(t, done, "queued functions")
+	close(release)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		rs.mu.Lock()
+		running, idle := rs.running, len(rs.idle)
+		rs.mu.Unlock()
+		if running == 0 {
+			// Two unless the machine paused the new runner for a whole
+			// stall period too; never one per queued function.
+			if idle < 2 || idle > 4 {
+				t.Fatalf("%d runners after the stall, want 2 (at most 4)", idle)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d runners still running", running)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestRunnersWatchdogDoublesWhileStalled(t *testing.T) {
+	rs := NewRunners(time.Hour, 1)
+	defer rs.Close()
+	release := make(chan struct{})
+	var started sync.WaitGroup
+	started.Add(8)
+	for range 8 {
+		rs.Go(func() { started.Done(); <-release }) // every one blocks
+	}
+	// Stalls in a row start 1, 2, then 4 runners: all eight are blocked
+	// at once after three periods, not seven.
+	wait := make(chan struct{})
+	go func() { started.Wait(); close(wait) }()
+	waitChan(t, wait, "blocked functions started by the watchdog")
+	rs.mu.Lock()
+	boost := rs.boost
+	rs.mu.Unlock()
+	if boost != 4 {
+		t.Fatalf("last stall started %d runners, want 4", boost)
+	}
+	close(release)
+	waitIdle(t, rs, 8)
+}
+
 func TestARoundBlockedInUserCodeDoesNotHoldUpOtherSchedules(t *testing.T) {
 	t.Parallel()
 	shared := NewRunners(0, 1) // one runner, taken by the blocked round

@@ -81,6 +81,12 @@ type loop struct {
 	timer  stopper // the armed wait, nil when none
 	prev   Round   // the last round, for the plan
 	pinned bool    // the next fire is the first one set by execOnLoad or initialDelay
+
+	// A round goroutine's start: planned is set under Context.mu before
+	// rounds is handed to a goroutine, which reads it once on entry. One
+	// closure per activation rather than one per fire.
+	planned time.Time
+	rounds  func()
 }
 
 // stopper is an armed timer: a wheel timer or a clock's.

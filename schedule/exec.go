@@ -13,10 +13,6 @@ import (
 	"github.com/fom-go/fom/statistics"
 )
 
-func newRun(t Task, id string, g *group, now time.Time) *taskRun {
-	return &taskRun{task: t, id: id, group: g, submitted: now, heapIndex: -1}
-}
-
 // submitAll submits tasks into g and seals it. With a helper (the round
 // goroutine lending itself as a worker), the first task that gets through
 // the checks is kept for it and returned instead of going to the pool.
@@ -39,12 +35,12 @@ func (c *Context) submitAll(gen *generation, g *group, tasks []Task, s config.Se
 // that with keep a task ready to run is returned to the caller instead.
 func (c *Context) submitOne(gen *generation, g *group, t Task, s config.Settings, now time.Time, keep bool) *taskRun {
 	if t == nil {
-		run := newRun(nil, "<nil>", g, now)
+		run := g.newRun(nil, "<nil>", now)
 		g.add(run)
 		c.settle(run, Result{Status: StatusFailed, Err: fmt.Errorf("schedule %s: nil task", c.name)})
 		return nil
 	}
-	run := newRun(t, t.ID(), g, now)
+	run := g.newRun(t, t.ID(), now)
 	g.add(run)
 	if gen.stopping.Load() || g.ctx.Err() != nil {
 		c.settle(run, Result{Status: StatusCanceled, Err: c.taskErr(run.id, ErrCanceled, "schedule is stopping")})

@@ -80,7 +80,11 @@ func (c *Context) goLocked(l *loop, st step, planned time.Time) {
 	case stepRound:
 		c.setState(Running) // the round goroutine owns the activation from here
 		if c.runners != nil {
-			c.runners.Go(func() { c.runRounds(l, planned) })
+			if l.rounds == nil {
+				l.rounds = func() { c.runRounds(l, l.planned) }
+			}
+			l.planned = planned
+			c.runners.Go(l.rounds)
 		} else {
 			go c.runRounds(l, planned)
 		}
@@ -231,7 +235,7 @@ func (c *Context) runRound(l *loop, gen *generation, planned time.Time) (r Round
 	tasks, err := c.createTasks(l.ctx)
 	if err != nil {
 		c.log.Error("creating tasks failed", zap.Int64("round", n), zap.Error(err))
-		run := newRun(nil, c.name+".Tasks", g, start)
+		run := g.newRun(nil, c.name+".Tasks", start)
 		g.add(run)
 		c.settle(run, Result{Status: StatusFailed, Err: fmt.Errorf("schedule %s: create tasks: %w", c.name, err)})
 	}

@@ -76,10 +76,12 @@ type group struct {
 	done     bool
 	complete chan struct{} // made by the first waiter; closed when done
 
-	// A round of one task (the common case) keeps its slices here rather
-	// than in two more allocations.
+	// A round of one task (the common case) keeps its slices and its run
+	// here rather than in three more allocations.
 	oneResult [1]Result
 	oneRun    [1]*taskRun
+	first     taskRun
+	firstUsed bool // first was handed out; only the submitting goroutine reads it
 
 	deadline  time.Time // round-wide deadline, zero when none
 	heapIndex int
@@ -87,6 +89,18 @@ type group struct {
 
 func newGroup(ctx context.Context, number int64, batch bool, planned, start time.Time) *group {
 	return &group{ctx: ctx, number: number, batch: batch, planned: planned, start: start, heapIndex: -1}
+}
+
+// newRun returns a run of task t for the group. The first run of a group
+// lives inside it; the submitting goroutine is the only caller.
+func (g *group) newRun(t Task, id string, now time.Time) *taskRun {
+	r := &g.first
+	if g.firstUsed {
+		r = new(taskRun)
+	}
+	g.firstUsed = true
+	r.task, r.id, r.group, r.submitted, r.heapIndex = t, id, g, now, -1
+	return r
 }
 
 // hasDeadline reports whether a round-wide deadline was set. It is set

@@ -302,7 +302,7 @@ func (c *Context) complete(ctx context.Context, r Round) {
 	}
 	c.rec.RecordRound(c.name, r)
 	if !r.Batch {
-		c.stats.RecordLateness(r.Start.Sub(r.Planned))
+		c.stats.RecordLateness(r.Start, r.Start.Sub(r.Planned))
 	}
 	c.mu.Lock()
 	c.notifyLocked()

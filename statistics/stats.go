@@ -234,13 +234,16 @@ func (s *Stats) Record(x Sample) {
 	}
 }
 
-// RecordLateness adds a round's fire lateness (actual start minus plan).
-func (s *Stats) RecordLateness(late time.Duration) {
+// RecordLateness adds a round's fire lateness (actual start minus plan) to
+// the day of at, the round's start; a zero at means now.
+func (s *Stats) RecordLateness(at time.Time, late time.Duration) {
 	late = max(late, 0)
-	now := s.clk.Now()
+	if at.IsZero() {
+		at = s.clk.Now()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	d := s.dayLocked(now)
+	d := s.dayLocked(at)
 	d.late.Add(late)
 	d.lateSum += late
 	d.lateMax = max(d.lateMax, late)

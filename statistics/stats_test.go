@@ -79,8 +79,14 @@ func TestDayAggregatesBucketsAndRings(t *testing.T) {
 	s.Record(Sample{TaskID: "bad", Status: Failed, Cost: time.Millisecond, Err: fmt.Errorf("sync: %w", errors.New("db down"))})
 	s.Record(Sample{TaskID: "slow", Status: Timeout, Cost: time.Second, Err: errors.New("timed out")})
 	s.Record(Sample{TaskID: "full", Status: Rejected, Err: errors.New("queue full")})
-	s.RecordLateness(3 * time.Millisecond)
-	s.RecordLateness(time.Millisecond)
+	s.RecordLateness(time.Time{}, 3*time.Millisecond) // zero: the clock's day
+	s.RecordLateness(clk.Now(), time.Millisecond)
+	// A round counts on the day it started, whatever the clock says when
+	// it is recorded.
+	s.RecordLateness(day1.Add(-11*time.Hour), 7*time.Millisecond) // 23:00 the day before
+	if prev := s.Day(day1.AddDate(0, 0, -1)); prev.Rounds != 1 || prev.LateMax != 7*time.Millisecond {
+		t.Fatalf("previous day's lateness %+v", prev)
+	}
 	d := s.Day(day1)
 	if d.Count != 9 || d.ByStatus["success"] != 6 || d.ByStatus["failed"] != 1 || d.ByStatus["timeout"] != 1 || d.ByStatus["rejected"] != 1 {
 		t.Fatalf("day %+v", d)

@@ -78,7 +78,7 @@
 //
 // # Cost
 //
-// An idle schedule is a timer entry and its data (about 6 KiB), with no
+// An idle schedule is a timer entry and its data (about 5 KiB), with no
 // goroutine. A fire takes the timing wheel's own goroutine a lock and a
 // hand-off, then one goroutine from the app's shared Runners, which keeps
 // its grown stack from round to round. bench/README.md has the numbers

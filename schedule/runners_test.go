@@ -130,20 +130,29 @@ func TestRunnersQueueBeyondTheLimitInOrder(t *testing.T) {
 	waitIdle(t, rs, 1) // one runner did it all
 }
 
+// runBlocked hands rs n functions that block until release is closed and
+// waits until all n run at once, which only the watchdog can bring about
+// when n is above the limit.
+func runBlocked(t *testing.T, rs *Runners, n int) (release chan struct{}) {
+	t.Helper()
+	release = make(chan struct{})
+	var started sync.WaitGroup
+	started.Add(n)
+	for range n {
+		rs.Go(func() { started.Done(); <-release })
+	}
+	wait := make(chan struct{})
+	go func() { started.Wait(); close(wait) }()
+	waitChan(t, wait, "blocked functions started by the watchdog")
+	return release
+}
+
 func TestRunnersWatchdogStartsRunnersWhenAllAreBlocked(t *testing.T) {
 	rs := NewRunners(time.Hour, 2)
 	defer rs.Close()
-	release := make(chan struct{})
-	var started sync.WaitGroup
-	started.Add(4)
-	for range 4 {
-		rs.Go(func() { started.Done(); <-release }) // two run, two queue
-	}
-	// Nothing finishes, so after stallAfter the queued two get runners
-	// of their own: all four are blocked at once.
-	wait := make(chan struct{})
-	go func() { started.Wait(); close(wait) }()
-	waitChan(t, wait, "queued functions started by the watchdog")
+	// Two run, two queue; nothing finishes, so the watchdog gives the
+	// queued two runners: all four are blocked at once.
+	release := runBlocked(t, rs, 4)
 	close(release)
 	waitIdle(t, rs, 4)
 }
@@ -187,17 +196,9 @@ func TestRunnersWatchdogAddsRunnersOneStallAtATime(t *testing.T) {
 func TestRunnersWatchdogDoublesWhileStalled(t *testing.T) {
 	rs := NewRunners(time.Hour, 1)
 	defer rs.Close()
-	release := make(chan struct{})
-	var started sync.WaitGroup
-	started.Add(8)
-	for range 8 {
-		rs.Go(func() { started.Done(); <-release }) // every one blocks
-	}
 	// Stalls in a row start 1, 2, then 4 runners: all eight are blocked
 	// at once after three periods, not seven.
-	wait := make(chan struct{})
-	go func() { started.Wait(); close(wait) }()
-	waitChan(t, wait, "blocked functions started by the watchdog")
+	release := runBlocked(t, rs, 8)
 	rs.mu.Lock()
 	boost := rs.boost
 	rs.mu.Unlock()

@@ -102,3 +102,36 @@ func TestParseDuration(t *testing.T) {
 		}
 	}
 }
+
+func TestReadsOfValuesAndKeys(t *testing.T) {
+	t.Parallel()
+	c, err := New("a", Spec{
+		Tags:   map[string]string{"fixedRate": "10s"},
+		Custom: []CustomKey{{Name: "region", Default: "eu"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Get("nope") != "" || c.Has("nope") || !c.Has("region") || !c.Has("fixedRate") {
+		t.Fatalf("unknown key read as known, or a known one as unknown")
+	}
+	v := c.Values()
+	if len(v) != len(c.Entries()) || v["region"] != "eu" || v["fixedRate"] != "10s" || v["name"] != "a" {
+		t.Fatalf("values %v", v)
+	}
+	v["region"] = "us" // a copy: the config does not change
+	if c.Get("region") != "eu" {
+		t.Fatalf("Values handed out the config's own storage")
+	}
+	var got Change
+	c.Subscribe(func(ch Change) { got = ch })
+	if err := c.Apply(map[string]string{"region": "us", "threadMax": "2"}); err != nil {
+		t.Fatal(err)
+	}
+	if c.Get("region") != "us" || c.Get("threadMax") != "2" || c.Settings().ThreadMax != 2 {
+		t.Fatalf("after apply: %v", c.Values())
+	}
+	if strings.Join(got.Changed, ",") != "region,threadMax" || got.Values["region"] != "us" || got.Values["fixedRate"] != "10s" {
+		t.Fatalf("change %+v", got)
+	}
+}

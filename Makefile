@@ -27,4 +27,4 @@ check: generate ## fail on generated-code drift, gofmt or vet problems
 	@git diff --exit-code -- '*_templ.go' || (echo "generated code is out of date: run make generate and commit" && exit 1)
 	@test -z "$$(gofmt -l .)" || (gofmt -l . && echo "gofmt needed" && exit 1)
 	$(GO) vet $(PKGS)
-	$(GO) run honnef.co/go/tools/cmd/staticcheck@2025.1.1 $(PKGS)
+	$(GO) tool staticcheck $(PKGS)

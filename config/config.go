@@ -47,6 +47,11 @@ type CustomKey struct {
 	Name    string
 	Default string
 	Doc     string
+	// Field names what declared the key (a struct field), for messages.
+	Field string
+	// Verbatim keeps a value's surrounding spaces (a string knob); other
+	// values, like every built-in key's, are trimmed.
+	Verbatim bool
 	// Parse reports whether a value is acceptable.
 	Parse func(string) error
 }
@@ -83,8 +88,25 @@ type keyDef struct {
 	def      string // built-in or declared default
 	editable bool
 	custom   bool
+	verbatim bool
 	doc      string
 	parse    func(string) error
+}
+
+// check normalises a value (trimmed unless verbatim), bounds its length,
+// and parses it. It returns the value to keep.
+func (d *keyDef) check(v string) (string, error) {
+	if !d.verbatim {
+		v = strings.TrimSpace(v)
+	}
+	limit := MaxValueLen
+	if d.custom {
+		limit = MaxCustomValueLen
+	}
+	if len(v) > limit {
+		return v, fmt.Errorf("too long: %d bytes, at most %d", len(v), limit)
+	}
+	return v, d.parse(v)
 }
 
 type snapshot struct {
@@ -118,18 +140,33 @@ func New(schedule string, spec Spec) (*Config, error) {
 		c.defs = append(c.defs, keyDef{name: b.name, def: b.def, editable: b.editable, doc: b.doc, parse: b.parse})
 	}
 	for _, k := range spec.Custom {
-		if _, dup := c.lookup(k.Name); dup || k.Name == "" {
-			problems = append(problems, Problem{Key: k.Name, Reason: "custom key is empty or already defined"})
+		what := "custom key"
+		if k.Field != "" {
+			what = "field " + k.Field
+		}
+		if k.Name == "" {
+			problems = append(problems, Problem{Key: k.Name, Reason: what + ": empty key name"})
+			continue
+		}
+		if prev, dup := c.lookup(k.Name); dup {
+			reason := fmt.Sprintf("%s: %q is a built-in key; give the field a key of its own", what, k.Name)
+			if prev.custom {
+				reason = fmt.Sprintf("%s: key %q is already declared by %s", what, k.Name, prev.doc)
+			}
+			problems = append(problems, Problem{Key: k.Name, Reason: reason})
 			continue
 		}
 		parse := k.Parse
 		if parse == nil {
 			parse = func(string) error { return nil }
 		}
-		if err := parse(k.Default); err != nil {
-			problems = append(problems, Problem{Key: k.Name, Value: k.Default, Reason: "default: " + err.Error()})
+		d := keyDef{name: k.Name, def: k.Default, editable: true, custom: true, verbatim: k.Verbatim, doc: k.Doc, parse: parse}
+		def, err := d.check(k.Default)
+		if err != nil {
+			problems = append(problems, Problem{Key: k.Name, Value: k.Default, Reason: what + " default: " + err.Error()})
 		}
-		c.defs = append(c.defs, keyDef{name: k.Name, def: k.Default, editable: true, custom: true, doc: k.Doc, parse: parse})
+		d.def = def
+		c.defs = append(c.defs, d)
 	}
 	name, _ := c.lookup(KeyName)
 	name.def = schedule
@@ -141,7 +178,8 @@ func New(schedule string, spec Spec) (*Config, error) {
 			problems = append(problems, Problem{Key: k, Value: v, Reason: c.unknownReason(k)})
 			continue
 		}
-		if err := d.parse(v); err != nil {
+		v, err := d.check(v)
+		if err != nil {
 			problems = append(problems, Problem{Key: k, Value: v, Reason: err.Error()})
 			continue
 		}
@@ -168,8 +206,9 @@ func New(schedule string, spec Spec) (*Config, error) {
 		case !d.editable:
 			c.warnings = append(c.warnings, fmt.Sprintf("schedule %q: persisted key %q is not editable; ignored", schedule, k))
 		default:
-			if err := d.parse(v); err != nil {
-				c.warnings = append(c.warnings, fmt.Sprintf("schedule %q: persisted value %q of key %q is invalid (%v); ignored", schedule, v, k, err))
+			v, err := d.check(v)
+			if err != nil {
+				c.warnings = append(c.warnings, fmt.Sprintf("schedule %q: persisted value %q of key %q is invalid (%v); ignored", schedule, clip(v), k, err))
 				continue
 			}
 			persist[k] = v
@@ -334,7 +373,8 @@ func (c *Config) ApplyContext(ctx context.Context, changes map[string]string) er
 		case !d.editable:
 			problems = append(problems, Problem{Key: k, Value: v, Reason: "is not editable at runtime"})
 		default:
-			if err := d.parse(v); err != nil {
+			v, err := d.check(v)
+			if err != nil {
 				problems = append(problems, Problem{Key: k, Value: v, Reason: err.Error()})
 				continue
 			}

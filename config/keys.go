@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/robfig/cron/v3"
 )
 
 // Names of the built-in keys. They follow spring-fom so that operators
@@ -32,6 +30,26 @@ const (
 	KeyRemark                       = "remark"
 )
 
+// Bounds on values, chosen so that a typo cannot turn a schedule into a
+// busy loop or a pool into millions of goroutines. The README's key table
+// documents them.
+const (
+	// MinInterval is the shortest fixedRate or fixedDelay: 100 rounds a
+	// second. A shorter period is a busy loop, not a schedule.
+	MinInterval = 10 * time.Millisecond
+	// MinTaskOverTime is the shortest task timeout other than 0 (none).
+	MinTaskOverTime = time.Millisecond
+	// MaxThreads bounds threadMax (and so threadCore).
+	MaxThreads = 10_000
+	// MaxQueueSize bounds queueSize.
+	MaxQueueSize = 1_000_000
+	// MaxValueLen bounds a built-in key's value in bytes, remark included:
+	// the admin page shows values on every refresh.
+	MaxValueLen = 1024
+	// MaxCustomValueLen bounds a custom key's value in bytes.
+	MaxCustomValueLen = 64 << 10
+)
+
 // builtin describes one built-in key.
 type builtin struct {
 	name     string
@@ -48,28 +66,22 @@ func builtins() []builtin {
 	return []builtin{
 		{KeyName, "", false, "unique schedule name", parseName},
 		{KeyCron, "", true, "cron spec (seconds optional, descriptors, CRON_TZ=)", parseCronValue},
-		{KeyFixedRate, "", true, "next round = last round start + rate", parseOptionalPositiveDuration},
-		{KeyFixedDelay, "", true, "next round = last round end + delay", parseOptionalPositiveDuration},
+		{KeyFixedRate, "", true, "next round = last round's planned fire + rate (at least 10ms)", parseOptionalInterval},
+		{KeyFixedDelay, "", true, "next round = last round's end + delay (at least 10ms)", parseOptionalInterval},
 		{KeyInitialDelay, "0s", false, "wait before the first round after each start", parseNonNegativeDuration},
 		{KeyDeadTime, "", false, "RFC 3339 time after which the schedule shuts itself down", parseOptionalTime},
 		{KeyExecOnLoad, "false", true, "run the first round at once on each start", parseBoolValue},
 		{KeyEnable, "true", true, "start with the app (takes effect at the next app start)", parseBoolValue},
-		{KeyThreadCore, "1", true, "workers kept alive when idle", intAtLeast(0)},
-		{KeyThreadMax, "1", true, "tasks running at once", intAtLeast(1)},
+		{KeyThreadCore, "1", true, "workers kept alive when idle", intBetween(0, MaxThreads)},
+		{KeyThreadMax, "1", true, "tasks running at once", intBetween(1, MaxThreads)},
 		{KeyThreadAliveTime, "10s", true, "idle time before a worker above threadCore exits", parsePositiveDuration},
-		{KeyQueueSize, "256", true, "tasks that may wait for a worker; more are rejected", intAtLeast(0)},
-		{KeyTaskOverTime, "0s", true, "task timeout (0 = none)", parseNonNegativeDuration},
+		{KeyQueueSize, "256", true, "tasks that may wait for a worker; more are rejected", intBetween(0, MaxQueueSize)},
+		{KeyTaskOverTime, "0s", true, "task timeout (0 = none, else at least 1ms)", parseTaskOverTime},
 		{KeyDetectTimeoutOnEachTask, "true", true, "time each task from its own start; false: one deadline per round from submission", parseBoolValue},
 		{KeyEnableTaskConflict, "false", true, "skip a task whose id is still running in any schedule of the app", parseBoolValue},
 		{KeyIgnoreExecRequestWhenRunning, "true", true, "exec-now while running: refuse (true) or queue one re-run (false)", parseBoolValue},
-		{KeyRemark, "", true, "description shown in the admin page", func(string) error { return nil }},
+		{KeyRemark, "", true, "description shown in the admin page (at most 1024 bytes)", func(string) error { return nil }},
 	}
-}
-
-// CronParser returns the parser fom uses for cron specs: seconds optional,
-// descriptors such as @hourly and @every allowed, CRON_TZ= / TZ= prefixes.
-func CronParser() cron.Parser {
-	return cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 }
 
 // ParseDuration parses a Go duration. A bare number is refused rather than
@@ -115,17 +127,38 @@ func parseCronValue(s string) error {
 	if s == "" {
 		return nil
 	}
-	if _, err := CronParser().Parse(s); err != nil {
+	if _, err := ParseCron(s); err != nil {
 		return fmt.Errorf("bad cron spec: %v", err)
 	}
 	return nil
 }
 
-func parseOptionalPositiveDuration(s string) error {
+func parseOptionalInterval(s string) error {
 	if s == "" {
 		return nil
 	}
-	return parsePositiveDuration(s)
+	d, err := ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	if d < MinInterval {
+		return fmt.Errorf("must be at least %s, got %s", MinInterval, s)
+	}
+	return nil
+}
+
+func parseTaskOverTime(s string) error {
+	d, err := ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	if d < 0 {
+		return fmt.Errorf("must not be negative, got %s", s)
+	}
+	if d != 0 && d < MinTaskOverTime {
+		return fmt.Errorf("must be 0 (no timeout) or at least %s, got %s", MinTaskOverTime, s)
+	}
+	return nil
 }
 
 func parsePositiveDuration(s string) error {
@@ -165,14 +198,14 @@ func parseBoolValue(s string) error {
 	return err
 }
 
-func intAtLeast(min int) func(string) error {
+func intBetween(lo, hi int) func(string) error {
 	return func(s string) error {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
+		n, err := strconv.Atoi(s)
 		if err != nil {
 			return fmt.Errorf("not an integer: %s", s)
 		}
-		if n < min {
-			return fmt.Errorf("must be at least %d, got %d", min, n)
+		if n < lo || n > hi {
+			return fmt.Errorf("must be between %d and %d, got %d", lo, hi, n)
 		}
 		return nil
 	}

@@ -70,7 +70,7 @@ func TestConfigEditsPersistAcrossRestart(t *testing.T) {
 	if !errors.As(err, &ve) || len(ve.Problems) != 2 {
 		t.Fatalf("got %v", err)
 	}
-	if want := `fom: config of schedule "knob": key "name" value "other": is not editable at runtime; key "threadMax" value "0": must be at least 1, got 0`; err.Error() != want {
+	if want := `fom: config of schedule "knob": key "name" value "other": is not editable at runtime; key "threadMax" value "0": must be between 1 and 10000, got 0`; err.Error() != want {
 		t.Fatalf("message\n got %s\nwant %s", err, want)
 	}
 	if job1.BatchSize.Get() != 42 || sc.Config().Get("threadMax") != "6" {

@@ -273,7 +273,8 @@ func (jt *jobType) declare(job any) (*declaration, []string) {
 			problems = append(problems, fmt.Sprintf("field %s key %q default %q: %v", vf.field, vf.key, def, err))
 			continue
 		}
-		d.custom = append(d.custom, config.CustomKey{Name: vf.key, Default: def, Parse: parse, Doc: kind + " (field " + vf.field + ")"})
+		d.custom = append(d.custom, config.CustomKey{Name: vf.key, Default: def, Parse: parse, Doc: kind + " (field " + vf.field + ")",
+			Field: jt.typeName + "." + vf.field, Verbatim: kind == "string"})
 		d.setter[vf.key] = set
 	}
 	d.job = jt.work(d.name, job)

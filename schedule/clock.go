@@ -9,9 +9,11 @@ import (
 )
 
 // maxWait bounds every wait, so that a wall-clock jump (a suspended laptop,
-// an NTP step) delays a fire by at most this much.
+// an NTP step) delays a calendar fire (cron, deadTime) by at most this
+// much. Relative waits (task deadlines, fixedRate and fixedDelay fires)
+// carry a monotonic reading and are not moved by a wall-clock step at all.
 const maxWait = time.Minute
 
 func timerAt(clk clockwork.Clock, t time.Time) clockwork.Timer { return clockx.TimerAt(clk, t) }
-func wallUntil(clk clockwork.Clock, t time.Time) time.Duration { return clockx.WallUntil(clk, t) }
+func until(clk clockwork.Clock, t time.Time) time.Duration     { return clockx.Until(clk, t) }
 func reached(clk clockwork.Clock, t time.Time) bool            { return clockx.Reached(clk, t) }

@@ -93,7 +93,9 @@ type loop struct {
 type stopper interface{ Stop() bool }
 
 func newLoop(gen *generation) *loop {
-	ctx, cancel := context.WithCancel(context.Background())
+	// From the generation's context, so Tasks and OnComplete reach the
+	// schedule and its logger through fom.FromContext and fom.Logger.
+	ctx, cancel := context.WithCancel(gen.ctx)
 	return &loop{ctx: ctx, cancel: cancel, gen: gen, stop: make(chan struct{}), done: make(chan struct{})}
 }
 
@@ -241,7 +243,7 @@ func (c *Context) Startup() error {
 	case s.ExecOnLoad || s.InitialDelay > 0:
 		first, ok = now.Add(s.InitialDelay), true
 	case c.plan != nil:
-		first, ok = c.plan.Next(Round{Start: now, End: now})
+		first, ok = c.plan.Next(Round{Planned: now, Start: now, End: now})
 	default:
 		c.ensureGeneration()
 		c.loaded = now
@@ -255,7 +257,7 @@ func (c *Context) Startup() error {
 	c.loaded = now
 	c.execRequested = false
 	l := newLoop(gen)
-	l.prev = Round{Start: now, End: now}
+	l.prev = Round{Planned: now, Start: now, End: now}
 	l.pinned = ok && (s.ExecOnLoad || s.InitialDelay > 0)
 	c.loop = l
 	c.log.Info("started", zap.String("plan", c.planString()), zap.Time("first", first))
@@ -411,9 +413,15 @@ func (c *Context) onConfig(ch config.Change) {
 	c.log.Info("plan changed", zap.String("plan", c.planString()))
 	if c.state == Sleeping && !c.loop.pinned {
 		// A config plan is fom's own code, safe to call under the lock.
+		// Without a plan the schedule is a managed pool from now on: its
+		// activation ends and it is INITED, ready for Submit.
 		l := c.loop
 		c.disarmLocked(l)
-		next, ok := p.Next(l.prev)
+		var next time.Time
+		ok := false
+		if p != nil {
+			next, ok = p.Next(l.prev)
+		}
 		c.goLocked(l, c.decideLocked(l, next, ok), next)
 	}
 }

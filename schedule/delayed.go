@@ -114,7 +114,7 @@ func (c *Context) SubmitAt(t time.Time, tasks ...Task) (*Delayed, error) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	tm, err := w.TryAfterFunc(wallUntil(c.clk, t), d.fire)
+	tm, err := w.TryAfterFunc(until(c.clk, t), d.fire)
 	if err != nil {
 		delete(gen.delayed, d)
 		return nil, fmt.Errorf("schedule %s: submit at %s: %w", c.name, t.Format(time.RFC3339Nano), err)

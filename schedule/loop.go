@@ -49,20 +49,23 @@ func (c *Context) decideLocked(l *loop, next time.Time, ok bool) step {
 			c.loop = nil
 			c.next = time.Time{}
 			c.setState(Inited)
+			l.cancel() // its Tasks and OnComplete are over
 			return stepInited
 		}
 		c.log.Info("plan has no further fire; stopping")
 		c.selfStopLocked(l)
 		return stepStop
 	}
-	now := c.clk.Now().Round(0) // wall time: a clock step must not delay a fire
+	// Comparisons follow clockx.Until: monotonic for a fire derived from a
+	// clock reading (fixedRate, fixedDelay), wall time for a calendar one.
+	now := c.clk.Now()
 	dead := c.cfg.Settings().DeadTime
-	if !dead.IsZero() && !now.Before(dead.Round(0)) {
+	if !dead.IsZero() && !now.Before(dead) {
 		c.selfStopLocked(l)
 		return stepStop
 	}
 	c.next = next
-	if !now.Before(next.Round(0)) {
+	if !now.Before(next) {
 		return stepRound
 	}
 	if c.state != Sleeping {
@@ -96,11 +99,11 @@ func (c *Context) goLocked(l *loop, st step, planned time.Time) {
 }
 
 // armLocked arms the wait for c.next, bounded by the dead time and maxWait;
-// now is a wall-clock reading.
+// now is a clock reading.
 func (c *Context) armLocked(l *loop, now, dead time.Time) {
-	at := c.next.Round(0)
+	at := c.next
 	if !dead.IsZero() && dead.Before(at) {
-		at = dead.Round(0)
+		at = dead
 	}
 	if limit := now.Add(maxWait); limit.Before(at) {
 		at = limit
@@ -176,8 +179,11 @@ func (c *Context) runRounds(l *loop, planned time.Time) {
 		case c.execRequested: // asked for while the next fire was computed
 			c.execRequested = false
 			next, ok = c.clk.Now(), true
-		case !again && ver != c.planVer && c.plan != nil:
-			next, ok = c.plan.Next(r) // edited while the round ran; config plans only
+		case !again && ver != c.planVer: // edited while the round ran; config plans only
+			next, ok = time.Time{}, false
+			if c.plan != nil {
+				next, ok = c.plan.Next(r)
+			}
 		}
 		st := c.decideLocked(l, next, ok)
 		c.mu.Unlock()

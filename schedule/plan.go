@@ -11,9 +11,10 @@ import (
 )
 
 // Plan computes when the next round fires. It is a pure function of the
-// previous round: cron uses its start, fixedRate its start plus the rate,
-// fixedDelay its end plus the delay. For the first fire, prev is a Round
-// with Number 0 whose Start and End are the time the schedule started.
+// previous round: cron uses its start, fixedRate its planned fire plus the
+// rate, fixedDelay its end plus the delay. For the first fire, prev is a
+// Round with Number 0 whose Planned, Start and End are the time the
+// schedule started.
 type Plan interface {
 	Next(prev Round) (next time.Time, ok bool)
 	String() string
@@ -21,7 +22,7 @@ type Plan interface {
 
 // CronPlan parses a cron spec (seconds optional, descriptors, CRON_TZ=).
 func CronPlan(spec string) (Plan, error) {
-	s, err := config.CronParser().Parse(spec)
+	s, err := config.ParseCron(spec)
 	if err != nil {
 		return nil, fmt.Errorf("parse cron %q: %w", spec, err)
 	}
@@ -59,7 +60,7 @@ func (p cronPlan) next(from time.Time) time.Time {
 		if g, ok := gapFire(spec, from, t); ok {
 			return g
 		}
-		if !repeatedWallTime(t) {
+		if !repeatedWallTime(t, zoneOf(spec, from)) {
 			return t
 		}
 		from = t
@@ -67,13 +68,19 @@ func (p cronPlan) next(from time.Time) time.Time {
 	return p.s.Next(from)
 }
 
+// zoneOf is the zone spec's wall times are read in: its CRON_TZ, else the
+// zone of the time it is asked about (robfig's rule).
+func zoneOf(spec *cron.SpecSchedule, from time.Time) *time.Location {
+	if spec.Location == time.Local {
+		return from.Location()
+	}
+	return spec.Location
+}
+
 // gapFire finds a spring-forward gap between from and t in which spec
 // would have fired, and returns the end of that gap.
 func gapFire(spec *cron.SpecSchedule, from, t time.Time) (time.Time, bool) {
-	loc := spec.Location
-	if loc == time.Local {
-		loc = from.Location()
-	}
+	loc := zoneOf(spec, from)
 	from, t = from.In(loc), t.In(loc)
 	_, off0 := from.Zone()
 	_, off1 := t.Zone()
@@ -114,8 +121,11 @@ func gapFire(spec *cron.SpecSchedule, from, t time.Time) (time.Time, bool) {
 }
 
 // repeatedWallTime reports whether t is the second occurrence of its wall
-// time, in the hour a fall-back repeats.
-func repeatedWallTime(t time.Time) bool {
+// time in loc, in the hour a fall-back repeats. robfig returns times in the
+// caller's zone (UTC on most servers), so t is read in the spec's zone
+// first.
+func repeatedWallTime(t time.Time, loc *time.Location) bool {
+	t = t.In(loc)
 	_, off := t.Zone()
 	_, before := t.Add(-3 * time.Hour).Zone()
 	if before <= off {
@@ -128,12 +138,31 @@ func repeatedWallTime(t time.Time) bool {
 }
 func (p cronPlan) String() string { return "cron " + p.spec }
 
-// FixedRatePlan fires every d, measured from the start of the previous round.
+// FixedRatePlan fires every d, measured from the previous round's planned
+// fire, so that the lateness of one round is not added to the next (as
+// Java's scheduleAtFixedRate). When that fire has already passed by the
+// end of the previous round (it overran, or the process was suspended),
+// the next round runs once at once and the rate counts from the previous
+// round's start: never a burst of catch-up rounds.
 func FixedRatePlan(d time.Duration) Plan { return ratePlan(d) }
 
 type ratePlan time.Duration
 
-func (p ratePlan) Next(prev Round) (time.Time, bool) { return prev.Start.Add(time.Duration(p)), true }
+func (p ratePlan) Next(prev Round) (time.Time, bool) {
+	d := time.Duration(p)
+	base := prev.Planned
+	if base.IsZero() {
+		base = prev.Start
+	}
+	next := base.Add(d)
+	if next.Before(prev.End) {
+		next = prev.Start.Add(d)
+		if next.Before(prev.End) {
+			next = prev.End
+		}
+	}
+	return next, true
+}
 func (p ratePlan) String() string {
 	return "fixedRate " + statistics.ShortDuration(time.Duration(p))
 }

@@ -52,8 +52,24 @@ func TestPlanNext(t *testing.T) {
 		{"hour wildcard across spring forward", mustCron("CRON_TZ=America/New_York 0 30 * * * *"), Round{Start: time.Date(2026, 3, 8, 1, 30, 0, 0, ny)}, "2026-03-08T03:30:00-04:00"},
 		{"no gap fire when the spec misses the gap", mustCron("CRON_TZ=America/New_York 0 4 * * *"), Round{Start: time.Date(2026, 3, 7, 12, 0, 0, 0, ny)}, "2026-03-08T04:00:00-04:00"},
 		{"fixedRate from start", FixedRatePlan(10 * time.Second), round("2026-01-05T00:00:00Z", "2026-01-05T00:00:04Z"), "2026-01-05T00:00:10Z"},
+		// Lateness of a start is not carried into the next fire.
+		{"fixedRate from the planned fire", FixedRatePlan(10 * time.Second), Round{Planned: at("2026-01-05T00:00:00Z"), Start: at("2026-01-05T00:00:02Z"), End: at("2026-01-05T00:00:04Z")}, "2026-01-05T00:00:10Z"},
+		// An overrun: once at once, then the rate from that round's start.
+		{"fixedRate overrun runs at the end", FixedRatePlan(10 * time.Second), Round{Planned: at("2026-01-05T00:00:00Z"), Start: at("2026-01-05T00:00:00Z"), End: at("2026-01-05T00:00:25Z")}, "2026-01-05T00:00:25Z"},
+		// A round started an hour late (a suspended process) and quick:
+		// the next fire counts from its start, no second catch-up round.
+		{"fixedRate after a long suspension", FixedRatePlan(10 * time.Second), Round{Planned: at("2026-01-05T00:00:10Z"), Start: at("2026-01-05T01:00:00Z"), End: at("2026-01-05T01:00:01Z")}, "2026-01-05T01:00:10Z"},
 		{"fixedDelay from end", FixedDelayPlan(10 * time.Second), round("2026-01-05T00:00:00Z", "2026-01-05T00:00:04Z"), "2026-01-05T00:00:14Z"},
-		{"impossible date", mustCron("0 0 0 30 2 *"), round("2026-01-05T00:00:00Z", "2026-01-05T00:00:00Z"), ""},
+		// The process runs in UTC (or any zone) while the spec names its
+		// own: a fixed-hour job still runs once at a fall-back and once
+		// in a spring-forward gap, in either hemisphere.
+		{"UTC caller, New York fall back", mustCron("CRON_TZ=America/New_York 30 1 * * *"), round("2026-11-01T05:30:00Z", "2026-11-01T05:30:00Z"), "2026-11-02T06:30:00Z"},
+		{"UTC caller, New York before fall back", mustCron("CRON_TZ=America/New_York 30 1 * * *"), round("2026-10-31T12:00:00Z", "2026-10-31T12:00:00Z"), "2026-11-01T05:30:00Z"},
+		{"UTC caller, Berlin fall back", mustCron("CRON_TZ=Europe/Berlin 30 2 * * *"), round("2026-10-25T00:30:00Z", "2026-10-25T00:30:00Z"), "2026-10-26T01:30:00Z"},
+		{"UTC caller, Berlin spring forward", mustCron("CRON_TZ=Europe/Berlin 30 2 * * *"), round("2026-03-28T12:00:00Z", "2026-03-28T12:00:00Z"), "2026-03-29T01:00:00Z"},
+		{"UTC caller, Sydney fall back", mustCron("CRON_TZ=Australia/Sydney 30 2 * * *"), round("2026-04-04T15:30:00Z", "2026-04-04T15:30:00Z"), "2026-04-05T16:30:00Z"},
+		{"UTC caller, Sydney spring forward", mustCron("CRON_TZ=Australia/Sydney 30 2 * * *"), round("2026-10-03T12:00:00Z", "2026-10-03T12:00:00Z"), "2026-10-03T16:00:00Z"},
+		{"Tokyo caller, Berlin fall back", mustCron("CRON_TZ=Europe/Berlin 30 2 * * *"), Round{Start: at("2026-10-25T00:30:00Z").In(time.FixedZone("JST", 9*3600))}, "2026-10-26T01:30:00Z"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -69,8 +85,10 @@ func TestPlanNext(t *testing.T) {
 			}
 		})
 	}
-	if _, err := CronPlan("61 * * * *"); err == nil {
-		t.Fatal("bad cron accepted")
+	for _, bad := range []string{"61 * * * *", "0 0 0 30 2 *", "CRON_TZ=Europe/Berlin", "TZ=", "CRON_TZ= 0 * * * *"} {
+		if _, err := CronPlan(bad); err == nil {
+			t.Fatalf("bad cron %q accepted", bad)
+		}
 	}
 }
 
@@ -233,5 +251,78 @@ func TestRuntimeTimerPath(t *testing.T) {
 	h.clk.Advance(time.Second)
 	if r, err := d.Wait(context.Background()); err != nil || len(r.Results) != 1 {
 		t.Fatalf("%+v %v", r, err)
+	}
+}
+
+// TestFixedRateDoesNotDrift starts every round late on the fake clock: the
+// next fire still counts from the planned one, so lateness never adds up.
+func TestFixedRateDoesNotDrift(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, map[string]string{"fixedRate": "10s"}, Job{})
+	if err := h.c.Startup(); err != nil {
+		t.Fatal(err)
+	}
+	h.waitSleeping(0)
+	for i := int64(1); i <= 5; i++ {
+		late := t0.Add(time.Duration(i)*10*time.Second + 300*time.Millisecond)
+		h.clk.Advance(late.Sub(h.clk.Now()))
+		h.waitSleeping(i)
+		if want := t0.Add(time.Duration(i+1) * 10 * time.Second); !h.c.Info().Next.Equal(want) {
+			t.Fatalf("round %d started 300ms late: next %v, want %v", i, h.c.Info().Next, want)
+		}
+	}
+}
+
+// TestClearingThePlanOfASleepingSchedule leaves a managed pool at once:
+// no panic, no lost schedule, Submit still works, a restart is a pool.
+func TestClearingThePlanOfASleepingSchedule(t *testing.T) {
+	t.Parallel()
+	for _, key := range []string{"cron", "fixedRate", "fixedDelay"} {
+		t.Run(key, func(t *testing.T) {
+			t.Parallel()
+			v := map[string]string{"cron": "0 * * * * *", "fixedRate": "10s", "fixedDelay": "10s"}[key]
+			h := newHarness(t, map[string]string{key: v}, Job{})
+			if err := h.c.Startup(); err != nil {
+				t.Fatal(err)
+			}
+			h.waitSleeping(0)
+			h.apply(key, "")
+			h.waitState(Inited)
+			if i := h.c.Info(); i.Plan != "none" || !i.Next.IsZero() {
+				t.Fatalf("info after clearing %s: %+v", key, i)
+			}
+			b, err := h.c.Submit(context.Background(), ok("adhoc"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r, err := b.Wait(context.Background()); err != nil || r.Results[0].Status != StatusSuccess {
+				t.Fatalf("batch %+v %v", r, err)
+			}
+			h.clk.Advance(time.Hour) // nothing fires
+			if err := h.c.Startup(); err != nil {
+				t.Fatal(err)
+			}
+			if s := h.c.State(); s != Inited {
+				t.Fatalf("restarted without a plan: %s, want INITED", s)
+			}
+		})
+	}
+}
+
+// TestClearingThePlanDuringARound ends the activation after that round.
+func TestClearingThePlanDuringARound(t *testing.T) {
+	t.Parallel()
+	tasks, gates := gatedRounds()
+	h := newHarness(t, map[string]string{"fixedRate": "10s", "execOnLoad": "true"}, Job{Tasks: tasks})
+	if err := h.c.Startup(); err != nil {
+		t.Fatal(err)
+	}
+	g := <-gates
+	waitChan(t, g.started, "round 1")
+	h.apply("fixedRate", "")
+	g.open()
+	h.waitState(Inited)
+	if i := h.c.Info(); i.Rounds != 1 || !i.Next.IsZero() {
+		t.Fatalf("info %+v", i)
 	}
 }

@@ -37,7 +37,7 @@ func TestManySchedulesUnderOperatorStorm(t *testing.T) {
 	scheds := make([]*sched, n)
 	for i := range n {
 		s := &sched{}
-		cfg, err := config.New(fmt.Sprintf("s%d", i), config.Spec{Tags: map[string]string{"fixedRate": "3ms", "threadMax": "2"}})
+		cfg, err := config.New(fmt.Sprintf("s%d", i), config.Spec{Tags: map[string]string{"fixedRate": "10ms", "threadMax": "2"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,7 +91,7 @@ func TestManySchedulesUnderOperatorStorm(t *testing.T) {
 				case 2:
 					s.c.Startup()
 				case 3:
-					s.cfg.Apply(map[string]string{"fixedRate": fmt.Sprintf("%dms", 1+r.IntN(5))})
+					s.cfg.Apply(map[string]string{"fixedRate": fmt.Sprintf("%dms", 10+r.IntN(5))})
 				case 4:
 					if b, err := s.c.Submit(context.Background(), ok("adhoc")); err == nil {
 						bmu.Lock()

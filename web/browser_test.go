@@ -218,7 +218,7 @@ func TestAdminPageInChromium(t *testing.T) {
 		chromedp.Click(`[data-testid="save-config"]`, chromedp.ByQuery),
 		chromedp.WaitVisible(`[data-testid="error-threadMax"]`, chromedp.ByQuery),
 	))
-	if got := textOf(`[data-testid="error-threadMax"]`); got != "must be at least 1, got 0" && got != "not an integer: zero" {
+	if got := textOf(`[data-testid="error-threadMax"]`); got != "must be between 1 and 10000, got 0" && got != "not an integer: zero" {
 		t.Fatalf("inline error %q", got)
 	}
 	if v := run1.app.Schedule("alpha").Config().Get("size"); v != "10" {

@@ -103,7 +103,7 @@ func TestSchedulePageAndInlineErrors(t *testing.T) {
 	if r.status != http.StatusBadRequest {
 		t.Fatalf("status %d", r.status)
 	}
-	if got := byTestID(t, r.body, "error-threadMax"); len(got) != 1 || got[0] != "must be at least 1, got 0" {
+	if got := byTestID(t, r.body, "error-threadMax"); len(got) != 1 || got[0] != "must be between 1 and 10000, got 0" {
 		t.Fatalf("inline error %v", got)
 	}
 	sc := f.app.Schedule("alpha")

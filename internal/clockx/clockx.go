@@ -7,14 +7,14 @@ import (
 	"github.com/jonboulle/clockwork"
 )
 
-// TimerAt returns a timer that fires at t (wall time), or at once if t is past.
+// TimerAt returns a timer that fires at t (see Until), or at once if t is past.
 //
 // With a fake clock, the timer is armed at exactly t even if another
 // goroutine advances the clock while it is being armed: the deadline is
 // absolute, and a timer armed across an Advance is armed again.
 func TimerAt(clk clockwork.Clock, t time.Time) clockwork.Timer {
 	if _, fake := clk.(*clockwork.FakeClock); !fake {
-		return clk.NewTimer(WallUntil(clk, t))
+		return clk.NewTimer(Until(clk, t))
 	}
 	for {
 		now := clk.Now()
@@ -26,11 +26,11 @@ func TimerAt(clk clockwork.Clock, t time.Time) clockwork.Timer {
 	}
 }
 
-// AfterFuncAt calls f in its own goroutine at t (wall time), or at once if
+// AfterFuncAt calls f in its own goroutine at t (see Until), or at once if
 // t is past. Like TimerAt it is exact on a fake clock advanced concurrently.
 func AfterFuncAt(clk clockwork.Clock, t time.Time, f func()) clockwork.Timer {
 	if _, fake := clk.(*clockwork.FakeClock); !fake {
-		return clk.AfterFunc(WallUntil(clk, t), f)
+		return clk.AfterFunc(Until(clk, t), f)
 	}
 	for {
 		now := clk.Now()
@@ -41,12 +41,15 @@ func AfterFuncAt(clk clockwork.Clock, t time.Time, f func()) clockwork.Timer {
 	}
 }
 
-// WallUntil is the wall-clock time until t, ignoring monotonic readings.
-func WallUntil(clk clockwork.Clock, t time.Time) time.Duration {
-	return t.Round(0).Sub(clk.Now().Round(0))
+// Until is the time until t. Like time.Until it uses the monotonic clock
+// when t carries a monotonic reading (a deadline or a fixedRate fire
+// derived from a clock reading), so a wall-clock step does not stretch or
+// shorten it, and the wall clock otherwise (a cron fire or a deadTime).
+func Until(clk clockwork.Clock, t time.Time) time.Duration {
+	return t.Sub(clk.Now())
 }
 
-// Reached reports whether wall time has reached t.
+// Reached reports whether t has come, by the same rule as Until.
 func Reached(clk clockwork.Clock, t time.Time) bool {
-	return !clk.Now().Round(0).Before(t.Round(0))
+	return !clk.Now().Before(t)
 }

@@ -603,7 +603,7 @@ func (w *Wheel) sleep(sleeper **time.Timer, dueAt time.Time) bool {
 		defer tm.Stop()
 		return w.wait(tm.Chan()) != closed
 	}
-	return w.sleepReal(sleeper, clockx.WallUntil(w.clk, dueAt)) != closed
+	return w.sleepReal(sleeper, clockx.Until(w.clk, dueAt)) != closed
 }
 
 // sleepReal waits d of real time. One timer serves every wait of an

@@ -42,11 +42,22 @@ type App struct {
 	running   bool
 	flushStop chan struct{} // closes the statistics flush loop
 	flushDone chan struct{}
+
+	flushMu   sync.Mutex // one flush at a time
+	lastPrune time.Time  // guarded by flushMu
 }
 
-// flushInterval is how often statistics are written to the store. Writes
-// are batched off the task path; Stop writes what is left.
-const flushInterval = 5 * time.Second
+// Statistics persistence. A flush takes every schedule's changes (bounded:
+// changed days plus at most the last `failures` failures of each) and
+// writes them in transactions of at most flushChunk rows, each with its
+// own deadline, so a backlog is written in pieces and one slow piece does
+// not starve the rest. Retention is applied for every schedule in one
+// transaction, at most once per pruneInterval.
+const (
+	flushInterval = 5 * time.Second // how often statistics are written
+	flushChunk    = 5000            // rows per transaction
+	pruneInterval = time.Hour
+)
 
 // New builds an app. It allocates only: no goroutine runs and no file is
 // opened until the first Register.
@@ -282,11 +293,9 @@ func (a *App) Stop(ctx context.Context) error {
 		close(stop)
 		<-done
 	}
-	// The last flush gets its own deadline: statistics are worth saving
+	// The last flush gets deadlines of its own: statistics are worth saving
 	// even when the caller's context ran out waiting for a stuck task.
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if ferr := a.flush(fctx); ferr != nil {
+	if ferr := a.flush(context.WithoutCancel(ctx), 10*time.Second); ferr != nil {
 		errs = append(errs, ferr)
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -314,17 +323,18 @@ func (a *App) flushLoop(stop, done chan struct{}) {
 		case <-stop:
 			return
 		case <-t.Chan():
-			ctx, cancel := context.WithTimeout(context.Background(), flushInterval)
-			if err := a.flush(ctx); err != nil {
+			if err := a.flush(context.Background(), flushInterval); err != nil {
 				a.log.Warn("statistics flush failed; will retry", zap.Error(err))
 			}
-			cancel()
 		}
 	}
 }
 
-// flush writes every schedule's pending statistics.
-func (a *App) flush(ctx context.Context) error {
+// flush writes every schedule's pending statistics, each transaction
+// within per; what fails to be written is kept for the next flush.
+func (a *App) flush(ctx context.Context, per time.Duration) error {
+	a.flushMu.Lock()
+	defer a.flushMu.Unlock()
 	a.mu.Lock()
 	st := a.st
 	scs := append([]*ScheduleContext(nil), a.schedules...)
@@ -333,9 +343,52 @@ func (a *App) flush(ctx context.Context) error {
 		return nil
 	}
 	var errs []error
+	var chunk []*statistics.Changes
+	var batch store.StatsBatch
+	write := func() {
+		if len(chunk) == 0 {
+			return
+		}
+		wctx, cancel := context.WithTimeout(ctx, per)
+		err := st.SaveStats(wctx, batch)
+		cancel()
+		if err != nil {
+			for _, ch := range chunk {
+				ch.Failed()
+			}
+			errs = append(errs, fmt.Errorf("save statistics of %d schedules: %w", len(chunk), err))
+		}
+		chunk, batch = chunk[:0], store.StatsBatch{}
+	}
 	for _, sc := range scs {
-		if err := sc.Stats().Flush(ctx, st); err != nil {
+		ch, err := sc.Stats().Take()
+		if err != nil {
 			errs = append(errs, err)
+			continue
+		}
+		if ch.Empty() {
+			continue
+		}
+		chunk = append(chunk, ch)
+		batch.Days = append(batch.Days, ch.Days...)
+		batch.Failures = append(batch.Failures, ch.Failures...)
+		if len(batch.Days)+len(batch.Failures) >= flushChunk {
+			write()
+		}
+	}
+	write()
+	if now := a.o.clock.Now(); a.lastPrune.IsZero() || now.Sub(a.lastPrune) >= pruneInterval {
+		rules := make([]store.Retention, len(scs))
+		for i, sc := range scs {
+			rules[i] = sc.Stats().Retention()
+		}
+		pctx, cancel := context.WithTimeout(ctx, per)
+		err := st.Prune(pctx, rules)
+		cancel()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("apply statistics retention: %w", err))
+		} else {
+			a.lastPrune = now
 		}
 	}
 	return errors.Join(errs...)

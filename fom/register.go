@@ -162,6 +162,7 @@ func analyze(t reflect.Type) *jobType {
 			jt.next = true
 		}
 	}
+	named := false // the methods tag names at least one method
 	for _, kv := range jt.tags {
 		if kv[0] != "methods" {
 			continue
@@ -171,6 +172,7 @@ func analyze(t reflect.Type) *jobType {
 			if name == "" {
 				continue
 			}
+			named = true
 			m, ok := t.MethodByName(name)
 			if !ok {
 				jt.problems = append(jt.problems, fmt.Sprintf("key \"methods\" value %q: method %s not found on %s (it must be exported and have a pointer or value receiver)", kv[1], name, t))
@@ -188,15 +190,14 @@ func analyze(t reflect.Type) *jobType {
 			}
 		}
 	}
-	if !jt.run && !jt.tasks && len(jt.methods) == 0 && marker && !hasTag(jt.tags, "methods") {
+	// A methods tag whose every name was bad has its own problems above;
+	// one that names nothing at all is "no work" like a missing one.
+	if !jt.run && !jt.tasks && len(jt.methods) == 0 && marker && !named {
 		jt.problems = append(jt.problems, "no work: define Run(ctx context.Context) (any, error), Tasks(ctx context.Context) ([]fom.Task, error), or a methods tag")
 	}
 	return jt
 }
 
-func hasTag(tags [][2]string, key string) bool {
-	return slices.ContainsFunc(tags, func(kv [2]string) bool { return kv[0] == key })
-}
 
 // lowerCamel turns "SyncUsers" into "syncUsers" and "HTTPPoller" into "httpPoller".
 func lowerCamel(s string) string {

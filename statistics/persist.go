@@ -116,6 +116,7 @@ func (s *Stats) Load(ctx context.Context, st store.Store) (warnings []string, er
 		k := dayOf(d.Day)
 		if cur := s.days[k]; cur != nil { // recorded before Load: merge
 			mergeDay(dd, cur)
+			dd.changed = cur.changed
 		}
 		s.days[k] = dd
 		if k.Equal(s.today) {
@@ -171,48 +172,98 @@ func (s *Stats) SaveSettings(ctx context.Context, st store.Store, n Settings) er
 	return s.SetSettings(n)
 }
 
-// Flush writes changed days and new failures in one store write, and prunes
-// what fell out of the retention window. On error nothing is lost: the
-// same data is written by the next Flush.
-func (s *Stats) Flush(ctx context.Context, st store.Store) error {
+// Changes is what one schedule's statistics changed since the last flush,
+// taken for writing. If writing them fails, Failed puts them back.
+type Changes struct {
+	s        *Stats
+	Days     []store.Day
+	Failures []store.Failure
+	taken    []Failure
+	days     []*day
+}
+
+// Take returns what changed since the last Take, encoded for the store,
+// and drops days that fell out of the retention window from memory. It
+// holds the lock only to copy; nothing here touches the store.
+func (s *Stats) Take() (*Changes, error) {
 	s.mu.Lock()
-	var batch store.StatsBatch
-	for k := range s.dirty {
-		d := s.days[k]
-		b, err := encodeDay(d)
-		if err != nil {
-			s.mu.Unlock()
-			return err
-		}
-		batch.Days = append(batch.Days, store.Day{Schedule: s.schedule, Day: k, Data: b})
-	}
-	for _, f := range s.pending {
-		batch.Failures = append(batch.Failures, store.Failure{Schedule: s.schedule, At: f.At, TaskID: f.TaskID, Status: f.Status, Error: f.Error, Stack: f.Stack, Cost: f.Cost})
-	}
-	dirty, pending := s.dirty, s.pending
-	s.dirty, s.pending = map[time.Time]bool{}, nil
-	cutoff := dayOf(s.clk.Now()).AddDate(0, 0, -(s.settings.RetentionDays - 1))
-	for k := range s.days {
+	defer s.mu.Unlock()
+	ch := &Changes{s: s}
+	cutoff := s.cutoffLocked()
+	for k, d := range s.days {
 		if k.Before(cutoff) {
 			delete(s.days, k)
 			if k.Equal(s.today) {
 				s.cur = nil
 			}
+			continue
+		}
+		if !d.changed {
+			continue
+		}
+		b, err := encodeDay(d)
+		if err != nil {
+			return nil, fmt.Errorf("statistics of schedule %q: encode %s: %w", s.schedule, k.Format(time.DateOnly), err)
+		}
+		d.changed = false
+		ch.days = append(ch.days, d)
+		ch.Days = append(ch.Days, store.Day{Schedule: s.schedule, Day: k, Data: b})
+	}
+	ch.taken = s.pending.take()
+	ch.Failures = make([]store.Failure, len(ch.taken))
+	for i, f := range ch.taken {
+		ch.Failures[i] = store.Failure{Schedule: s.schedule, At: f.At, TaskID: f.TaskID, Status: f.Status, Error: f.Error, Stack: f.Stack, Cost: f.Cost}
+	}
+	return ch, nil
+}
+
+// Retention is what the store should keep of this schedule.
+func (s *Stats) Retention() store.Retention {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return store.Retention{Schedule: s.schedule, Before: s.cutoffLocked(), KeepFailures: s.settings.Failures}
+}
+
+// cutoffLocked is the first day inside the retention window.
+func (s *Stats) cutoffLocked() time.Time {
+	return dayOf(s.clk.Now()).AddDate(0, 0, -(s.settings.RetentionDays - 1))
+}
+
+// Empty reports whether there is nothing to write.
+func (c *Changes) Empty() bool { return len(c.Days) == 0 && len(c.Failures) == 0 }
+
+// Failed puts the changes back, to be written by the next flush: the days
+// are marked changed again, and the failures go back ahead of newer ones
+// (the pending bound still holds; what it drops is counted as unsaved).
+func (c *Changes) Failed() {
+	s := c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, d := range c.days {
+		d.changed = true
+	}
+	newer := s.pending.take()
+	for _, f := range append(c.taken, newer...) {
+		if s.pending.push(f) {
+			s.unsaved++
 		}
 	}
-	s.mu.Unlock()
+}
 
-	err := st.SaveStats(ctx, batch)
+// Flush writes this schedule's changes and applies its retention, as one
+// App flush does for every schedule. On error nothing is lost: the same
+// data is written by the next Flush.
+func (s *Stats) Flush(ctx context.Context, st store.Store) error {
+	ch, err := s.Take()
+	if err != nil {
+		return err
+	}
+	err = st.SaveStats(ctx, store.StatsBatch{Days: ch.Days, Failures: ch.Failures})
 	if err == nil {
-		err = st.Prune(ctx, s.schedule, cutoff)
+		err = st.Prune(ctx, []store.Retention{s.Retention()})
 	}
 	if err != nil {
-		s.mu.Lock()
-		for k := range dirty {
-			s.dirty[k] = true
-		}
-		s.pending = append(pending, s.pending...)
-		s.mu.Unlock()
+		ch.Failed()
 		return fmt.Errorf("flush statistics of schedule %q: %w", s.schedule, err)
 	}
 	return nil

@@ -111,6 +111,7 @@ type day struct {
 	bucketTh [5]time.Duration
 	lateMax  time.Duration
 	lateSum  time.Duration
+	changed  bool // since the last flush took it
 }
 
 // DaySummary is a day's aggregate as shown and exported.
@@ -142,9 +143,9 @@ type Stats struct {
 	counts   [numStatus]int64 // since the process started
 	total    Histogram        // cost since the process started (Prometheus)
 	days     map[time.Time]*day
-	dirty    map[time.Time]bool
 	failures ring[Failure]
-	pending  []Failure // not yet flushed
+	pending  ring[Failure] // not yet flushed: at most settings.Failures, the newest
+	unsaved  int64         // failures dropped from pending before a flush took them
 	results  ring[ResultRecord]
 	today    time.Time // the day cur belongs to
 	cur      *day
@@ -158,8 +159,8 @@ func New(schedule string, clk clockwork.Clock, s Settings) (*Stats, error) {
 	if clk == nil {
 		clk = clockwork.NewRealClock()
 	}
-	return &Stats{schedule: schedule, clk: clk, settings: s, days: map[time.Time]*day{}, dirty: map[time.Time]bool{},
-		failures: newRing[Failure](s.Failures), results: newRing[ResultRecord](s.Results)}, nil
+	return &Stats{schedule: schedule, clk: clk, settings: s, days: map[time.Time]*day{},
+		failures: newRing[Failure](s.Failures), pending: newRing[Failure](s.Failures), results: newRing[ResultRecord](s.Results)}, nil
 }
 
 // Schedule returns the schedule's name.
@@ -170,9 +171,11 @@ func dayOf(t time.Time) time.Time {
 	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
 }
 
+// dayLocked returns the day of t, marked changed, for recording.
 func (s *Stats) dayLocked(t time.Time) *day {
 	if s.cur != nil && !t.Before(s.today) && t.Before(s.today.Add(24*time.Hour)) {
-		return s.cur // the common case: today, already marked dirty
+		s.cur.changed = true // the common case: today
+		return s.cur
 	}
 	k := dayOf(t)
 	d := s.days[k]
@@ -180,7 +183,7 @@ func (s *Stats) dayLocked(t time.Time) *day {
 		d = &day{}
 		s.days[k] = d
 	}
-	s.dirty[k] = true
+	d.changed = true
 	if k.After(s.today) || s.cur == nil {
 		s.today, s.cur = k, d
 	}
@@ -230,7 +233,9 @@ func (s *Stats) Record(x Sample) {
 			f.Chain, f.Stack = chainOf(x.Err)
 		}
 		s.failures.push(f)
-		s.pending = append(s.pending, f)
+		if s.pending.push(f) {
+			s.unsaved++
+		}
 	}
 }
 
@@ -258,13 +263,22 @@ type ring[T any] struct {
 
 func newRing[T any](n int) ring[T] { return ring[T]{cap: n} }
 
-func (r *ring[T]) push(x T) {
+// push adds x; it reports whether the oldest item was dropped for it.
+func (r *ring[T]) push(x T) (dropped bool) {
 	if len(r.buf) < r.cap {
 		r.buf = append(r.buf, x)
-		return
+		return false
 	}
 	r.buf[r.next] = x
 	r.next = (r.next + 1) % r.cap
+	return true
+}
+
+// take returns the items oldest first and empties the ring.
+func (r *ring[T]) take() []T {
+	out := r.items()
+	*r = ring[T]{cap: r.cap}
+	return out
 }
 
 // items returns the items oldest first.
@@ -280,13 +294,14 @@ func (r *ring[T]) newestFirst() []T {
 	return out
 }
 
-// resize keeps the newest n items.
-func (r *ring[T]) resize(n int) {
+// resize keeps the newest n items and returns how many it dropped.
+func (r *ring[T]) resize(n int) (dropped int) {
 	items := r.items()
 	if over := len(items) - n; over > 0 {
-		items = items[over:]
+		items, dropped = items[over:], over
 	}
 	*r = ring[T]{buf: items, cap: n}
+	return dropped
 }
 
 // stacker is implemented by errors carrying a stack (schedule.PanicError).
@@ -345,6 +360,7 @@ func (s *Stats) SetSettings(n Settings) error {
 	defer s.mu.Unlock()
 	s.settings = n
 	s.failures.resize(n.Failures)
+	s.unsaved += int64(s.pending.resize(n.Failures))
 	s.results.resize(n.Results)
 	return nil
 }
@@ -448,6 +464,16 @@ func ShortDuration(d time.Duration) string {
 		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
+}
+
+// Unsaved returns how many failures, since the process started, were
+// dropped before they could be saved: between two flushes (or while the
+// store failed) only the newest settings.Failures are kept, as the store
+// keeps no more than that anyway. Counts and daily aggregates stay exact.
+func (s *Stats) Unsaved() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.unsaved
 }
 
 // Failures returns the recent failures, newest first.

@@ -18,6 +18,14 @@ var ErrNewerSchema = errors.New("fom: store was written by a newer version of fo
 // ErrCorrupt is returned when a store file cannot be read as a fom store.
 var ErrCorrupt = errors.New("fom: store is corrupt or not a fom store")
 
+// ErrInUse is returned when another process holds the store: two
+// processes on one embedded store would both run every job.
+var ErrInUse = errors.New("fom: store is in use by another process")
+
+// ErrGone is returned by a write when the store's file was removed or
+// replaced while the process ran: the write would have gone nowhere.
+var ErrGone = errors.New("fom: store file was removed or replaced while in use")
+
 // Store persists what fom must keep across restarts. Implementations are
 // safe for concurrent use.
 type Store interface {
@@ -37,8 +45,8 @@ type Store interface {
 	LoadDays(ctx context.Context, schedule string, from time.Time) ([]Day, error)
 	// LoadFailures returns a schedule's most recent failures, newest first.
 	LoadFailures(ctx context.Context, schedule string, limit int) ([]Failure, error)
-	// Prune deletes days and failures older than before.
-	Prune(ctx context.Context, schedule string, before time.Time) error
+	// Prune applies retention rules, all in one unit.
+	Prune(ctx context.Context, rules []Retention) error
 
 	Close() error
 }
@@ -62,7 +70,16 @@ type Failure struct {
 	Cost     time.Duration
 }
 
-// StatsBatch is what a statistics flush writes.
+// Retention is what one schedule keeps: days and failures from Before on,
+// and at most KeepFailures failures (the newest).
+type Retention struct {
+	Schedule     string
+	Before       time.Time
+	KeepFailures int
+}
+
+// StatsBatch is what a statistics flush writes; it may hold any number of
+// schedules.
 type StatsBatch struct {
 	Days     []Day
 	Failures []Failure

@@ -58,6 +58,8 @@ func migrations() []string {
 			cost_ns  INTEGER NOT NULL
 		);
 		CREATE INDEX failures_by_schedule ON failures (schedule, at);`,
+		// Pruning failures by count walks a schedule's newest ids.
+		`CREATE INDEX failures_by_schedule_id ON failures (schedule, id);`,
 	}
 }
 
@@ -68,6 +70,8 @@ func SchemaVersion() int { return len(migrations()) }
 type Store struct {
 	db   *sql.DB
 	path string
+	lock *os.File    // held while open: one process per store file
+	file os.FileInfo // the file as opened, to notice its removal
 }
 
 var _ store.Store = (*Store)(nil)
@@ -83,23 +87,53 @@ func Open(ctx context.Context, dir string) (*Store, error) {
 	return OpenFile(ctx, filepath.Join(dir, FileName))
 }
 
-// OpenFile opens (creating if missing) the store file at path.
+// OpenFile opens (creating if missing) the store file at path. It holds
+// an exclusive lock (path + ".lock") while open: a second process on the
+// same file gets store.ErrInUse naming the holder.
 func OpenFile(ctx context.Context, path string) (*Store, error) {
+	lock, err := lockFile(path + ".lock")
+	if err != nil {
+		return nil, err
+	}
+	s, err := openLocked(ctx, path)
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
+	s.lock = lock
+	return s, nil
+}
+
+func openLocked(ctx context.Context, path string) (*Store, error) {
 	if err := checkHeader(path); err != nil {
 		return nil, err
+	}
+	// Create the file here, so that a missing or read-only directory is
+	// reported as such rather than as the driver's "out of memory".
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("fom: open store: %w", err)
+	}
+	info, err := f.Stat()
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("fom: open store: %w", err)
 	}
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout(5000)")
 	q.Add("_pragma", "foreign_keys(1)")
+	// An acknowledged edit survives a power cut: the WAL is synced at
+	// every commit.
+	q.Add("_pragma", "synchronous(FULL)")
 	q.Add("_txlock", "immediate")
-	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	db, err := sql.Open("sqlite", "file:"+escapePath(path)+"?"+q.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("fom: open store %q: %w", path, err)
 	}
 	// One connection: SQLite has one writer anyway, and this avoids
 	// SQLITE_BUSY between our own connections.
 	db.SetMaxOpenConns(1)
-	s := &Store{db: db, path: path}
+	s := &Store{db: db, path: path, file: info}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err
@@ -109,6 +143,12 @@ func OpenFile(ctx context.Context, path string) (*Store, error) {
 		return nil, fmt.Errorf("fom: store %q: enable WAL: %w", path, err)
 	}
 	return s, nil
+}
+
+// escapePath makes a file path safe inside a SQLite URI, where '?' starts
+// the query, '#' a fragment, and '%' an escape.
+func escapePath(p string) string {
+	return strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace(p)
 }
 
 // checkHeader refuses a non-empty file that is not SQLite before the driver
@@ -133,22 +173,30 @@ func checkHeader(path string) error {
 	return nil
 }
 
+// migrate brings the schema up to date, one migration per transaction. The
+// version is read inside each write transaction (BEGIN IMMEDIATE), so two
+// openers of one file never both apply the same migration.
 func (s *Store) migrate(ctx context.Context) error {
-	var version int
-	if err := s.db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
-		return s.readErr(err)
-	}
 	if err := s.quickCheck(ctx); err != nil {
 		return err
 	}
 	ms := migrations()
-	if version > len(ms) {
-		return fmt.Errorf("%w: %s has schema version %d, this build knows up to %d; it was left untouched", store.ErrNewerSchema, s.path, version, len(ms))
-	}
-	for v := version; v < len(ms); v++ {
+	for {
 		tx, err := s.db.BeginTx(ctx, nil)
 		if err != nil {
 			return s.readErr(err)
+		}
+		var v int
+		if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+			tx.Rollback()
+			return s.readErr(err)
+		}
+		if v > len(ms) {
+			tx.Rollback()
+			return fmt.Errorf("%w: %s has schema version %d, this build knows up to %d; it was left untouched", store.ErrNewerSchema, s.path, v, len(ms))
+		}
+		if v == len(ms) {
+			return tx.Rollback()
 		}
 		if _, err := tx.ExecContext(ctx, ms[v]); err != nil {
 			tx.Rollback()
@@ -162,7 +210,6 @@ func (s *Store) migrate(ctx context.Context) error {
 			return fmt.Errorf("fom: store %q: migrate to schema version %d: %w", s.path, v+1, err)
 		}
 	}
-	return nil
 }
 
 func (s *Store) quickCheck(ctx context.Context) error {
@@ -187,8 +234,15 @@ func (s *Store) readErr(err error) error {
 // Path returns the store file's path.
 func (s *Store) Path() string { return s.path }
 
-// Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+// Close closes the database and releases the lock.
+func (s *Store) Close() error {
+	err := s.db.Close()
+	if s.lock != nil {
+		s.lock.Close()
+		s.lock = nil
+	}
+	return err
+}
 
 // LoadConfig implements store.Store.
 func (s *Store) LoadConfig(ctx context.Context, schedule string) (map[string]string, error) {
@@ -252,16 +306,30 @@ func (s *Store) SaveStats(ctx context.Context, b store.StatsBatch) error {
 		return nil
 	}
 	return s.tx(ctx, func(tx *sql.Tx) error {
-		for _, d := range b.Days {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO stats_days (schedule, day, data) VALUES (?, ?, ?)
-				ON CONFLICT (schedule, day) DO UPDATE SET data = excluded.data`, d.Schedule, dayKey(d.Day), d.Data); err != nil {
+		if len(b.Days) > 0 {
+			up, err := tx.PrepareContext(ctx, `INSERT INTO stats_days (schedule, day, data) VALUES (?, ?, ?)
+				ON CONFLICT (schedule, day) DO UPDATE SET data = excluded.data`)
+			if err != nil {
 				return err
 			}
+			defer up.Close()
+			for _, d := range b.Days {
+				if _, err := up.ExecContext(ctx, d.Schedule, dayKey(d.Day), d.Data); err != nil {
+					return err
+				}
+			}
 		}
-		for _, f := range b.Failures {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO failures (schedule, at, task_id, status, error, stack, cost_ns)
-				VALUES (?, ?, ?, ?, ?, ?, ?)`, f.Schedule, f.At.UnixNano(), f.TaskID, f.Status, f.Error, f.Stack, int64(f.Cost)); err != nil {
+		if len(b.Failures) > 0 {
+			ins, err := tx.PrepareContext(ctx, `INSERT INTO failures (schedule, at, task_id, status, error, stack, cost_ns)
+				VALUES (?, ?, ?, ?, ?, ?, ?)`)
+			if err != nil {
 				return err
+			}
+			defer ins.Close()
+			for _, f := range b.Failures {
+				if _, err := ins.ExecContext(ctx, f.Schedule, f.At.UnixNano(), f.TaskID, f.Status, f.Error, f.Stack, int64(f.Cost)); err != nil {
+					return err
+				}
 			}
 		}
 		return nil
@@ -312,17 +380,42 @@ func (s *Store) LoadFailures(ctx context.Context, schedule string, limit int) ([
 	return out, rows.Err()
 }
 
-// Prune implements store.Store.
-func (s *Store) Prune(ctx context.Context, schedule string, before time.Time) error {
+// Prune implements store.Store: days and failures before each rule's
+// time, and failures beyond its count, newest kept.
+func (s *Store) Prune(ctx context.Context, rules []store.Retention) error {
+	if len(rules) == 0 {
+		return nil
+	}
 	return s.tx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, "DELETE FROM stats_days WHERE schedule = ? AND day < ?", schedule, dayKey(before)); err != nil {
-			return err
+		stmts := []string{
+			"DELETE FROM stats_days WHERE schedule = ?1 AND day < ?2",
+			"DELETE FROM failures WHERE schedule = ?1 AND at < ?3",
+			`DELETE FROM failures WHERE schedule = ?1 AND id <= (
+				SELECT id FROM failures WHERE schedule = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?4)`,
 		}
-		_, err := tx.ExecContext(ctx, "DELETE FROM failures WHERE schedule = ? AND at < ?", schedule, before.UnixNano())
-		return err
+		prepared := make([]*sql.Stmt, len(stmts))
+		for i, q := range stmts {
+			st, err := tx.PrepareContext(ctx, q)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			prepared[i] = st
+		}
+		for _, r := range rules {
+			for _, st := range prepared {
+				if _, err := st.ExecContext(ctx, r.Schedule, dayKey(r.Before), r.Before.UnixNano(), max(r.KeepFailures, 0)); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
 	})
 }
 
+// tx runs fn in a write transaction and commits it only while the store's
+// file is still the one opened: a write to a removed file would be
+// acknowledged and lost.
 func (s *Store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -332,8 +425,23 @@ func (s *Store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 		tx.Rollback()
 		return fmt.Errorf("fom: store %q: %w", s.path, err)
 	}
+	if err := s.checkFile(); err != nil {
+		tx.Rollback()
+		return err
+	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("fom: store %q: commit: %w", s.path, err)
+	}
+	return nil
+}
+
+func (s *Store) checkFile() error {
+	if s.file == nil {
+		return nil
+	}
+	now, err := os.Stat(s.path)
+	if err != nil || !os.SameFile(now, s.file) {
+		return fmt.Errorf("%w: %s (nothing was saved; restart fom to create it afresh)", store.ErrGone, s.path)
 	}
 	return nil
 }

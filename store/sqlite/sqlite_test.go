@@ -171,7 +171,7 @@ func TestStatsAndPrune(t *testing.T) {
 	if len(fs) != 2 || fs[0].Error != "e2" || fs[0].Cost != time.Second {
 		t.Fatalf("failures %+v", fs)
 	}
-	if err := s.Prune(ctx, "a", d2); err != nil {
+	if err := s.Prune(ctx, []store.Retention{{Schedule: "a", Before: d2, KeepFailures: 10}}); err != nil {
 		t.Fatal(err)
 	}
 	days, _ = s.LoadDays(ctx, "a", d1)

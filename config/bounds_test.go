@@ -119,3 +119,21 @@ func TestCustomKeyCollisionsNameTheField(t *testing.T) {
 		}
 	}
 }
+
+// TestNamesTheAdminPageCanServe: a schedule name is one path segment.
+func TestNamesTheAdminPageCanServe(t *testing.T) {
+	t.Parallel()
+	for _, bad := range []string{"a;b", "a,b", ".", "..", "a/b", "a b", "a%2F", "ä", "a?b", "a#b", strings.Repeat("n", 129)} {
+		if _, err := New(bad, Spec{}); err == nil || !strings.Contains(err.Error(), `key "name"`) {
+			t.Errorf("name %q: %v", bad, err)
+		}
+		if _, err := New(bad, Spec{Tags: map[string]string{"name": bad}}); err == nil {
+			t.Errorf("tagged name %q accepted", bad)
+		}
+	}
+	for _, good := range []string{"cleanup", "sync.orders", "a-b_c.9", "A"} {
+		if _, err := New(good, Spec{}); err != nil {
+			t.Errorf("name %q: %v", good, err)
+		}
+	}
+}

@@ -170,6 +170,11 @@ func New(schedule string, spec Spec) (*Config, error) {
 	}
 	name, _ := c.lookup(KeyName)
 	name.def = schedule
+	if _, tagged := spec.Tags[KeyName]; !tagged {
+		if err := parseName(schedule); err != nil {
+			problems = append(problems, Problem{Key: KeyName, Value: schedule, Reason: err.Error()})
+		}
+	}
 
 	for _, k := range sortedKeys(spec.Tags) {
 		v := spec.Tags[k]

@@ -111,13 +111,24 @@ func ParseBool(s string) (bool, error) {
 	return false, fmt.Errorf("not a boolean (use true or false): %s", s)
 }
 
+// MaxNameLen bounds a schedule name.
+const MaxNameLen = 128
+
+// parseName accepts names the admin page and API can serve as one path
+// segment: ASCII letters, digits, '-', '_' and '.', not "." or "..".
 func parseName(s string) error {
-	if s == "" {
+	switch {
+	case s == "":
 		return errors.New("empty name")
+	case s == "." || s == "..":
+		return fmt.Errorf("name %q is a path step; use letters, digits, '-', '_' and '.'", s)
+	case len(s) > MaxNameLen:
+		return fmt.Errorf("name of %d bytes, at most %d", len(s), MaxNameLen)
 	}
 	for _, r := range s {
-		if r <= ' ' || r == '/' || r == '?' || r == '#' || r == '%' {
-			return fmt.Errorf("name %q contains %q; use letters, digits, '-', '_' and '.'", s, r)
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.'
+		if !ok {
+			return fmt.Errorf("name %q contains %q; use ASCII letters, digits, '-', '_' and '.'", s, r)
 		}
 	}
 	return nil

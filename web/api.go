@@ -1,11 +1,15 @@
 package web
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,6 +21,7 @@ import (
 	"github.com/fom-go/fom/fom"
 	"github.com/fom-go/fom/schedule"
 	"github.com/fom-go/fom/statistics"
+	"github.com/fom-go/fom/store"
 )
 
 // envelope is every API body: code 0 and msg "ok" on success, else the HTTP
@@ -180,22 +185,77 @@ func (h *handler) configErrors(w http.ResponseWriter, err error) {
 		return
 	}
 	h.log.Error("config save failed", zap.Error(err))
-	h.jsonError(w, http.StatusInternalServerError, err.Error(), nil)
+	status := http.StatusInternalServerError
+	if errors.Is(err, store.ErrGone) || errors.Is(err, context.DeadlineExceeded) {
+		status = http.StatusServiceUnavailable
+	}
+	h.jsonError(w, status, err.Error(), nil)
 }
 
-// readJSON decodes a small JSON body; it answers 400/415 itself on failure.
+// readJSON decodes a small JSON body: one JSON value, nothing after it,
+// with no Content-Type or application/json (parameters allowed). It
+// answers 400/413/415 itself on failure.
 func (h *handler) readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
-	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
-		h.jsonError(w, http.StatusUnsupportedMediaType, "send the body as application/json", nil)
-		return false
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			h.jsonError(w, http.StatusUnsupportedMediaType, "send the body as application/json", nil)
+			return false
+		}
 	}
-	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+	const limit = 1 << 20
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	err := dec.Decode(v)
+	if err == nil {
+		if _, extra := dec.Token(); extra != io.EOF {
+			err = errors.New("unexpected data after the JSON value")
+		}
+	}
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		h.jsonError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body larger than %d bytes", limit), nil)
+		return false
+	case err != nil:
 		h.jsonError(w, http.StatusBadRequest, "bad JSON body: "+err.Error(), nil)
 		return false
 	}
 	return true
+}
+
+// configValues turns a PATCH body into config values: strings as they
+// are, numbers as written, booleans as true/false, null as "" (clear the
+// key). Objects and arrays are refused, naming the key.
+func configValues(raw map[string]json.RawMessage) (map[string]string, error) {
+	out := make(map[string]string, len(raw))
+	for k, v := range raw {
+		var x any
+		dec := json.NewDecoder(bytes.NewReader(v))
+		dec.UseNumber()
+		if err := dec.Decode(&x); err != nil {
+			return nil, fmt.Errorf("key %q: %v", k, err)
+		}
+		switch x := x.(type) {
+		case string:
+			out[k] = x
+		case json.Number:
+			out[k] = x.String()
+		case bool:
+			out[k] = strconv.FormatBool(x)
+		case nil:
+			out[k] = ""
+		default:
+			return nil, fmt.Errorf("key %q: value %s is not a string, number, boolean or null", k, clipJSON(v))
+		}
+	}
+	return out, nil
+}
+
+func clipJSON(v json.RawMessage) string {
+	if len(v) > 40 {
+		return string(v[:40]) + "…"
+	}
+	return string(v)
 }
 
 func (h *handler) apiPatchConfig(w http.ResponseWriter, r *http.Request) {
@@ -203,12 +263,17 @@ func (h *handler) apiPatchConfig(w http.ResponseWriter, r *http.Request) {
 	if sc == nil {
 		return
 	}
-	var changes map[string]string
-	if !h.readJSON(w, r, &changes) {
+	var raw map[string]json.RawMessage
+	if !h.readJSON(w, r, &raw) {
 		return
 	}
-	if len(changes) == 0 {
-		h.jsonError(w, http.StatusBadRequest, "no changes: send a JSON object of key to string value", nil)
+	if len(raw) == 0 {
+		h.jsonError(w, http.StatusBadRequest, "no changes: send a JSON object of key to value", nil)
+		return
+	}
+	changes, err := configValues(raw)
+	if err != nil {
+		h.jsonError(w, http.StatusBadRequest, "bad JSON body: "+err.Error(), nil)
 		return
 	}
 	if err := sc.Config().ApplyContext(r.Context(), changes); err != nil {

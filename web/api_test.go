@@ -1,6 +1,7 @@
 package web
 
 import (
+	"encoding/base64"
 	"net/http"
 	"strings"
 	"testing"
@@ -89,9 +90,20 @@ func TestAPIConfigEdits(t *testing.T) {
 		t.Fatal("a failed edit was half-applied")
 	}
 	f.do("PATCH", "/fom/api/schedules/alpha/config", `{"size":`).expect(t, 400, "")
-	f.do("PATCH", "/fom/api/schedules/alpha/config", `{}`).expect(t, 400, "no changes: send a JSON object of key to string value")
+	f.do("PATCH", "/fom/api/schedules/alpha/config", `{}`).expect(t, 400, "no changes: send a JSON object of key to value")
 	f.do("PATCH", "/fom/api/schedules/alpha/config", `size=1`, "Content-Type", "application/x-www-form-urlencoded").expect(t, 415, "send the body as application/json")
-	f.do("PATCH", "/fom/api/schedules/alpha/config", `{"size":5}`).expect(t, 400, "")
+	// Numbers and booleans are taken as written; null clears; anything
+	// after the value, or a media type that only starts like JSON, is not.
+	f.do("PATCH", "/fom/api/schedules/alpha/config", `{"size":5,"threadMax":4,"execOnLoad":true,"remark":null}`).expect(t, 200, "ok")
+	if v := sc.Config().Values(); v["size"] != "5" || v["threadMax"] != "4" || v["execOnLoad"] != "true" || v["remark"] != "" {
+		t.Fatalf("scalars: %v", v)
+	}
+	f.do("PATCH", "/fom/api/schedules/alpha/config", `{"size":[1]}`).expect(t, 400, `bad JSON body: key "size": value [1] is not a string, number, boolean or null`)
+	f.do("PATCH", "/fom/api/schedules/alpha/config", `{"size":"6"} trailing`).expect(t, 400, "bad JSON body: unexpected data after the JSON value")
+	f.do("PATCH", "/fom/api/schedules/alpha/config", `{"size":"6"}{"size":"7"}`).expect(t, 400, "bad JSON body: unexpected data after the JSON value")
+	f.do("PATCH", "/fom/api/schedules/alpha/config", `{"size":"6"}`, "Content-Type", "application/jsonfoo").expect(t, 415, "send the body as application/json")
+	f.do("PATCH", "/fom/api/schedules/alpha/config", `{"size":"6"}`, "Content-Type", "application/json; charset=utf-8").expect(t, 200, "ok")
+	f.do("PATCH", "/fom/api/schedules/alpha/config", `{"remark":"`+strings.Repeat("x", 2<<20)+`"}`).expect(t, 413, "body larger than 1048576 bytes")
 	f.do("DELETE", "/fom/api/schedules/alpha/config/size", "").expect(t, 200, "ok")
 	if sc.Config().Get("size") != "10" {
 		t.Fatal("reset failed")
@@ -148,6 +160,12 @@ func TestAuth(t *testing.T) {
 	bearer.do("POST", "/fom/api/schedules/alpha/exec", "").expect(t, 401, "authentication required")
 	bearer.do("POST", "/fom/api/schedules/alpha/exec", "", "Authorization", "Bearer nope").expect(t, 403, "wrong credentials")
 	bearer.do("POST", "/fom/api/schedules/alpha/exec", "", "Authorization", "Bearer tok").expect(t, 200, "ok")
+	bearer.sleeping("alpha")
+	// The scheme is case-insensitive (RFC 9110).
+	bearer.do("POST", "/fom/api/schedules/alpha/exec", "", "Authorization", "bearer tok").expect(t, 200, "ok")
+	bearer.do("POST", "/fom/api/schedules/alpha/exec", "", "Authorization", "Basic dG9r").expect(t, 403, "wrong credentials")
+	basic.do("GET", "/fom/api/schedules", "", "Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte("other:s3cret"))).expect(t, 403, "wrong credentials")
+	basic.do("GET", "/fom/api/schedules", "", "Authorization", "basic "+base64.StdEncoding.EncodeToString([]byte("ops:s3cret"))).expect(t, 200, "ok")
 
 	if _, err := NewHandler(basic.app, Options{BasicAuthUser: "only-user"}); err == nil {
 		t.Fatal("half-configured basic auth accepted")
@@ -161,25 +179,37 @@ func TestCrossOriginAndCSRF(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, Options{})
 	f.do("POST", "/fom/api/schedules/alpha/exec", "", "Origin", "https://evil.example").expect(t, 403, "cross-origin request refused")
-	f.do("POST", "/fom/api/schedules/alpha/exec", "", "Sec-Fetch-Site", "cross-site").expect(t, 403, "cross-site request refused")
-	f.do("POST", "/fom/api/schedules/alpha/exec", "", "Origin", "http://example.com", "Sec-Fetch-Site", "same-origin").expect(t, 200, "ok")
+	f.do("POST", "/fom/api/schedules/alpha/exec", "", "Sec-Fetch-Site", "cross-site").expect(t, 403, "cross-origin request refused")
+	f.do("POST", "/fom/api/schedules/alpha/exec", "", "Origin", "null").expect(t, 403, "cross-origin request refused")
+	f.do("POST", "/fom/api/schedules/alpha/exec", "", "Origin", "http://"+testHost, "Sec-Fetch-Site", "same-origin").expect(t, 200, "ok")
+	f.sleeping("alpha")
+	// DNS rebinding: Host and Origin both the attacker's name.
+	f.do("PATCH", "/fom/api/schedules/alpha/config", `{"remark":"pwned"}`, "Host", "evil.example", "Origin", "http://evil.example").expect(t, 403, `host "evil.example" is not served here: add it to web.Options.AllowedHosts`)
+	f.do("GET", "/fom/api/schedules", "", "Host", "evil.example:8080").expect(t, 403, "")
+	for _, host := range []string{"localhost:8080", "127.0.0.2", "[::1]:9000", "app.localhost"} {
+		f.do("GET", "/fom/api/schedules", "", "Host", host).expect(t, 200, "ok")
+	}
 
-	// Form posts need the double-submit token.
+	// Form posts need the token of a page: the HMAC of the cookie under a
+	// secret, so a cookie the attacker sets does not give a token.
 	form := "csrf_token=abc"
 	if r := f.do("POST", "/fom/schedules/alpha/exec", form, "Content-Type", "application/x-www-form-urlencoded"); r.status != http.StatusForbidden {
 		t.Fatalf("no cookie: %d", r.status)
 	}
-	tok := strings.Repeat("ab", 32)
-	if r := f.do("POST", "/fom/schedules/alpha/exec", "csrf_token=wrong", "Content-Type", "application/x-www-form-urlencoded", "Cookie", "fom_csrf="+tok); r.status != http.StatusForbidden {
+	chosen := strings.Repeat("ab", 32)
+	if r := f.do("POST", "/fom/schedules/alpha/exec", "csrf_token="+chosen, "Content-Type", "application/x-www-form-urlencoded", "Cookie", "fom_csrf="+chosen); r.status != http.StatusForbidden {
+		t.Fatalf("a cookie chosen by an attacker with itself as the token: %d", r.status)
+	}
+	cookie, tok := f.csrf()
+	if r := f.do("POST", "/fom/schedules/alpha/exec", "csrf_token=wrong", "Content-Type", "application/x-www-form-urlencoded", "Cookie", cookie); r.status != http.StatusForbidden {
 		t.Fatalf("wrong token: %d", r.status)
 	}
-	f.sleeping("alpha")
-	r := f.do("POST", "/fom/schedules/alpha/exec", "csrf_token="+tok, "Content-Type", "application/x-www-form-urlencoded", "Cookie", "fom_csrf="+tok)
+	r := f.do("POST", "/fom/schedules/alpha/exec", "csrf_token="+tok, "Content-Type", "application/x-www-form-urlencoded", "Cookie", cookie)
 	if r.status != http.StatusSeeOther || !strings.Contains(r.header.Get("Location"), "msg=schedule+alpha%3A+round+requested") {
 		t.Fatalf("good token: %d %v", r.status, r.header)
 	}
 	// A refused transition comes back with the engine's message.
-	r = f.do("POST", "/fom/schedules/alpha/start", "csrf_token="+tok, "Content-Type", "application/x-www-form-urlencoded", "Cookie", "fom_csrf="+tok)
+	r = f.do("POST", "/fom/schedules/alpha/start", "csrf_token="+tok, "Content-Type", "application/x-www-form-urlencoded", "Cookie", cookie)
 	if r.status != http.StatusSeeOther || !strings.Contains(r.header.Get("Location"), "schedule+alpha+is+already+started") || !strings.Contains(r.header.Get("Location"), "level=error") {
 		t.Fatalf("refusal: %d %v", r.status, r.header)
 	}

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
@@ -53,6 +54,12 @@ type Options struct {
 	Refresh time.Duration
 	// Title is shown in the page header. Default "fom".
 	Title string
+	// AllowedHosts are the host names (the Host header, port ignored) the
+	// handler serves; "*.example.com" matches subdomains, "*" any host.
+	// Default: loopback names only (localhost, 127.0.0.0/8, ::1), so that
+	// a page rebinding its DNS name to this machine cannot use it. Set it
+	// to the names you expose the page under.
+	AllowedHosts []string
 	// Logger logs refused requests and failed writes. Default: no-op.
 	Logger *zap.Logger
 }
@@ -61,6 +68,8 @@ type Options struct {
 var ErrNilApp = errors.New("fom/web: app is nil")
 
 type handler struct {
+	cop     *http.CrossOriginProtection
+	secret  [32]byte // keys CSRF tokens; new with each handler
 	app     *fom.App
 	o       Options
 	base    string
@@ -97,7 +106,8 @@ func NewHandler(app *fom.App, o Options) (http.Handler, error) {
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
-	h := &handler{app: app, o: o, base: base, log: o.Logger.Named("web"), assets: map[string]asset{}}
+	h := &handler{app: app, o: o, base: base, log: o.Logger.Named("web"), assets: map[string]asset{}, cop: http.NewCrossOriginProtection()}
+	rand.Read(h.secret[:])
 	if err := h.loadAssets(); err != nil {
 		return nil, err
 	}
@@ -151,7 +161,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (h *handler) routes() chi.Router {
 	r := chi.NewRouter()
-	r.Use(h.recoverer, h.securityHeaders, h.authenticate, h.sameOrigin)
+	r.Use(h.recoverer, h.securityHeaders, h.allowHost, h.authenticate, h.sameOrigin)
 	r.NotFound(h.notFound)
 	r.MethodNotAllowed(h.methodNotAllowed)
 	if h.base != "" {

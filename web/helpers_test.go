@@ -66,6 +66,26 @@ func newFixture(t *testing.T, o Options) *fixture {
 	return &fixture{t: t, app: app, h: h, dir: dir}
 }
 
+// testHost is the Host of test requests.
+const testHost = "127.0.0.1:8080"
+
+// csrf loads a page and returns its CSRF cookie and the token its forms carry.
+func (f *fixture) csrf() (cookie, token string) {
+	f.t.Helper()
+	r := f.do("GET", "/fom/", "")
+	for _, c := range (&http.Response{Header: r.header}).Cookies() {
+		if c.Name == csrfCookie {
+			cookie = c.Value
+		}
+	}
+	_, rest, ok := strings.Cut(r.body, `name="csrf_token" value="`)
+	token, _, _ = strings.Cut(rest, `"`)
+	if cookie == "" || !ok || token == "" {
+		f.t.Fatalf("page without a CSRF cookie or token: %v", r.header)
+	}
+	return "fom_csrf=" + cookie, token
+}
+
 type resp struct {
 	status int
 	header http.Header
@@ -80,10 +100,15 @@ func (f *fixture) do(method, path, body string, hdr ...string) resp {
 		rd = strings.NewReader(body)
 	}
 	req := httptest.NewRequest(method, path, rd)
+	req.Host = testHost // a loopback name, as the default AllowedHosts want
 	if body != "" && strings.HasPrefix(body, "{") {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	for i := 0; i+1 < len(hdr); i += 2 {
+		if hdr[i] == "Host" {
+			req.Host = hdr[i+1]
+			continue
+		}
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
 	w := httptest.NewRecorder()

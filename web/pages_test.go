@@ -97,9 +97,9 @@ func TestSchedulePageAndInlineErrors(t *testing.T) {
 	if got := byTestID(t, r.body, "value-name"); len(got) != 1 || got[0] != "alpha" {
 		t.Fatalf("fixed name %v", got)
 	}
-	tok := strings.Repeat("cd", 32)
+	cookie, tok := f.csrf()
 	form := url.Values{"csrf_token": {tok}, "cfg.threadMax": {"0"}, "cfg.size": {"20"}, "cfg.remark": {"changed"}}
-	r = f.do("POST", "/fom/schedules/alpha/config", form.Encode(), "Content-Type", "application/x-www-form-urlencoded", "Cookie", "fom_csrf="+tok)
+	r = f.do("POST", "/fom/schedules/alpha/config", form.Encode(), "Content-Type", "application/x-www-form-urlencoded", "Cookie", cookie)
 	if r.status != http.StatusBadRequest {
 		t.Fatalf("status %d", r.status)
 	}
@@ -114,7 +114,7 @@ func TestSchedulePageAndInlineErrors(t *testing.T) {
 		t.Fatal("the operator's typed value is lost")
 	}
 	form.Set("cfg.threadMax", "3")
-	r = f.do("POST", "/fom/schedules/alpha/config", form.Encode(), "Content-Type", "application/x-www-form-urlencoded", "Cookie", "fom_csrf="+tok)
+	r = f.do("POST", "/fom/schedules/alpha/config", form.Encode(), "Content-Type", "application/x-www-form-urlencoded", "Cookie", cookie)
 	if r.status != http.StatusSeeOther || sc.Config().Get("size") != "20" || sc.Config().Get("threadMax") != "3" {
 		t.Fatalf("good save %d %v", r.status, sc.Config().Values())
 	}
@@ -122,7 +122,7 @@ func TestSchedulePageAndInlineErrors(t *testing.T) {
 	if got := byTestID(t, r.body, "source-size"); len(got) != 1 || got[0] != "persisted edit" {
 		t.Fatalf("source %v", got)
 	}
-	r = f.do("POST", "/fom/schedules/alpha/config/size/reset", "csrf_token="+tok, "Content-Type", "application/x-www-form-urlencoded", "Cookie", "fom_csrf="+tok)
+	r = f.do("POST", "/fom/schedules/alpha/config/size/reset", "csrf_token="+tok, "Content-Type", "application/x-www-form-urlencoded", "Cookie", cookie)
 	if r.status != http.StatusSeeOther || sc.Config().Get("size") != "10" {
 		t.Fatalf("reset %d", r.status)
 	}
@@ -133,7 +133,7 @@ func TestSchedulePageAndInlineErrors(t *testing.T) {
 
 func TestMountedUnderAnyPrefix(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, Options{Prefix: "/admin/jobs/"})
+	f := newFixture(t, Options{Prefix: "/admin/jobs/", AllowedHosts: []string{"example.com"}}) // httptest's Host
 	// Inside a user's chi router.
 	r := chi.NewRouter()
 	r.Get("/health", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) })
@@ -208,10 +208,10 @@ func TestModuleServesAndPortClashFailsStartup(t *testing.T) {
 func TestLogLevelAndStatsSettingsForms(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, Options{})
-	tok := strings.Repeat("ef", 32)
+	cookie, tok := f.csrf()
 	form := func(path string, v url.Values, hdr ...string) resp {
 		v.Set("csrf_token", tok)
-		return f.do("POST", path, v.Encode(), append([]string{"Content-Type", "application/x-www-form-urlencoded", "Cookie", "fom_csrf=" + tok}, hdr...)...)
+		return f.do("POST", path, v.Encode(), append([]string{"Content-Type", "application/x-www-form-urlencoded", "Cookie", cookie}, hdr...)...)
 	}
 	sc := f.app.Schedule("alpha")
 	if r := form("/fom/schedules/alpha/log-level", url.Values{"level": {"warn"}}, "HX-Request", "true"); r.status != http.StatusNoContent || sc.LogLevel().String() != "warn" {

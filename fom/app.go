@@ -39,6 +39,7 @@ type App struct {
 	ownStore  bool
 	schedules []*ScheduleContext
 	byName    map[string]*ScheduleContext
+	typeOf    map[string]string // schedule name -> job type, for messages
 	running   bool
 	flushStop chan struct{} // closes the statistics flush loop
 	flushDone chan struct{}
@@ -97,7 +98,7 @@ func New(opts ...Option) (*App, error) {
 	return &App{
 		o: o, log: o.logger.Named("fom"), conflicts: schedule.NewConflicts(), wheels: wheels,
 		runners: runners,
-		byName:  map[string]*ScheduleContext{}, st: o.store,
+		byName:  map[string]*ScheduleContext{}, typeOf: map[string]string{}, st: o.store,
 	}, nil
 }
 
@@ -150,8 +151,9 @@ func (a *App) Register(job any) (*ScheduleContext, error) {
 	}
 	jt := cached.(*jobType)
 	d, problems := jt.declare(job)
+	var sentinels []error
 	fail := func(extra ...string) error {
-		return &RegistrationError{Type: jt.typeName, Problems: append(problems, extra...)}
+		return &RegistrationError{Type: jt.typeName, Problems: append(problems, extra...), Errs: sentinels}
 	}
 	if len(jt.problems) > 0 && jt.defName == "" {
 		return nil, fail()
@@ -160,8 +162,9 @@ func (a *App) Register(job any) (*ScheduleContext, error) {
 	ctx := context.Background()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if _, dup := a.byName[d.name]; dup {
-		problems = append(problems, fmt.Sprintf("key \"name\" value %q: %v: another job is registered under this name", d.name, ErrDuplicateName))
+	if other, dup := a.typeOf[d.name]; dup {
+		problems = append(problems, fmt.Sprintf("key \"name\" value %q: duplicate schedule name: %s is already registered under it; give one of them another name", d.name, other))
+		sentinels = append(sentinels, ErrDuplicateName)
 	}
 	st, err := a.storeLocked(ctx)
 	if err != nil {
@@ -228,6 +231,7 @@ func (a *App) Register(job any) (*ScheduleContext, error) {
 	})
 	a.schedules = append(a.schedules, sc)
 	a.byName[d.name] = sc
+	a.typeOf[d.name] = jt.typeName
 	a.log.Info("registered", zap.String("schedule", d.name), zap.String("type", jt.typeName), zap.String("plan", sc.Info().Plan))
 	if a.running && cfg.Settings().Enable {
 		if err := sc.Startup(); err != nil {

@@ -20,8 +20,14 @@ var (
 type RegistrationError struct {
 	Type     string // e.g. "*main.Cleanup"
 	Problems []string
+	// Errs are sentinels the problems stand for (ErrDuplicateName), for
+	// errors.Is.
+	Errs []error
 }
 
 func (e *RegistrationError) Error() string {
 	return fmt.Sprintf("fom: register %s: %s", e.Type, strings.Join(e.Problems, "; "))
 }
+
+// Unwrap returns the sentinels behind the problems.
+func (e *RegistrationError) Unwrap() []error { return e.Errs }

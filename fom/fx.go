@@ -6,6 +6,8 @@ import (
 
 	"go.uber.org/fx"
 	"go.uber.org/zap"
+
+	"github.com/fom-go/fom/internal/fxconfig"
 )
 
 // Config configures the App that Module provides. Supplying it is optional.
@@ -21,17 +23,25 @@ var Module = fx.Module("fom",
 	fx.Provide(newFxApp),
 )
 
+// fxParams takes the Config supplied either way, fx.Supply(fom.Config{...})
+// or fx.Supply(&fom.Config{...}): fx keeps them as two types, and a
+// config that is silently ignored is worse than none.
 type fxParams struct {
 	fx.In
-	Lifecycle fx.Lifecycle
-	Config    *Config     `optional:"true"`
-	Logger    *zap.Logger `optional:"true"`
+	Lifecycle   fx.Lifecycle
+	Config      *Config     `optional:"true"`
+	ConfigValue Config      `optional:"true"`
+	Logger      *zap.Logger `optional:"true"`
 }
 
 func newFxApp(p fxParams) (*App, error) {
+	cfg, err := fxconfig.One(p.Config, p.ConfigValue)
+	if err != nil {
+		return nil, err
+	}
 	var opts []Option
-	if p.Config != nil && p.Config.DataDir != "" {
-		opts = append(opts, WithDataDir(p.Config.DataDir))
+	if cfg.DataDir != "" {
+		opts = append(opts, WithDataDir(cfg.DataDir))
 	}
 	if p.Logger != nil {
 		opts = append(opts, WithLogger(p.Logger))

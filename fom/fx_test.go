@@ -2,10 +2,16 @@ package fom
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxtest"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 type greeter struct{ word string }
@@ -60,4 +66,31 @@ func TestJobRejectsNonConstructor(t *testing.T) {
 	}
 	ctx := context.Background()
 	_ = ctx
+}
+
+// TestModuleTakesConfigByValueOrPointer: fx.Supply(fom.Config{...}) is not
+// silently ignored, and supplying both forms is an error.
+func TestModuleTakesConfigByValueOrPointer(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	core, logs := observer.New(zapcore.InfoLevel)
+	var app *App
+	fxApp := fxtest.New(t, fx.NopLogger, Module,
+		fx.Supply(Config{DataDir: dir}),
+		fx.Supply(zap.New(core)),
+		Job(func() *runJob { return &runJob{} }),
+		fx.Populate(&app))
+	fxApp.RequireStart()
+	if _, err := os.Stat(filepath.Join(dir, "fom.db")); err != nil {
+		t.Fatalf("the supplied data dir is not used: %v", err)
+	}
+	if logs.FilterMessage("registered").Len() != 1 {
+		t.Fatalf("the graph's *zap.Logger is not used: %v", logs.All())
+	}
+	fxApp.RequireStop()
+
+	err := fx.New(fx.NopLogger, Module, fx.Supply(Config{DataDir: dir}), fx.Supply(&Config{DataDir: dir}), fx.Invoke(func(*App) {})).Err()
+	if err == nil || !strings.Contains(err.Error(), "both a fom.Config and a *fom.Config are supplied") {
+		t.Fatalf("both forms: %v", err)
+	}
 }

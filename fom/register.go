@@ -93,10 +93,10 @@ func methodText(m reflect.Method) string {
 	t := m.Type
 	var in, out []string
 	for i := 1; i < t.NumIn(); i++ {
-		in = append(in, t.In(i).String())
+		in = append(in, typeText(t.In(i)))
 	}
 	for i := 0; i < t.NumOut(); i++ {
-		out = append(out, t.Out(i).String())
+		out = append(out, typeText(t.Out(i)))
 	}
 	s := "func(" + strings.Join(in, ", ") + ")"
 	switch len(out) {
@@ -107,6 +107,23 @@ func methodText(m reflect.Method) string {
 		s += " (" + strings.Join(out, ", ") + ")"
 	}
 	return s
+}
+
+// typeText prints a type as a job's author wrote it: the engine's types
+// are re-exported by fom, so schedule.Round reads fom.Round.
+func typeText(t reflect.Type) string {
+	s := t.String()
+	if strings.Contains(t.PkgPath()+elemPkg(t), "github.com/fom-go/fom/schedule") {
+		s = strings.ReplaceAll(s, "schedule.", "fom.")
+	}
+	return s
+}
+
+func elemPkg(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array || t.Kind() == reflect.Map {
+		t = t.Elem()
+	}
+	return t.PkgPath()
 }
 
 // analyze inspects a job type. t is a pointer to a struct.
@@ -197,7 +214,6 @@ func analyze(t reflect.Type) *jobType {
 	}
 	return jt
 }
-
 
 // lowerCamel turns "SyncUsers" into "syncUsers" and "HTTPPoller" into "httpPoller".
 func lowerCamel(s string) string {

@@ -29,6 +29,13 @@ func newTestApp(t *testing.T, opts ...Option) *App {
 	return app
 }
 
+// runJobTwin takes runJob's name.
+type runJobTwin struct {
+	Schedule `name:"runJob"`
+}
+
+func (*runJobTwin) Run(context.Context) (any, error) { return nil, nil }
+
 type runJob struct {
 	Schedule `fixedRate:"1m"`
 }
@@ -112,7 +119,7 @@ func TestBadDeclarations(t *testing.T) {
 		{&twoPlans{}, `fom: register *fom.twoPlans: key "fixedDelay" value "10s": at most one of cron, fixedRate, fixedDelay may be set, found cron and fixedDelay (clear the others with an empty value)`},
 		{&badValues{}, `fom: register *fom.badValues: key "cron" value "61 * * * * *": bad cron spec: end of range (61) above maximum (59): 61; key "deadTime" value "tomorrow": not an RFC 3339 time such as 2026-01-02T15:04:05Z: tomorrow; key "execOnLoad" value "maybe": not a boolean (use true or false): maybe; key "queueSize" value "-1": must be between 0 and 1000000, got -1; key "threadMax" value "0": must be between 1 and 10000, got 0`},
 		{&noWork{}, `fom: register *fom.noWork: no work: define Run(ctx context.Context) (any, error), Tasks(ctx context.Context) ([]fom.Task, error), or a methods tag`},
-		{&badMethods{}, `fom: register *fom.badMethods: method Run has signature func(context.Context) error, want func(context.Context) (any, error); method OnComplete has signature func(schedule.Round), want func(context.Context, fom.Round); key "methods" value "SyncUsers,Missing,WrongSig": method Missing not found on *fom.badMethods (it must be exported and have a pointer or value receiver); key "methods" value "SyncUsers,Missing,WrongSig": method WrongSig has signature func(string) error, want func(context.Context) (any, error) or func(context.Context) error`},
+		{&badMethods{}, `fom: register *fom.badMethods: method Run has signature func(context.Context) error, want func(context.Context) (any, error); method OnComplete has signature func(fom.Round), want func(context.Context, fom.Round); key "methods" value "SyncUsers,Missing,WrongSig": method Missing not found on *fom.badMethods (it must be exported and have a pointer or value receiver); key "methods" value "SyncUsers,Missing,WrongSig": method WrongSig has signature func(string) error, want func(context.Context) (any, error) or func(context.Context) error`},
 		{&badValueFields{}, `fom: register *fom.badValueFields: field NoKey: a fom.Value field needs a key, such as ` + "`fom:\"noKey\"`" + `; field hidden: a fom.Value field must be exported; field BatchSize key "batchSize" default "lots": not a 64-bit integer: lots; field Wait key "wait" default "5": a duration needs a unit, such as 5s or 5ms; field Level key "level" default "300": not an unsigned 8-bit integer: 300`},
 		{&notMarked{}, `fom: register *fom.notMarked: the struct does not embed fom.Schedule`},
 		{runJob{}, `fom: register fom.runJob: a job must be a pointer to a struct that embeds fom.Schedule`},
@@ -146,12 +153,10 @@ func TestDuplicateNameAndDefaults(t *testing.T) {
 	if sc.Name() != "runJob" || app.Schedule("runJob") != sc {
 		t.Fatalf("name %q", sc.Name())
 	}
-	_, err = app.Register(&runJob{})
-	if !errors.Is(err, ErrDuplicateName) && !strings.Contains(err.Error(), `key "name" value "runJob": fom: duplicate schedule name`) {
-		t.Fatalf("got %v", err)
-	}
-	if !strings.Contains(err.Error(), "*fom.runJob") {
-		t.Fatalf("error does not name the type: %v", err)
+	_, err = app.Register(&runJobTwin{})
+	want := `fom: register *fom.runJobTwin: key "name" value "runJob": duplicate schedule name: *fom.runJob is already registered under it`
+	if !errors.Is(err, ErrDuplicateName) || !strings.HasPrefix(err.Error(), want) || strings.Count(err.Error(), "fom:") != 1 {
+		t.Fatalf("got %v\nwant %s", err, want)
 	}
 }
 

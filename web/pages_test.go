@@ -184,8 +184,9 @@ func TestModuleServesAndPortClashFailsStartup(t *testing.T) {
 	}
 	defer ln.Close()
 	dir := t.TempDir()
+	// Supplied by value: taken as well as by pointer, never ignored.
 	clash := fx.New(fx.NopLogger, fom.Module, Module,
-		fx.Supply(&fom.Config{DataDir: dir}), fx.Supply(&Config{Addr: ln.Addr().String()}))
+		fx.Supply(fom.Config{DataDir: dir}), fx.Supply(Config{Addr: ln.Addr().String()}))
 	err = clash.Start(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "listen on "+ln.Addr().String()) {
 		t.Fatalf("got %v", err)

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fom-go/fom/fom"
+	"github.com/fom-go/fom/internal/fxconfig"
 )
 
 // Config configures the standalone admin server.
@@ -119,7 +120,7 @@ func (s *Server) Stop(ctx context.Context) error {
 }
 
 // Module serves the admin page of the fx graph's *fom.App on Config.Addr
-// (an optional *web.Config value; default 127.0.0.1:8080, path /fom/).
+// (an optional web.Config or *web.Config; default 127.0.0.1:8080, path /fom/).
 // The listener is bound in OnStart, so a port clash fails startup.
 var Module = fx.Module("fom-web",
 	fx.Provide(newFxServer),
@@ -128,16 +129,17 @@ var Module = fx.Module("fom-web",
 
 type fxParams struct {
 	fx.In
-	Lifecycle fx.Lifecycle
-	App       *fom.App
-	Config    *Config     `optional:"true"`
-	Logger    *zap.Logger `optional:"true"`
+	Lifecycle   fx.Lifecycle
+	App         *fom.App
+	Config      *Config     `optional:"true"`
+	ConfigValue Config      `optional:"true"` // fx.Supply(web.Config{...}) works as well
+	Logger      *zap.Logger `optional:"true"`
 }
 
 func newFxServer(p fxParams) (*Server, error) {
-	var cfg Config
-	if p.Config != nil {
-		cfg = *p.Config
+	cfg, err := fxconfig.One(p.Config, p.ConfigValue)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.Options.Logger == nil {
 		cfg.Options.Logger = p.Logger

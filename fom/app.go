@@ -52,8 +52,10 @@ type App struct {
 // changed days plus at most the last `failures` failures of each) and
 // writes them in transactions of at most flushChunk rows, each with its
 // own deadline, so a backlog is written in pieces and one slow piece does
-// not starve the rest. Retention is applied for every schedule in one
-// transaction, at most once per pruneInterval.
+// not starve the rest. Retention by age is applied for every schedule in
+// one transaction at most once per pruneInterval; a schedule that wrote
+// failures has them cut to its count in the same flush, so a failure storm
+// cannot grow the table between two prunes.
 const (
 	flushInterval = 5 * time.Second // how often statistics are written
 	flushChunk    = 5000            // rows per transaction
@@ -349,6 +351,7 @@ func (a *App) flush(ctx context.Context, per time.Duration) error {
 	var errs []error
 	var chunk []*statistics.Changes
 	var batch store.StatsBatch
+	var byCount []store.Retention // schedules that wrote failures
 	write := func() {
 		if len(chunk) == 0 {
 			return
@@ -374,6 +377,11 @@ func (a *App) flush(ctx context.Context, per time.Duration) error {
 			continue
 		}
 		chunk = append(chunk, ch)
+		if len(ch.Failures) > 0 {
+			r := sc.Stats().Retention()
+			r.Before = time.Time{}
+			byCount = append(byCount, r)
+		}
 		batch.Days = append(batch.Days, ch.Days...)
 		batch.Failures = append(batch.Failures, ch.Failures...)
 		if len(batch.Days)+len(batch.Failures) >= flushChunk {
@@ -381,17 +389,22 @@ func (a *App) flush(ctx context.Context, per time.Duration) error {
 		}
 	}
 	write()
-	if now := a.o.clock.Now(); a.lastPrune.IsZero() || now.Sub(a.lastPrune) >= pruneInterval {
-		rules := make([]store.Retention, len(scs))
+	rules := byCount
+	now := a.o.clock.Now()
+	byAge := a.lastPrune.IsZero() || now.Sub(a.lastPrune) >= pruneInterval
+	if byAge {
+		rules = make([]store.Retention, len(scs))
 		for i, sc := range scs {
 			rules[i] = sc.Stats().Retention()
 		}
+	}
+	if len(rules) > 0 {
 		pctx, cancel := context.WithTimeout(ctx, per)
 		err := st.Prune(pctx, rules)
 		cancel()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("apply statistics retention: %w", err))
-		} else {
+		} else if byAge {
 			a.lastPrune = now
 		}
 	}

@@ -70,8 +70,9 @@ type Failure struct {
 	Cost     time.Duration
 }
 
-// Retention is what one schedule keeps: days and failures from Before on,
-// and at most KeepFailures failures (the newest).
+// Retention is what one schedule keeps: days and failures from Before on
+// (a zero Before keeps every age), and at most KeepFailures failures, the
+// newest.
 type Retention struct {
 	Schedule     string
 	Before       time.Time

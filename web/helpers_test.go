@@ -1,6 +1,7 @@
 package web
 
 import (
+	"os"
 	"context"
 	"encoding/json"
 	"io"
@@ -15,7 +16,12 @@ import (
 	"github.com/fom-go/fom/fom"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(crashChildEnv); dir != "" {
+		crashChild(dir) // never returns: the parent kills it
+	}
+	goleak.VerifyTestMain(m)
+}
 
 type alpha struct {
 	fom.Schedule `name:"alpha" fixedRate:"1h" remark:"<script>alert('remark')</script>"`

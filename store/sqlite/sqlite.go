@@ -403,7 +403,10 @@ func (s *Store) Prune(ctx context.Context, rules []store.Retention) error {
 			prepared[i] = st
 		}
 		for _, r := range rules {
-			for _, st := range prepared {
+			for i, st := range prepared {
+				if i < 2 && r.Before.IsZero() {
+					continue // by count only
+				}
 				if _, err := st.ExecContext(ctx, r.Schedule, dayKey(r.Before), r.Before.UnixNano(), max(r.KeepFailures, 0)); err != nil {
 					return err
 				}

@@ -1,0 +1,110 @@
+package fom
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fom-go/fom/store"
+	"github.com/fom-go/fom/store/sqlite"
+)
+
+// TestSecondAppOnOneDataDirIsRefused: two processes (here two Apps) on one
+// data directory would both run every job; the second gets a clear error
+// naming the directory and the holder, and starts once the first stopped.
+func TestSecondAppOnOneDataDirIsRefused(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	first := newTestApp(t, WithDataDir(dir))
+	if _, err := first.Register(&runJob{}); err != nil {
+		t.Fatal(err)
+	}
+	second, err := New(WithDataDir(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = second.Register(&runJob{})
+	if !errors.Is(err, store.ErrInUse) || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "pid ") {
+		t.Fatalf("second app: %v", err)
+	}
+	if err := first.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := second.Register(&runJob{}); err != nil {
+		t.Fatalf("after the first stopped: %v", err)
+	}
+	second.Stop(context.Background())
+}
+
+// floodJob submits far more tasks in one round than its queue holds.
+type floodJob struct {
+	Schedule `name:"flood" execOnLoad:"true" fixedRate:"1h" queueSize:"256"`
+	n        int
+	done     chan Round
+}
+
+func (j *floodJob) Tasks(context.Context) ([]Task, error) {
+	t := TaskFunc("flood.t", func(context.Context) (any, error) { return nil, nil })
+	ts := make([]Task, j.n)
+	for i := range ts {
+		ts[i] = t
+	}
+	return ts, nil
+}
+
+func (j *floodJob) OnComplete(_ context.Context, r Round) { j.done <- Round{Number: r.Number, Results: r.Results[:1]} }
+
+// TestARoundOfAMillionRejectionsIsSaved: a round whose queue rejects nearly
+// every task completes, Stop succeeds, and the statistics are in the store:
+// exact counts, and the failures the store keeps.
+func TestARoundOfAMillionRejectionsIsSaved(t *testing.T) {
+	t.Parallel()
+	n := 1_000_000
+	if testing.Short() {
+		n = 100_000
+	}
+	dir := t.TempDir()
+	app, err := New(WithDataDir(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := &floodJob{n: n, done: make(chan Round, 1)}
+	sc, err := app.Register(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-job.done:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the round did not complete")
+	}
+	counts := sc.Stats().Counts()
+	if counts["success"]+counts["rejected"] != int64(n) || counts["rejected"] < int64(n)-300 {
+		t.Fatalf("counts %v", counts)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := app.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, err := sqlite.Open(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	days, _ := st.LoadDays(context.Background(), "flood", time.Now().AddDate(0, 0, -1))
+	fs, _ := st.LoadFailures(context.Background(), "flood", 1000)
+	if len(days) != 1 || len(fs) != 100 {
+		t.Fatalf("stored %d days and %d failures, want 1 and the last 100", len(days), len(fs))
+	}
+	// Each flush during the round saved the last 100 of its failures; the
+	// others are counted as unsaved, never kept in memory.
+	if u := sc.Stats().Unsaved(); u <= 0 || u > counts["rejected"]-100 {
+		t.Fatalf("unsaved %d of %d rejections", u, counts["rejected"])
+	}
+}

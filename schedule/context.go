@@ -62,6 +62,7 @@ type generation struct {
 	tmo      *timeouts
 	wg       sync.WaitGroup // timeout watcher, batch completions
 	stopping atomic.Bool
+	stall    stallCheck            // in tmo while tasks past their timeout may hold workers
 	delayed  map[*Delayed]struct{} // pending SubmitAt batches; guarded by Context.mu
 	wheel    *wheel.Wheel          // own wheel for SubmitAt when none is shared; made on first use, guarded by Context.mu
 }
@@ -210,7 +211,8 @@ func (c *Context) ensureGeneration() *generation {
 	g.ctx, g.cancel = context.WithCancel(context.WithValue(context.Background(), scheduleKey{}, c))
 	s := c.cfg.Settings()
 	g.pool = newPool(c.clk, sizeOf(s), func(r *taskRun) { c.exec(g, r) })
-	g.tmo = newTimeouts(c.clk, &g.wg, c.expire)
+	g.tmo = newTimeouts(c.clk, &g.wg, func(d deadline) { c.expire(g, d) })
+	g.stall.heapIndex = -1
 	c.gen = g
 	return g
 }

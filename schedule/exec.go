@@ -179,13 +179,22 @@ func (c *Context) deliver(run *taskRun) {
 	run.group.deliver(run)
 }
 
-// expire handles a deadline from the timeout heap.
-func (c *Context) expire(d deadline) {
-	if d.run != nil {
-		c.interrupt(d.at, StatusTimeout, ErrTimeout, "", d.run)
+// expire handles a deadline from the timeout heap. A timed-out task that
+// ignores its context keeps its worker: the stall check then looks after
+// the tasks queued behind it.
+func (c *Context) expire(gen *generation, d deadline) {
+	switch {
+	case d.stall != nil:
+		c.checkStall(gen, c.clk.Now())
 		return
+	case d.run != nil:
+		c.interrupt(d.at, StatusTimeout, ErrTimeout, "", d.run)
+	default:
+		c.interrupt(d.at, StatusTimeout, ErrTimeout, "round deadline", d.group.unfinished()...)
 	}
-	c.interrupt(d.at, StatusTimeout, ErrTimeout, "round deadline", d.group.unfinished()...)
+	if s := c.cfg.Settings(); s.TaskOverTime > 0 {
+		armStall(gen, c.clk.Now().Add(s.TaskOverTime))
+	}
 }
 
 // interrupt decides a timeout or cancellation for runs. Every outcome is

@@ -29,6 +29,13 @@ type Info struct {
 	Counts  Counts
 	Waiting int
 	Active  int
+	// Abandoned counts running tasks whose outcome is already recorded
+	// (past their timeout, or canceled) but that have not returned; each
+	// still holds a worker.
+	Abandoned int
+	// Stalled is set when abandoned tasks hold every worker: nothing
+	// queued can start until one returns (see stall.go).
+	Stalled bool
 }
 
 // Info returns a snapshot of the schedule.
@@ -42,7 +49,9 @@ func (c *Context) Info() Info {
 	c.mu.Unlock()
 	i.Counts = c.Counts()
 	if gen != nil {
-		i.Waiting, i.Active = gen.pool.counts()
+		var slots int
+		i.Waiting, i.Active, i.Abandoned, slots = gen.pool.counts()
+		i.Stalled = i.Abandoned > 0 && i.Abandoned >= slots
 	}
 	return i
 }

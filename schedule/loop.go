@@ -351,6 +351,7 @@ func (c *Context) terminate(l *loop, gen *generation) {
 // call more than once.
 func (c *Context) cancelAll(gen *generation) {
 	gen.stopping.Store(true)
+	gen.tmo.removeStall(&gen.stall) // nothing is queued any more
 	for _, r := range gen.pool.close() {
 		c.settle(r, Result{Status: StatusCanceled, Err: c.taskErr(r.id, ErrCanceled, "dropped from the queue by shutdown")})
 		c.releaseID(r)

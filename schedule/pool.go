@@ -275,7 +275,9 @@ func (p *pool) close() []*taskRun {
 }
 
 // counts returns how many tasks wait and run.
-func (p *pool) counts() (waiting, active int) {
+// counts returns the queued tasks, the running ones, how many of those are
+// abandoned (decided, still holding their worker) and the worker slots.
+func (p *pool) counts() (waiting, active, abandoned, slots int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, r := range p.queue {
@@ -283,7 +285,12 @@ func (p *pool) counts() (waiting, active int) {
 			waiting++
 		}
 	}
-	return waiting, len(p.active)
+	for r := range p.active {
+		if r.isDone() {
+			abandoned++
+		}
+	}
+	return waiting, len(p.active), abandoned, p.max
 }
 
 func (p *pool) snapshot() (waiting, active []*taskRun, labels map[*taskRun]string) {

@@ -23,11 +23,28 @@ type timeouts struct {
 	running bool
 }
 
-// deadline is a heap entry: a task run or a group.
+// deadline is a heap entry: a task run, a group, or the generation's
+// stall check.
 type deadline struct {
 	at    time.Time
 	run   *taskRun
 	group *group
+	stall *stallCheck
+}
+
+// stallCheck is the one heap entry of a generation that looks for queued
+// tasks stuck behind workers held by abandoned tasks (see checkStall).
+type stallCheck struct{ heapIndex int }
+
+// heapIndex returns where d's owner records its position.
+func (d deadline) heapIndex() *int {
+	switch {
+	case d.run != nil:
+		return &d.run.heapIndex
+	case d.group != nil:
+		return &d.group.heapIndex
+	}
+	return &d.stall.heapIndex
 }
 
 func newTimeouts(clk clockwork.Clock, wg *sync.WaitGroup, expire func(deadline)) *timeouts {
@@ -37,10 +54,13 @@ func newTimeouts(clk clockwork.Clock, wg *sync.WaitGroup, expire func(deadline))
 func (t *timeouts) add(d deadline) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if d.run != nil {
+	switch {
+	case d.run != nil:
 		d.run.deadline = d.at
-	} else {
+	case d.group != nil:
 		d.group.deadline = d.at
+	case d.stall.heapIndex >= 0:
+		return // armed already: it re-arms itself
 	}
 	heap.Push(&t.h, d)
 	if t.h.index(d) == 0 {
@@ -55,14 +75,22 @@ func (t *timeouts) add(d deadline) {
 
 // remove drops a run's or group's deadline, if any.
 func (t *timeouts) remove(r *taskRun, g *group) {
+	switch {
+	case r != nil:
+		t.drop(&r.heapIndex)
+	case g != nil:
+		t.drop(&g.heapIndex)
+	}
+}
+
+// removeStall drops the stall check, if armed.
+func (t *timeouts) removeStall(s *stallCheck) { t.drop(&s.heapIndex) }
+
+// drop removes the entry whose owner records its position at idx.
+func (t *timeouts) drop(idx *int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	i := -1
-	if r != nil {
-		i = r.heapIndex
-	} else if g != nil {
-		i = g.heapIndex
-	}
+	i := *idx
 	if i < 0 {
 		return
 	}
@@ -118,13 +146,7 @@ func (h deadlineHeap) Swap(i, j int) {
 	h.setIndex(i)
 	h.setIndex(j)
 }
-func (h deadlineHeap) setIndex(i int) {
-	if h[i].run != nil {
-		h[i].run.heapIndex = i
-	} else {
-		h[i].group.heapIndex = i
-	}
-}
+func (h deadlineHeap) setIndex(i int) { *h[i].heapIndex() = i }
 func (h *deadlineHeap) Push(x any) {
 	*h = append(*h, x.(deadline))
 	h.setIndex(len(*h) - 1)
@@ -133,16 +155,7 @@ func (h *deadlineHeap) Pop() any {
 	old := *h
 	d := old[len(old)-1]
 	*h = old[:len(old)-1]
-	if d.run != nil {
-		d.run.heapIndex = -1
-	} else {
-		d.group.heapIndex = -1
-	}
+	*d.heapIndex() = -1
 	return d
 }
-func (h deadlineHeap) index(d deadline) int {
-	if d.run != nil {
-		return d.run.heapIndex
-	}
-	return d.group.heapIndex
-}
+func (h deadlineHeap) index(d deadline) int { return *d.heapIndex() }

@@ -17,11 +17,14 @@ type Export struct {
 	Counts   map[string]int64 `json:"counts"`
 	Days     []DaySummary     `json:"days"`
 	Failures []Failure        `json:"failures"`
+	// Unsaved counts failures not written to the store: between two
+	// flushes only the newest settings.Failures are kept (see Unsaved).
+	Unsaved int64 `json:"unsavedFailures"`
 }
 
 // Snapshot gathers everything an export shows.
 func (s *Stats) Snapshot() Export {
-	return Export{Schedule: s.schedule, Settings: s.Settings(), Buckets: s.BucketLabels(), Counts: s.Counts(), Days: s.Days(), Failures: s.Failures()}
+	return Export{Schedule: s.schedule, Settings: s.Settings(), Buckets: s.BucketLabels(), Counts: s.Counts(), Days: s.Days(), Failures: s.Failures(), Unsaved: s.Unsaved()}
 }
 
 // WriteJSON writes the statistics and failures as one JSON document.

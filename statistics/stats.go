@@ -227,10 +227,9 @@ func (s *Stats) Record(x Sample) {
 	}
 	s.results.push(rec)
 	if x.Status != Success {
-		f := Failure{At: now, TaskID: x.TaskID, Status: name, Cost: x.Cost}
+		f := Failure{At: now, TaskID: x.TaskID, Status: name, Cost: x.Cost, Error: rec.Error}
 		if x.Err != nil {
-			f.Error = x.Err.Error()
-			f.Chain, f.Stack = chainOf(x.Err)
+			f.Chain, f.Stack = chainOf(x.Err, rec.Error)
 		}
 		s.failures.push(f)
 		if s.pending.push(f) {
@@ -307,10 +306,15 @@ func (r *ring[T]) resize(n int) (dropped int) {
 // stacker is implemented by errors carrying a stack (schedule.PanicError).
 type stacker interface{ StackTrace() string }
 
-// chainOf returns the messages of an error chain and the first stack in it.
-func chainOf(err error) (chain []string, stack string) {
+// chainOf returns the messages of an error chain and the first stack in
+// it; msg is err's own message, already known.
+func chainOf(err error, msg string) (chain []string, stack string) {
 	for e := err; e != nil; e = errors.Unwrap(e) {
-		chain = append(chain, e.Error())
+		if e == err {
+			chain = append(chain, msg)
+		} else {
+			chain = append(chain, e.Error())
+		}
 		if st, ok := e.(stacker); ok && stack == "" {
 			stack = st.StackTrace()
 		}

@@ -49,19 +49,23 @@ func (h *handler) jsonError(w http.ResponseWriter, status int, msg string, data 
 }
 
 type scheduleView struct {
-	Name     string           `json:"name"`
-	State    string           `json:"state"`
-	Plan     string           `json:"plan"`
-	Remark   string           `json:"remark"`
-	Loaded   *time.Time       `json:"loaded,omitempty"`
-	Last     *time.Time       `json:"last,omitempty"`
-	Next     *time.Time       `json:"next,omitempty"`
-	Rounds   int64            `json:"rounds"`
-	Batches  int64            `json:"batches"`
-	Counts   map[string]int64 `json:"counts"`
-	Waiting  int              `json:"waiting"`
-	Active   int              `json:"active"`
-	LogLevel string           `json:"logLevel"`
+	Name    string           `json:"name"`
+	State   string           `json:"state"`
+	Plan    string           `json:"plan"`
+	Remark  string           `json:"remark"`
+	Loaded  *time.Time       `json:"loaded,omitempty"`
+	Last    *time.Time       `json:"last,omitempty"`
+	Next    *time.Time       `json:"next,omitempty"`
+	Rounds  int64            `json:"rounds"`
+	Batches int64            `json:"batches"`
+	Counts  map[string]int64 `json:"counts"`
+	Waiting int              `json:"waiting"`
+	Active  int              `json:"active"`
+	// Abandoned tasks are past their timeout and still hold a worker;
+	// Stalled: they hold every worker (see schedule.Info).
+	Abandoned int    `json:"abandoned"`
+	Stalled   bool   `json:"stalled"`
+	LogLevel  string `json:"logLevel"`
 }
 
 type entryView struct {
@@ -98,7 +102,7 @@ func viewOf(sc *fom.ScheduleContext) scheduleView {
 	return scheduleView{
 		Name: i.Name, State: i.State.String(), Plan: i.Plan, Remark: i.Remark,
 		Loaded: timePtr(i.Loaded), Last: timePtr(i.Last), Next: timePtr(i.Next),
-		Rounds: i.Rounds, Batches: i.Batches, Waiting: i.Waiting, Active: i.Active, LogLevel: sc.LogLevel().String(),
+		Rounds: i.Rounds, Batches: i.Batches, Waiting: i.Waiting, Active: i.Active, Abandoned: i.Abandoned, Stalled: i.Stalled, LogLevel: sc.LogLevel().String(),
 		Counts: map[string]int64{"success": c.Success, "failed": c.Failed, "timeout": c.Timeout, "rejected": c.Rejected, "conflict": c.Conflict, "canceled": c.Canceled},
 	}
 }

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"fmt"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -64,7 +65,13 @@ func (h *handler) renderStatus(w http.ResponseWriter, r *http.Request, status in
 type rowView struct {
 	Name, URL, State, Plan, Remark, Last, Next, LogLevel string
 	Rounds, Success, Failed                              int64
-	Waiting, Active                                      int
+	Waiting, Active, Abandoned                           int
+	Stalled                                              bool
+}
+
+// stallTitle explains a stalled schedule on hover.
+func (r rowView) stallTitle() string {
+	return fmt.Sprintf("%d of the workers are held by tasks past their timeout that have not returned; %d tasks wait behind them and time out after taskOverTime", r.Abandoned, r.Waiting)
 }
 
 func fmtTime(t time.Time) string {
@@ -88,6 +95,7 @@ func (h *handler) rowOf(sc *fom.ScheduleContext) rowView {
 		Name: i.Name, URL: h.scheduleURL(i.Name), State: i.State.String(), Plan: i.Plan, Remark: i.Remark,
 		Last: fmtTime(i.Last), Next: fmtTime(i.Next), LogLevel: sc.LogLevel().String(),
 		Rounds: i.Rounds, Success: i.Counts.Success, Failed: i.Counts.Total() - i.Counts.Success, Waiting: i.Waiting, Active: i.Active,
+		Abandoned: i.Abandoned, Stalled: i.Stalled,
 	}
 }
 
@@ -142,6 +150,8 @@ type detailView struct {
 	DayChart, BucketChart svgChart
 	Days                  []dayRow
 	Failures              []failureRow
+	Unsaved               int64 // failures dropped before they could be saved
+	KeptFailures          int
 	Active, Waiting       []taskRow
 	ExportBase            string
 }
@@ -149,7 +159,8 @@ type detailView struct {
 func (h *handler) detail(sc *fom.ScheduleContext, typed map[string]string, errs map[string]string) detailView {
 	i := sc.Info()
 	c := i.Counts
-	v := detailView{Row: h.rowOf(sc), Loaded: fmtTime(i.Loaded), Batches: i.Batches, ExportBase: h.base + "/api/schedules/" + url.PathEscape(i.Name) + "/export"}
+	v := detailView{Row: h.rowOf(sc), Loaded: fmtTime(i.Loaded), Batches: i.Batches, ExportBase: h.base + "/api/schedules/" + url.PathEscape(i.Name) + "/export",
+		Unsaved: sc.Stats().Unsaved(), KeptFailures: sc.Stats().Settings().Failures}
 	v.Outcomes = "success " + strconv.FormatInt(c.Success, 10) + " · failed " + strconv.FormatInt(c.Failed, 10) + " · timeout " + strconv.FormatInt(c.Timeout, 10) +
 		" · rejected " + strconv.FormatInt(c.Rejected, 10) + " · conflict " + strconv.FormatInt(c.Conflict, 10) + " · canceled " + strconv.FormatInt(c.Canceled, 10)
 	for _, e := range entriesOf(sc) {

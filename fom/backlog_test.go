@@ -54,7 +54,9 @@ func (j *floodJob) Tasks(context.Context) ([]Task, error) {
 	return ts, nil
 }
 
-func (j *floodJob) OnComplete(_ context.Context, r Round) { j.done <- Round{Number: r.Number, Results: r.Results[:1]} }
+func (j *floodJob) OnComplete(_ context.Context, r Round) {
+	j.done <- Round{Number: r.Number, Results: r.Results[:1]}
+}
 
 // TestARoundOfAMillionRejectionsIsSaved: a round whose queue rejects nearly
 // every task completes, Stop succeeds, and the statistics are in the store:

@@ -1,12 +1,12 @@
 package web
 
 import (
-	"os"
 	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"

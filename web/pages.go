@@ -1,9 +1,9 @@
 package web
 
 import (
-	"fmt"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"

@@ -183,6 +183,12 @@ func (a *App) Register(job any) (*ScheduleContext, error) {
 	if len(problems) > 0 {
 		return nil, fail()
 	}
+	// deadTime is fixed in code: one already past would stop the
+	// schedule at every start, silently.
+	if dead := cfg.Settings().DeadTime; !dead.IsZero() && !a.o.clock.Now().Before(dead) {
+		return nil, fail(fmt.Sprintf("key \"deadTime\" value %q: already past (now %s): the schedule would stop at once; remove the key or set a later time",
+			cfg.Get(config.KeyDeadTime), a.o.clock.Now().UTC().Format(time.RFC3339)))
+	}
 	for _, w := range cfg.Warnings() {
 		a.log.Warn(w)
 	}
@@ -301,20 +307,28 @@ func (a *App) Stop(ctx context.Context) error {
 	}
 	// The last flush gets deadlines of its own: statistics are worth saving
 	// even when the caller's context ran out waiting for a stuck task.
-	if ferr := a.flush(context.WithoutCancel(ctx), 10*time.Second); ferr != nil {
-		errs = append(errs, ferr)
-	}
 	if err := errors.Join(errs...); err != nil {
+		// A task did not return: the store stays open for it and for a
+		// later Stop, which flushes again.
+		if ferr := a.flush(context.WithoutCancel(ctx), 10*time.Second); ferr != nil {
+			err = errors.Join(err, ferr)
+		}
 		return fmt.Errorf("fom: stop: %w", err)
 	}
+	// Everything stopped: a failed last flush is reported, and the
+	// embedded store is closed either way (nothing could write it later).
+	ferr := a.flush(context.WithoutCancel(ctx), 10*time.Second)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.ownStore && a.st != nil {
-		err := a.st.Close()
+		cerr := a.st.Close()
 		a.st, a.ownStore = nil, false
-		if err != nil {
-			return fmt.Errorf("fom: stop: close store: %w", err)
+		if cerr != nil {
+			ferr = errors.Join(ferr, fmt.Errorf("close store: %w", cerr))
 		}
+	}
+	if ferr != nil {
+		return fmt.Errorf("fom: stop: %w", ferr)
 	}
 	return nil
 }

@@ -110,3 +110,18 @@ func TestARoundOfAMillionRejectionsIsSaved(t *testing.T) {
 		t.Fatalf("unsaved %d of %d rejections", u, counts["rejected"])
 	}
 }
+
+type expiredJob struct {
+	Schedule `name:"expired" fixedRate:"1h" deadTime:"2020-01-01T00:00:00Z"`
+}
+
+func (*expiredJob) Run(context.Context) (any, error) { return nil, nil }
+
+func TestDeadTimeAlreadyPastIsRefused(t *testing.T) {
+	t.Parallel()
+	app := newTestApp(t)
+	_, err := app.Register(&expiredJob{})
+	if err == nil || !strings.Contains(err.Error(), `key "deadTime" value "2020-01-01T00:00:00Z": already past`) {
+		t.Fatalf("got %v", err)
+	}
+}

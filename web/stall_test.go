@@ -2,12 +2,16 @@ package web
 
 import (
 	"context"
+	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fom-go/fom/fom"
 	"github.com/fom-go/fom/statistics"
+	"github.com/fom-go/fom/store"
 )
 
 // stuckJob's task ignores its context and its timeout.
@@ -71,5 +75,39 @@ func TestUnsavedFailuresAreShown(t *testing.T) {
 	f.do("GET", "/fom/api/schedules/beta/stats", "").expect(t, 200, "ok").data(t, &body)
 	if body.Unsaved != 50 {
 		t.Fatalf("API unsaved %d", body.Unsaved)
+	}
+}
+
+// TestEditAfterTheStoreFileWasRemoved is refused, not acknowledged and
+// lost; Stop reports the statistics it could not save.
+func TestEditAfterTheStoreFileWasRemoved(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	app, err := fom.New(fom.WithDataDir(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := app.Register(&alpha{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := NewHandler(app, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{t: t, app: app, h: h, dir: dir}
+	if err := os.Remove(filepath.Join(dir, "fom.db")); err != nil {
+		t.Fatal(err)
+	}
+	r := f.do("PATCH", "/fom/api/schedules/alpha/config", `{"remark":"lost?"}`)
+	if r.status != 503 || !strings.Contains(r.env.Msg, "removed or replaced") || !strings.Contains(r.env.Msg, "fom.db") {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	if got := sc.Config().Get("remark"); got == "lost?" {
+		t.Fatal("the refused edit is in force")
+	}
+	sc.Stats().Record(statistics.Sample{TaskID: "alpha", Status: statistics.Failed})
+	if err := app.Stop(context.Background()); !errors.Is(err, store.ErrGone) {
+		t.Fatalf("stop: %v", err)
 	}
 }

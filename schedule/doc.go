@@ -8,9 +8,16 @@
 // the context's own pool, waits on a complete-latch until every task has an
 // outcome, calls OnComplete, and computes the next fire from the Plan. A
 // plan is a pure function of the previous round: cron uses its start,
-// fixedRate its start plus the rate, fixedDelay its end plus the delay.
-// When the next fire is already past the round runs at once, once: there is
-// no burst of catch-up rounds.
+// fixedRate its planned fire plus the rate (so the lateness of one start is
+// never carried into the next), fixedDelay its end plus the delay. When the
+// next fire is already past the round runs at once, once: there is no
+// burst of catch-up rounds (for fixedRate the rate then counts from that
+// round's start).
+//
+// Relative waits (task deadlines, fixedRate and fixedDelay fires) carry a
+// monotonic clock reading and are not moved by a wall-clock step; calendar
+// fires (cron, deadTime) follow the wall clock, re-checked at least every
+// minute.
 //
 // Every task gets exactly one outcome (a Result): success, failed, timeout,
 // rejected (the queue was full), conflict (its id was running elsewhere) or

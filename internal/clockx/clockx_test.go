@@ -1,0 +1,66 @@
+package clockx
+
+import (
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/jonboulle/clockwork"
+)
+
+// stepWall returns t with its wall clock reading moved by d and its
+// monotonic reading kept: what time.Now() returns after an NTP step or a
+// manual clock change. ok is false if this Go's time.Time is not laid out
+// as expected (the test then skips).
+func stepWall(t time.Time, d time.Duration) (time.Time, bool) {
+	const hasMonotonic = 1 << 63
+	const secShift, secBits = 30, 33
+	p := (*struct {
+		wall uint64
+		ext  int64
+		loc  *time.Location
+	})(unsafe.Pointer(&t))
+	if p.wall&hasMonotonic == 0 || d%time.Second != 0 {
+		return t, false
+	}
+	mask := uint64(1<<secBits-1) << secShift
+	sec := (p.wall & mask) >> secShift
+	sec = uint64(int64(sec) + int64(d/time.Second))
+	p.wall = p.wall&^mask | sec<<secShift&mask
+	return t, true
+}
+
+// steppedClock is the real clock after a wall-clock step of step.
+type steppedClock struct {
+	clockwork.Clock
+	step time.Duration
+}
+
+func (c steppedClock) Now() time.Time {
+	t, _ := stepWall(time.Now(), c.step)
+	return t
+}
+
+// TestRelativeWaitsIgnoreAWallClockStep: a deadline taken from a clock
+// reading keeps its length when the wall clock is stepped back 10 s; a
+// calendar time (no monotonic reading) follows the wall clock.
+func TestRelativeWaitsIgnoreAWallClockStep(t *testing.T) {
+	now := time.Now()
+	stepped, ok := stepWall(now, -10*time.Second)
+	if !ok || !stepped.Round(0).Equal(now.Round(0).Add(-10*time.Second)) || stepped.Sub(now) != 0 {
+		t.Skip("time.Time layout differs; cannot simulate a wall-clock step")
+	}
+	real := clockwork.NewRealClock()
+	deadline := real.Now().Add(2 * time.Second) // a task's deadline, with a monotonic reading
+	after := steppedClock{Clock: real, step: -10 * time.Second}
+	if d := Until(after, deadline); d > 2*time.Second || d < time.Second {
+		t.Fatalf("a 2s deadline after a -10s wall step is %v away", d)
+	}
+	if Reached(steppedClock{Clock: real, step: 10 * time.Second}, deadline) {
+		t.Fatal("a +10s wall step reached a 2s deadline at once")
+	}
+	cronFire := time.Now().Round(0).Add(2 * time.Second) // wall only, like a cron fire
+	if d := Until(after, cronFire); d < 11*time.Second || d > 12*time.Second {
+		t.Fatalf("a calendar fire 2s away after a -10s wall step is %v away, want ~12s", d)
+	}
+}

@@ -142,9 +142,15 @@ func (p persister) SaveConfig(ctx context.Context, schedule string, edits map[st
 // Every problem of the declaration is reported in one *RegistrationError
 // naming the type, the keys and the values. If the app is running and the
 // job is enabled, it starts at once.
-func (a *App) Register(job any) (*ScheduleContext, error) {
+func (a *App) Register(job any, opts ...RegisterOption) (*ScheduleContext, error) {
 	if job == nil {
 		return nil, ErrNilJob
+	}
+	var ro registerOptions
+	for _, o := range opts {
+		if o != nil {
+			o(&ro)
+		}
 	}
 	t := reflect.TypeOf(job)
 	cached, ok := a.types.Load(t)
@@ -153,6 +159,10 @@ func (a *App) Register(job any) (*ScheduleContext, error) {
 	}
 	jt := cached.(*jobType)
 	d, problems := jt.declare(job)
+	if ro.name != "" {
+		d.name = ro.name
+		d.tags[config.KeyName] = ro.name
+	}
 	var sentinels []error
 	fail := func(extra ...string) error {
 		return &RegistrationError{Type: jt.typeName, Problems: append(problems, extra...), Errs: sentinels}

@@ -114,3 +114,22 @@ func ExampleModule() {
 	}
 	// Output: report from report
 }
+
+// One job type serves several schedules, each under its own name.
+func ExampleNamed() {
+	dir, _ := os.MkdirTemp("", "fom-example")
+	defer os.RemoveAll(dir)
+	app, _ := fom.New(fom.WithDataDir(dir))
+	defer app.Stop(context.Background())
+
+	for _, tenant := range []string{"acme", "globex"} {
+		sc, err := app.Register(&Cleanup{}, fom.Named("cleanup-"+tenant))
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(sc.Name(), sc.Info().Plan)
+	}
+	// Output:
+	// cleanup-acme cron 0 */5 * * * *
+	// cleanup-globex cron 0 */5 * * * *
+}

@@ -68,3 +68,16 @@ func WithClock(c clockwork.Clock) Option {
 		return nil
 	}
 }
+
+// RegisterOption adjusts one registration.
+type RegisterOption func(*registerOptions)
+
+type registerOptions struct {
+	name string
+}
+
+// Named registers the job under name instead of its tag's or its type's,
+// so that one job type can serve several schedules (one per tenant, say).
+func Named(name string) RegisterOption {
+	return func(o *registerOptions) { o.name = name }
+}

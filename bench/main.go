@@ -16,15 +16,17 @@ import (
 
 func main() {
 	full := flag.Bool("full", false, "longer windows and a longer ladder")
-	only := flag.String("only", "oneshot,periodic,throughput", "scenarios to run")
+	only := flag.String("only", "oneshot,periodic,cost,memory,throughput", "scenarios to run")
 	pending := flag.Int("pending", 1_000_000, "timers in the one-shot scenario")
 	wheelSize := flag.Int("wheel-size", 512, "buckets per wheel level in the one-shot scenario")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here")
 	ladderFlag := flag.String("ladder", "", "comma-separated N values for the periodic scenario")
-	libsFlag := flag.String("libs", "", "comma-separated periodic libraries to run (fom, runtime, robfig, gocron); default all")
+	libsFlag := flag.String("libs", "", "comma-separated libraries to run (periodic: fom, runtime, robfig, gocron; cost: runtime, robfig, fom, app); default all")
 	trials := flag.Int("trials", 3, "tries per step of the periodic ladder; a step passes when one try does")
 	windowFlag := flag.Duration("window", 0, "measurement window per try of the periodic ladder (default 2s, 5s with -full)")
 	tick := flag.Duration("tick", 100*time.Microsecond, "tick of fom's wheels in the periodic scenario")
+	passes := flag.Int("passes", 3, "interleaved passes of the cost scenario")
+	costWindow := flag.Duration("cost-window", 5*time.Second, "measurement window of the cost scenario (10s with -full)")
 	flag.Parse()
 	fomTick = *tick
 	if *cpuprofile != "" {
@@ -146,6 +148,39 @@ func main() {
 		fmt.Fprintf(&out, "| **fom CPU per round / runtime timer CPU per run** (spread, both at N=%d: %s vs %s) | | | | **%.1f×** (target ≤ 2×) |\n\n", common, us(fc), us(rc), float64(fc)/float64(max(rc, 1)))
 		mem := idleMemory(10000)
 		fmt.Fprintf(&out, "Memory per idle, started fom schedule (heap + goroutine stacks, 10 000 schedules): %.1f KiB.\n\n", mem/1024)
+		runtime.GC()
+	}
+
+	if strings.Contains(*only, "cost") {
+		ns := []int{1000, 10000}
+		if *ladderFlag != "" {
+			ns = ladder
+		}
+		w := *costWindow
+		if *full {
+			w = 10 * time.Second
+		}
+		log("CPU per fire at fixed N")
+		keep := map[string]bool{}
+		for _, k := range strings.Split(*libsFlag, ",") {
+			if k = strings.TrimSpace(k); k != "" {
+				keep[k] = true
+			}
+		}
+		out.WriteString(costScenario(ns, *passes, w, keep, log))
+		runtime.GC()
+	}
+
+	if strings.Contains(*only, "memory") {
+		const n, rounds = 2000, 1000
+		log("memory per schedule of a default App")
+		before, after, err := appMemory(n, rounds)
+		if err != nil {
+			fmt.Fprintf(&out, "memory scenario failed: %v\n\n", err)
+		} else {
+			fmt.Fprintf(&out, "### Memory per schedule of a default App (%d schedules, heap + stacks)\n\n| | per schedule | target |\n|---|---|---|\n", n)
+			fmt.Fprintf(&out, "| sleeping, before its first round | %.1f KiB | ≤ 4 KB |\n| after %d rounds | %.1f KiB | ≤ 8 KB |\n\n", before/1024, rounds, after/1024)
+		}
 		runtime.GC()
 	}
 

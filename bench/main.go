@@ -172,7 +172,7 @@ func main() {
 	}
 
 	if strings.Contains(*only, "memory") {
-		const n, rounds = 2000, 1000
+		const n, rounds = 1000, 1000
 		log("memory per schedule of a default App")
 		before, after, err := appMemory(n, rounds)
 		if err != nil {

@@ -4,58 +4,98 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
+	"runtime/pprof"
+	"sync/atomic"
+	"time"
+
+	"github.com/jonboulle/clockwork"
 
 	"github.com/fom-go/fom/fom"
 )
 
-// memJob is a sleeping job: hourly, so it never fires while measured.
+// memJob runs once a second: on the fake clock of the memory scenario it
+// fires only when the scenario advances it.
 type memJob struct {
-	fom.Schedule `cron:"0 0 * * * *"`
+	fom.Schedule `fixedRate:"1s"`
+	rounds       *atomic.Int64
 }
 
 func (*memJob) Run(context.Context) (any, error) { return nil, nil }
 
-// appMemory is heap plus stacks per schedule of a default App: sleeping
-// before its first round, and after `rounds` rounds of one task each
-// (ad-hoc batches through the same pool, statistics and results).
+func (j *memJob) OnComplete(context.Context, fom.Round) { j.rounds.Add(1) }
+
+// appMemory is heap plus goroutine stacks per schedule of a default App:
+// started and sleeping before its first round, and after `rounds` rounds
+// of one task each, fired by advancing a fake clock.
 func appMemory(n, rounds int) (before, after float64, err error) {
 	dir, err := os.MkdirTemp("", "fom-bench-mem")
 	if err != nil {
 		return 0, 0, err
 	}
 	defer os.RemoveAll(dir)
-	app, err := fom.New(fom.WithDataDir(dir))
+	if os.Getenv("FOM_BENCH_HEAP_PROFILE") != "" {
+		runtime.MemProfileRate = 1 // every allocation, for the profiles
+	}
+	clk := clockwork.NewFakeClock()
+	app, err := fom.New(fom.WithDataDir(dir), fom.WithClock(clk))
 	if err != nil {
 		return 0, 0, err
 	}
+	var done atomic.Int64
 	// Open the store first, so that its caches do not count.
-	if _, err := app.Register(&memJob{}, fom.Named("warm")); err != nil {
+	if _, err := app.Register(&memJob{rounds: &done}, fom.Named("warm")); err != nil {
 		return 0, 0, err
+	}
+	h0, s0 := heapInUse()
+	for i := range n {
+		if _, err := app.Register(&memJob{rounds: &done}, fom.Named(fmt.Sprintf("mem-%d", i))); err != nil {
+			return 0, 0, err
+		}
 	}
 	if err := app.Start(context.Background()); err != nil {
 		return 0, 0, err
 	}
 	defer app.Stop(context.Background())
-	h0, s0 := heapInUse()
-	scs := make([]*fom.ScheduleContext, n)
-	for i := range n {
-		if scs[i], err = app.Register(&memJob{}, fom.Named(fmt.Sprintf("mem-%d", i))); err != nil {
-			return 0, 0, err
+	// Every schedule sleeps with its next fire armed before the clock
+	// moves: a fake clock jumps a whole second at once.
+	asleep := func() error {
+		deadline := time.Now().Add(time.Minute)
+		for _, sc := range app.Schedules() {
+			for i := sc.Info(); i.State != fom.Sleeping || !i.Next.After(clk.Now()); i = sc.Info() {
+				if time.Now().After(deadline) {
+					return fmt.Errorf("schedule %s: %s, next %v", sc.Name(), i.State, i.Next)
+				}
+				time.Sleep(50 * time.Microsecond)
+			}
 		}
+		return nil
+	}
+	if err := asleep(); err != nil {
+		return 0, 0, err
 	}
 	h1, s1 := heapInUse()
-	task := fom.TaskFunc("t", func(context.Context) (any, error) { return nil, nil })
-	for _, sc := range scs {
-		for range rounds {
-			b, err := sc.Submit(context.Background(), task)
-			if err != nil {
-				return 0, 0, err
-			}
-			if _, err := b.Wait(context.Background()); err != nil {
-				return 0, 0, err
-			}
+	if f := os.Getenv("FOM_BENCH_HEAP_PROFILE"); f != "" {
+		if w, err := os.Create(f + ".before"); err == nil {
+			pprof.WriteHeapProfile(w)
+			w.Close()
 		}
 	}
+	for r := 1; r <= rounds; r++ {
+		clk.Advance(time.Second)
+		if err := asleep(); err != nil {
+			return 0, 0, fmt.Errorf("round %d: %w", r, err)
+		}
+	}
+	if got, want := done.Load(), int64(rounds*(n+1)); got != want {
+		return 0, 0, fmt.Errorf("%d rounds ran, want %d", got, want)
+	}
 	h2, s2 := heapInUse()
+	if f := os.Getenv("FOM_BENCH_HEAP_PROFILE"); f != "" {
+		if w, err := os.Create(f); err == nil {
+			pprof.WriteHeapProfile(w)
+			w.Close()
+		}
+	}
 	return float64(h1+s1-h0-s0) / float64(n), float64(h2+s2-h0-s0) / float64(n), nil
 }

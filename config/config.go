@@ -74,6 +74,9 @@ type Spec struct {
 	Persisted map[string]string
 	// Persister saves edits made through Apply and Reset; nil keeps them in memory.
 	Persister Persister
+	// Keys are the built-in definitions, shared by the schedules of an
+	// App; nil builds them for this schedule alone.
+	Keys *Keys
 }
 
 // Change is passed to subscribers after an edit took effect.
@@ -81,6 +84,21 @@ type Change struct {
 	Settings Settings
 	Values   map[string]string // every key's current value
 	Changed  []string          // the keys whose value changed, sorted
+}
+
+// Keys are the built-in key definitions. They never change, so one value
+// serves every schedule of an App (Spec.Keys): ~1 KB less per schedule
+// than a copy each.
+type Keys struct{ defs []keyDef }
+
+// NewKeys builds the built-in key definitions.
+func NewKeys() *Keys {
+	bs := builtins()
+	k := &Keys{defs: make([]keyDef, len(bs))}
+	for i, b := range bs {
+		k.defs[i] = keyDef{name: b.name, def: b.def, editable: b.editable, doc: b.doc, parse: b.parse}
+	}
+	return k
 }
 
 type keyDef struct {
@@ -133,12 +151,15 @@ type Config struct {
 // New validates spec and builds the configuration of schedule. Every problem
 // is reported in one *ValidationError.
 func New(schedule string, spec Spec) (*Config, error) {
-	bs := builtins()
-	c := &Config{schedule: schedule, defs: make([]keyDef, 0, len(bs)+len(spec.Custom)), tags: make(map[string]string, len(spec.Tags)), saver: spec.Persister}
-	var problems []Problem
-	for _, b := range bs {
-		c.defs = append(c.defs, keyDef{name: b.name, def: b.def, editable: b.editable, doc: b.doc, parse: b.parse})
+	keys := spec.Keys
+	if keys == nil {
+		keys = NewKeys()
 	}
+	c := &Config{schedule: schedule, defs: keys.defs, tags: make(map[string]string, len(spec.Tags)), saver: spec.Persister}
+	if len(spec.Custom) > 0 { // the shared built-in definitions are never written: copy
+		c.defs = append(make([]keyDef, 0, len(keys.defs)+len(spec.Custom)), keys.defs...)
+	}
+	var problems []Problem
 	for _, k := range spec.Custom {
 		what := "custom key"
 		if k.Field != "" {
@@ -168,8 +189,6 @@ func New(schedule string, spec Spec) (*Config, error) {
 		d.def = def
 		c.defs = append(c.defs, d)
 	}
-	name, _ := c.lookup(KeyName)
-	name.def = schedule
 	if _, tagged := spec.Tags[KeyName]; !tagged {
 		if err := parseName(schedule); err != nil {
 			problems = append(problems, Problem{Key: KeyName, Value: schedule, Reason: err.Error()})
@@ -286,6 +305,9 @@ func (c *Config) codeValues() map[string]string {
 func (c *Config) codeDefault(key string) string {
 	if t, ok := c.tags[key]; ok {
 		return t
+	}
+	if key == KeyName {
+		return c.schedule
 	}
 	d, _ := c.lookup(key)
 	return d.def

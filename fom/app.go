@@ -40,6 +40,7 @@ type App struct {
 	schedules []*ScheduleContext
 	byName    map[string]*ScheduleContext
 	typeOf    map[string]string // schedule name -> job type, for messages
+	keys      *config.Keys      // built-in key definitions, shared by every schedule
 	running   bool
 	flushStop chan struct{} // closes the statistics flush loop
 	flushDone chan struct{}
@@ -100,7 +101,7 @@ func New(opts ...Option) (*App, error) {
 	return &App{
 		o: o, log: o.logger.Named("fom"), conflicts: schedule.NewConflicts(), wheels: wheels,
 		runners: runners,
-		byName:  map[string]*ScheduleContext{}, typeOf: map[string]string{}, st: o.store,
+		byName:  map[string]*ScheduleContext{}, typeOf: map[string]string{}, st: o.store, keys: config.NewKeys(),
 	}, nil
 }
 
@@ -186,7 +187,7 @@ func (a *App) Register(job any, opts ...RegisterOption) (*ScheduleContext, error
 	if err != nil {
 		return nil, fmt.Errorf("fom: register %s: %w", jt.typeName, err)
 	}
-	cfg, err := config.New(d.name, config.Spec{Tags: d.tags, Custom: d.custom, Persisted: persisted, Persister: persister{a}})
+	cfg, err := config.New(d.name, config.Spec{Tags: d.tags, Custom: d.custom, Persisted: persisted, Persister: persister{a}, Keys: a.keys})
 	if err != nil {
 		problems = append(problems, configProblems(err)...)
 	}
@@ -223,13 +224,15 @@ func (a *App) Register(job any, opts ...RegisterOption) (*ScheduleContext, error
 			return nil, fmt.Errorf("fom: register %s: key %q: %w", jt.typeName, key, err)
 		}
 	}
-	cfg.Subscribe(func(ch config.Change) {
-		for _, k := range ch.Changed {
-			if set, ok := d.setter[k]; ok {
-				_ = set(ch.Values[k]) // validated by config
+	if setters := d.setter; len(setters) > 0 { // only the setters stay referenced, not the declaration
+		cfg.Subscribe(func(ch config.Change) {
+			for _, k := range ch.Changed {
+				if set, ok := setters[k]; ok {
+					_ = set(ch.Values[k]) // validated by config
+				}
 			}
-		}
-	})
+		})
+	}
 	level := zapcore.InfoLevel
 	if v, ok, err := st.GetSetting(ctx, d.name, settingLogLevel); err != nil {
 		return nil, fmt.Errorf("fom: register %s: %w", jt.typeName, err)

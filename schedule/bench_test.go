@@ -19,7 +19,7 @@ func BenchmarkRound(b *testing.B) {
 	c.mu.Lock()
 	gen := c.ensureGeneration()
 	c.mu.Unlock()
-	l := newLoop(gen)
+	l := newLoop(c, gen)
 	defer func() {
 		c.mu.Lock()
 		c.setState(Stopping)

@@ -93,10 +93,13 @@ type loop struct {
 // stopper is an armed timer: a wheel timer or a clock's.
 type stopper interface{ Stop() bool }
 
-func newLoop(gen *generation) *loop {
-	// From the generation's context, so Tasks and OnComplete reach the
-	// schedule and its logger through fom.FromContext and fom.Logger.
-	ctx, cancel := context.WithCancel(gen.ctx)
+func newLoop(c *Context, gen *generation) *loop {
+	// Tasks and OnComplete reach the schedule and its logger through
+	// fom.FromContext and fom.Logger. Not a child of gen.ctx: that would
+	// register it with its parent (a map per schedule), and nothing needs
+	// it: Shutdown cancels this context before the generation's.
+	ctx, cancel := context.WithCancel(context.Background())
+	ctx = context.WithValue(ctx, scheduleKey{}, c)
 	return &loop{ctx: ctx, cancel: cancel, gen: gen, stop: make(chan struct{}), done: make(chan struct{})}
 }
 
@@ -258,7 +261,7 @@ func (c *Context) Startup() error {
 	gen := c.ensureGeneration()
 	c.loaded = now
 	c.execRequested = false
-	l := newLoop(gen)
+	l := newLoop(c, gen)
 	l.prev = Round{Planned: now, Start: now, End: now}
 	l.pinned = ok && (s.ExecOnLoad || s.InitialDelay > 0)
 	c.loop = l
@@ -319,7 +322,7 @@ func (c *Context) Close(ctx context.Context) error {
 		l = c.loop
 	case c.state == Inited && c.gen != nil:
 		c.setState(Stopping)
-		l = newLoop(c.gen)
+		l = newLoop(c, c.gen)
 		c.loop = l
 		l.requestStop()
 		go c.finish(l)

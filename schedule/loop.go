@@ -173,6 +173,11 @@ func (c *Context) runRounds(l *loop, planned time.Time) {
 		default:
 			next, ok = plan.Next(r) // may be the job's own code: outside the lock
 		}
+		if c.job.Plan == nil {
+			// fom's own plans read only the round's times: the results
+			// (and the round's group) need not live until the next round.
+			r.Results = nil
+		}
 		c.mu.Lock()
 		l.prev, l.pinned = r, false
 		switch {

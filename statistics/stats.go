@@ -36,7 +36,8 @@ type Settings struct {
 	RetentionDays int `json:"retentionDays"`
 	// Failures is how many recent failures are kept. Default 100.
 	Failures int `json:"failures"`
-	// Results is how many recent results are kept in memory. Default 100.
+	// Results is how many recent results are kept in memory. Default 16
+	// (about 56 bytes each; the failures ring keeps failures longer).
 	Results int `json:"results"`
 }
 
@@ -44,7 +45,7 @@ type Settings struct {
 func DefaultSettings() Settings {
 	return Settings{
 		Thresholds:    [5]time.Duration{time.Second, 10 * time.Second, time.Minute, 10 * time.Minute, time.Hour},
-		RetentionDays: 7, Failures: 100, Results: 100,
+		RetentionDays: 7, Failures: 100, Results: 16,
 	}
 }
 
@@ -88,6 +89,16 @@ type Failure struct {
 	Chain  []string      `json:"chain,omitempty"`
 	Stack  string        `json:"stack,omitempty"`
 	Cost   time.Duration `json:"costNs"`
+}
+
+// resultEntry is a recent result as kept: compact, its error formatted
+// only when read.
+type resultEntry struct {
+	at     int64 // Unix nanoseconds
+	cost   time.Duration
+	taskID string
+	err    error
+	status uint8
 }
 
 // ResultRecord is a recent result.
@@ -146,7 +157,7 @@ type Stats struct {
 	failures ring[Failure]
 	pending  ring[Failure] // not yet flushed: at most settings.Failures, the newest
 	unsaved  int64         // failures dropped from pending before a flush took them
-	results  ring[ResultRecord]
+	results  ring[resultEntry]
 	today    time.Time // the day cur belongs to
 	cur      *day
 }
@@ -160,7 +171,7 @@ func New(schedule string, clk clockwork.Clock, s Settings) (*Stats, error) {
 		clk = clockwork.NewRealClock()
 	}
 	return &Stats{schedule: schedule, clk: clk, settings: s, days: map[time.Time]*day{},
-		failures: newRing[Failure](s.Failures), pending: newRing[Failure](s.Failures), results: newRing[ResultRecord](s.Results)}, nil
+		failures: newRing[Failure](s.Failures), pending: newRing[Failure](s.Failures), results: newRing[resultEntry](s.Results)}, nil
 }
 
 // Schedule returns the schedule's name.
@@ -220,16 +231,12 @@ func (s *Stats) Record(x Sample) {
 		d.bucketTh = s.settings.Thresholds
 	}
 	d.buckets[bucketIndex(x.Cost, s.settings.Thresholds)]++
-	name := StatusNames()[x.Status]
-	rec := ResultRecord{At: now, TaskID: x.TaskID, Status: name, Cost: x.Cost}
-	if x.Err != nil {
-		rec.Error = x.Err.Error()
-	}
-	s.results.push(rec)
+	s.results.push(resultEntry{at: now.UnixNano(), cost: x.Cost, taskID: x.TaskID, err: x.Err, status: uint8(x.Status)})
 	if x.Status != Success {
-		f := Failure{At: now, TaskID: x.TaskID, Status: name, Cost: x.Cost, Error: rec.Error}
+		f := Failure{At: now, TaskID: x.TaskID, Status: StatusNames()[x.Status], Cost: x.Cost}
 		if x.Err != nil {
-			f.Chain, f.Stack = chainOf(x.Err, rec.Error)
+			f.Error = x.Err.Error()
+			f.Chain, f.Stack = chainOf(x.Err, f.Error)
 		}
 		s.failures.push(f)
 		if s.pending.push(f) {
@@ -265,6 +272,11 @@ func newRing[T any](n int) ring[T] { return ring[T]{cap: n} }
 // push adds x; it reports whether the oldest item was dropped for it.
 func (r *ring[T]) push(x T) (dropped bool) {
 	if len(r.buf) < r.cap {
+		if len(r.buf) == cap(r.buf) { // grow, never past the ring's size
+			grown := make([]T, len(r.buf), min(max(2*len(r.buf), 4), r.cap))
+			copy(grown, r.buf)
+			r.buf = grown
+		}
 		r.buf = append(r.buf, x)
 		return false
 	}
@@ -490,8 +502,17 @@ func (s *Stats) Failures() []Failure {
 // Results returns the recent results, newest first.
 func (s *Stats) Results() []ResultRecord {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.results.newestFirst()
+	es := s.results.newestFirst()
+	s.mu.Unlock()
+	names := StatusNames()
+	out := make([]ResultRecord, len(es))
+	for i, e := range es {
+		out[i] = ResultRecord{At: time.Unix(0, e.at).UTC(), TaskID: e.taskID, Status: names[e.status], Cost: e.cost}
+		if e.err != nil {
+			out[i].Error = e.err.Error()
+		}
+	}
+	return out
 }
 
 // costSnapshot returns the since-start cost histogram and counts.

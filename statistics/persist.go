@@ -2,7 +2,9 @@ package statistics
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -47,7 +49,129 @@ func decodeHist(m map[string]int64) (Histogram, error) {
 	return h, nil
 }
 
+// Days are stored in a compact binary form (version 2): a version byte,
+// then varints: count, the six status counts, min, max, sum, lateMax,
+// lateSum, the six bucket counts, the five thresholds, and the two
+// histograms as (bucket delta, count) pairs after their pair count. About
+// 60 bytes for a typical day against ~400 as JSON, and an order of magnitude
+// cheaper to write. Version 1 (JSON, starting with '{') is still read.
+const dayVersion2 = 2
+
 func encodeDay(d *day) ([]byte, error) {
+	b := make([]byte, 0, 96)
+	b = append(b, dayVersion2)
+	b = binary.AppendVarint(b, d.count)
+	for _, n := range d.byStatus {
+		b = binary.AppendVarint(b, n)
+	}
+	for _, v := range []time.Duration{d.min, d.max, d.sum, d.lateMax, d.lateSum} {
+		b = binary.AppendVarint(b, int64(v))
+	}
+	for _, n := range d.buckets {
+		b = binary.AppendVarint(b, n)
+	}
+	for _, t := range d.bucketTh {
+		b = binary.AppendVarint(b, int64(t))
+	}
+	b = appendHist(b, &d.hist)
+	b = appendHist(b, &d.late)
+	return b, nil
+}
+
+func appendHist(b []byte, h *Histogram) []byte {
+	n := 0
+	h.each(func(int32, int64) { n++ })
+	b = binary.AppendUvarint(b, uint64(n))
+	prev := int32(0)
+	h.each(func(k int32, c int64) {
+		b = binary.AppendUvarint(b, uint64(k-prev))
+		b = binary.AppendVarint(b, c)
+		prev = k
+	})
+	return b
+}
+
+// reader decodes varints, remembering the first error.
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (r *reader) varint() int64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.err = errors.New("truncated or bad varint")
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) uvarint() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.err = errors.New("truncated or bad varint")
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) hist() Histogram {
+	var h Histogram
+	n := r.uvarint()
+	if n > uint64(maxBucket)+1 {
+		r.err = fmt.Errorf("histogram of %d buckets", n)
+		return h
+	}
+	k := int64(0)
+	for i := uint64(0); i < n && r.err == nil; i++ {
+		k += int64(r.uvarint())
+		c := r.varint()
+		if k > int64(maxBucket) || c < 0 {
+			r.err = fmt.Errorf("bad histogram bucket %d=%d", k, c)
+			return Histogram{}
+		}
+		h.addN(int32(k), c)
+	}
+	return h
+}
+
+func decodeDayV2(b []byte) (*day, error) {
+	r := &reader{b: b[1:]}
+	d := &day{count: r.varint()}
+	for i := range d.byStatus {
+		d.byStatus[i] = r.varint()
+	}
+	for _, v := range []*time.Duration{&d.min, &d.max, &d.sum, &d.lateMax, &d.lateSum} {
+		*v = time.Duration(r.varint())
+	}
+	for i := range d.buckets {
+		d.buckets[i] = r.varint()
+	}
+	for i := range d.bucketTh {
+		d.bucketTh[i] = time.Duration(r.varint())
+	}
+	d.hist = r.hist()
+	d.late = r.hist()
+	if r.err == nil && len(r.b) != 0 {
+		r.err = fmt.Errorf("%d bytes after the record", len(r.b))
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	return d, nil
+}
+
+// encodeDayV1 is the JSON form earlier versions wrote (tests check that
+// it is still read).
+func encodeDayV1(d *day) ([]byte, error) {
 	return json.Marshal(dayRecord{
 		Version: 1, Count: d.count, ByStatus: d.byStatus, Min: int64(d.min), Max: int64(d.max), Sum: int64(d.sum),
 		Hist: encodeHist(&d.hist), Late: encodeHist(&d.late), LateMax: int64(d.lateMax), LateSum: int64(d.lateSum),
@@ -56,6 +180,9 @@ func encodeDay(d *day) ([]byte, error) {
 }
 
 func decodeDay(b []byte) (*day, error) {
+	if len(b) > 0 && b[0] == dayVersion2 {
+		return decodeDayV2(b)
+	}
 	var r dayRecord
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, err

@@ -14,7 +14,9 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -72,6 +74,8 @@ type Store struct {
 	path string
 	lock *os.File    // held while open: one process per store file
 	file os.FileInfo // the file as opened, to notice its removal
+
+	commits, statements atomic.Int64
 }
 
 var _ store.Store = (*Store)(nil)
@@ -138,11 +142,35 @@ func openLocked(ctx context.Context, path string) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
-	if _, err := db.ExecContext(ctx, "PRAGMA journal_mode=WAL"); err != nil {
+	if err := s.enableWAL(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("fom: store %q: enable WAL: %w", path, err)
 	}
 	return s, nil
+}
+
+// enableWAL switches the file to write-ahead logging, once for good (the
+// mode is kept in the file). Switching needs the file to itself and does
+// not wait on the busy timeout, so a concurrent opener retries briefly.
+func (s *Store) enableWAL(ctx context.Context) error {
+	for try := 0; ; try++ {
+		var mode string
+		err := s.db.QueryRowContext(ctx, "PRAGMA journal_mode=WAL").Scan(&mode)
+		if err == nil && strings.EqualFold(mode, "wal") {
+			return nil
+		}
+		if try == 100 || (err != nil && !strings.Contains(err.Error(), "SQLITE_BUSY")) {
+			if err == nil {
+				err = fmt.Errorf("journal mode is %s", mode)
+			}
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // escapePath makes a file path safe inside a SQLite URI, where '?' starts
@@ -266,11 +294,11 @@ func (s *Store) LoadConfig(ctx context.Context, schedule string) (map[string]str
 // transaction.
 func (s *Store) SaveConfig(ctx context.Context, schedule string, edits map[string]string) error {
 	return s.tx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, "DELETE FROM config_edits WHERE schedule = ?", schedule); err != nil {
+		if err := s.exec(ctx, tx, "DELETE FROM config_edits WHERE schedule = ?", schedule); err != nil {
 			return err
 		}
 		for k, v := range edits {
-			if _, err := tx.ExecContext(ctx, "INSERT INTO config_edits (schedule, key, value) VALUES (?, ?, ?)", schedule, k, v); err != nil {
+			if err := s.exec(ctx, tx, "INSERT INTO config_edits (schedule, key, value) VALUES (?, ?, ?)", schedule, k, v); err != nil {
 				return err
 			}
 		}
@@ -294,46 +322,83 @@ func (s *Store) GetSetting(ctx context.Context, schedule, key string) (string, b
 // PutSetting implements store.Store.
 func (s *Store) PutSetting(ctx context.Context, schedule, key, value string) error {
 	return s.tx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO settings (schedule, key, value) VALUES (?, ?, ?)
+		return s.exec(ctx, tx, `INSERT INTO settings (schedule, key, value) VALUES (?, ?, ?)
 			ON CONFLICT (schedule, key) DO UPDATE SET value = excluded.value`, schedule, key, value)
-		return err
 	})
 }
 
-// SaveStats implements store.Store.
+// Rows per multi-row statement: SQLite parses each statement anew (the
+// driver keeps no prepared statements), so a flush of thousands of rows
+// costs a few parses, not one per row. Well under SQLite's 32 766 bound
+// parameters.
+const (
+	daysPerStatement     = 500
+	failuresPerStatement = 200
+	namesPerStatement    = 500
+)
+
+// SaveStats implements store.Store: every row of the batch in one
+// transaction, a few multi-row statements.
 func (s *Store) SaveStats(ctx context.Context, b store.StatsBatch) error {
 	if len(b.Days) == 0 && len(b.Failures) == 0 {
 		return nil
 	}
 	return s.tx(ctx, func(tx *sql.Tx) error {
-		if len(b.Days) > 0 {
-			up, err := tx.PrepareContext(ctx, `INSERT INTO stats_days (schedule, day, data) VALUES (?, ?, ?)
-				ON CONFLICT (schedule, day) DO UPDATE SET data = excluded.data`)
-			if err != nil {
-				return err
+		for days := range slices.Chunk(b.Days, daysPerStatement) {
+			q := "INSERT INTO stats_days (schedule, day, data) VALUES " + rows(len(days), 3) +
+				" ON CONFLICT (schedule, day) DO UPDATE SET data = excluded.data"
+			args := make([]any, 0, 3*len(days))
+			for _, d := range days {
+				args = append(args, d.Schedule, dayKey(d.Day), d.Data)
 			}
-			defer up.Close()
-			for _, d := range b.Days {
-				if _, err := up.ExecContext(ctx, d.Schedule, dayKey(d.Day), d.Data); err != nil {
-					return err
-				}
+			if err := s.exec(ctx, tx, q, args...); err != nil {
+				return err
 			}
 		}
-		if len(b.Failures) > 0 {
-			ins, err := tx.PrepareContext(ctx, `INSERT INTO failures (schedule, at, task_id, status, error, stack, cost_ns)
-				VALUES (?, ?, ?, ?, ?, ?, ?)`)
-			if err != nil {
-				return err
+		for fs := range slices.Chunk(b.Failures, failuresPerStatement) {
+			q := "INSERT INTO failures (schedule, at, task_id, status, error, stack, cost_ns) VALUES " + rows(len(fs), 7)
+			args := make([]any, 0, 7*len(fs))
+			for _, f := range fs {
+				args = append(args, f.Schedule, f.At.UnixNano(), f.TaskID, f.Status, f.Error, f.Stack, int64(f.Cost))
 			}
-			defer ins.Close()
-			for _, f := range b.Failures {
-				if _, err := ins.ExecContext(ctx, f.Schedule, f.At.UnixNano(), f.TaskID, f.Status, f.Error, f.Stack, int64(f.Cost)); err != nil {
-					return err
-				}
+			if err := s.exec(ctx, tx, q, args...); err != nil {
+				return err
 			}
 		}
 		return nil
 	})
+}
+
+// rows returns n groups of k placeholders: (?, ?), (?, ?), ...
+func rows(n, k int) string {
+	one := "(" + strings.Repeat("?, ", k-1) + "?)"
+	var b strings.Builder
+	b.Grow(n * (len(one) + 2))
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(one)
+	}
+	return b.String()
+}
+
+// exec runs one statement of a transaction and counts it.
+func (s *Store) exec(ctx context.Context, tx *sql.Tx, q string, args ...any) error {
+	s.statements.Add(1)
+	_, err := tx.ExecContext(ctx, q, args...)
+	return err
+}
+
+// Counters are what the store has done since it was opened.
+type Counters struct {
+	Transactions int64 // write transactions committed
+	Statements   int64 // statements run inside them
+}
+
+// Counters returns the store's counters.
+func (s *Store) Counters() Counters {
+	return Counters{Transactions: s.commits.Load(), Statements: s.statements.Load()}
 }
 
 // LoadDays implements store.Store.
@@ -381,33 +446,41 @@ func (s *Store) LoadFailures(ctx context.Context, schedule string, limit int) ([
 }
 
 // Prune implements store.Store: days and failures before each rule's
-// time, and failures beyond its count, newest kept.
+// time, and failures beyond its count, newest kept. Schedules with the
+// same rule share statements.
 func (s *Store) Prune(ctx context.Context, rules []store.Retention) error {
 	if len(rules) == 0 {
 		return nil
 	}
+	type rule struct {
+		before time.Time
+		keep   int
+	}
+	groups := map[rule][]any{}
+	var order []rule
+	for _, r := range rules {
+		k := rule{r.Before.UTC(), max(r.KeepFailures, 0)}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], r.Schedule)
+	}
 	return s.tx(ctx, func(tx *sql.Tx) error {
-		stmts := []string{
-			"DELETE FROM stats_days WHERE schedule = ?1 AND day < ?2",
-			"DELETE FROM failures WHERE schedule = ?1 AND at < ?3",
-			`DELETE FROM failures WHERE schedule = ?1 AND id <= (
-				SELECT id FROM failures WHERE schedule = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?4)`,
-		}
-		prepared := make([]*sql.Stmt, len(stmts))
-		for i, q := range stmts {
-			st, err := tx.PrepareContext(ctx, q)
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			prepared[i] = st
-		}
-		for _, r := range rules {
-			for i, st := range prepared {
-				if i < 2 && r.Before.IsZero() {
-					continue // by count only
+		for _, k := range order {
+			for names := range slices.Chunk(groups[k], namesPerStatement) {
+				in := "(" + strings.TrimSuffix(strings.Repeat("?, ", len(names)), ", ") + ")"
+				if !k.before.IsZero() {
+					if err := s.exec(ctx, tx, "DELETE FROM stats_days WHERE day < ? AND schedule IN "+in, append([]any{dayKey(k.before)}, names...)...); err != nil {
+						return err
+					}
+					if err := s.exec(ctx, tx, "DELETE FROM failures WHERE at < ? AND schedule IN "+in, append([]any{k.before.UnixNano()}, names...)...); err != nil {
+						return err
+					}
 				}
-				if _, err := st.ExecContext(ctx, r.Schedule, dayKey(r.Before), r.Before.UnixNano(), max(r.KeepFailures, 0)); err != nil {
+				q := `DELETE FROM failures WHERE id IN (SELECT id FROM (
+					SELECT id, row_number() OVER (PARTITION BY schedule ORDER BY id DESC) AS n
+					FROM failures WHERE schedule IN ` + in + `) WHERE n > ?)`
+				if err := s.exec(ctx, tx, q, append(names, k.keep)...); err != nil {
 					return err
 				}
 			}
@@ -435,6 +508,7 @@ func (s *Store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("fom: store %q: commit: %w", s.path, err)
 	}
+	s.commits.Add(1)
 	return nil
 }
 

@@ -16,7 +16,7 @@ import (
 
 func main() {
 	full := flag.Bool("full", false, "longer windows and a longer ladder")
-	only := flag.String("only", "oneshot,periodic,cost,memory,throughput", "scenarios to run")
+	only := flag.String("only", "oneshot,periodic,cost,flush,memory,throughput", "scenarios to run")
 	pending := flag.Int("pending", 1_000_000, "timers in the one-shot scenario")
 	wheelSize := flag.Int("wheel-size", 512, "buckets per wheel level in the one-shot scenario")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here")
@@ -168,6 +168,12 @@ func main() {
 			}
 		}
 		out.WriteString(costScenario(ns, *passes, w, keep, log))
+		runtime.GC()
+	}
+
+	if strings.Contains(*only, "flush") {
+		log("statistics flush")
+		out.WriteString(flushScenario([]int{100, 1000, 10000}, log))
 		runtime.GC()
 	}
 

@@ -59,7 +59,7 @@ type App struct {
 // cannot grow the table between two prunes.
 const (
 	flushInterval = 5 * time.Second // how often statistics are written
-	flushChunk    = 5000            // rows per transaction
+	flushChunk    = 20000           // rows per transaction
 	pruneInterval = time.Hour
 )
 
@@ -361,6 +361,12 @@ func (a *App) flushLoop(stop, done chan struct{}) {
 			}
 		}
 	}
+}
+
+// FlushStats writes every schedule's statistics to the store now, as the
+// app does every 5 s and at Stop.
+func (a *App) FlushStats(ctx context.Context) error {
+	return a.flush(ctx, flushInterval)
 }
 
 // flush writes every schedule's pending statistics, each transaction

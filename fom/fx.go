@@ -1,6 +1,7 @@
 package fom
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 
@@ -8,12 +9,18 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fom-go/fom/internal/fxconfig"
+	"github.com/fom-go/fom/store/postgres"
 )
 
 // Config configures the App that Module provides. Supplying it is optional.
 type Config struct {
 	// DataDir is the embedded store's directory. Default: ./fom-data.
 	DataDir string
+	// DatabaseURL, when set, selects the PostgreSQL store at this address
+	// (postgres://user@host:5432/db) instead of the embedded one. Default: none.
+	DatabaseURL string
+	// DatabaseSchema is the PostgreSQL schema of fom's tables. Default "fom".
+	DatabaseSchema string
 }
 
 // Module provides *fom.App to an fx application and ties Start and Stop to
@@ -43,14 +50,35 @@ func newFxApp(p fxParams) (*App, error) {
 	if cfg.DataDir != "" {
 		opts = append(opts, WithDataDir(cfg.DataDir))
 	}
+	var pg *postgres.Store
+	if cfg.DatabaseURL != "" {
+		var popts []postgres.Option
+		if cfg.DatabaseSchema != "" {
+			popts = append(popts, postgres.WithSchema(cfg.DatabaseSchema))
+		}
+		pg, err = postgres.Open(context.Background(), cfg.DatabaseURL, popts...)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, WithStore(pg))
+	}
 	if p.Logger != nil {
 		opts = append(opts, WithLogger(p.Logger))
 	}
 	app, err := New(opts...)
 	if err != nil {
+		if pg != nil {
+			pg.Close()
+		}
 		return nil, err
 	}
-	p.Lifecycle.Append(fx.Hook{OnStart: app.Start, OnStop: app.Stop})
+	p.Lifecycle.Append(fx.Hook{OnStart: app.Start, OnStop: func(ctx context.Context) error {
+		err := app.Stop(ctx)
+		if pg != nil { // a store the app was given is the module's to close
+			pg.Close()
+		}
+		return err
+	}})
 	return app, nil
 }
 

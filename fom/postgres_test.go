@@ -1,0 +1,82 @@
+package fom
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxtest"
+
+	"github.com/fom-go/fom/internal/pgtest"
+	"github.com/fom-go/fom/store/postgres"
+)
+
+// TestAppOnPostgres: an App on the PostgreSQL store keeps config edits,
+// log levels and statistics across a restart, as on SQLite.
+func TestAppOnPostgres(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
+	ctx := context.Background()
+	run := func(check func(sc *ScheduleContext)) {
+		st, err := postgres.Open(ctx, pgtest.DSN(), postgres.WithSchema(schema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		app, err := New(WithStore(st))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc, err := app.Register(&runJob{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(sc)
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := app.Stop(sctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(func(sc *ScheduleContext) {
+		if err := sc.Config().Apply(map[string]string{"threadMax": "3", "remark": "on postgres"}); err != nil {
+			t.Fatal(err)
+		}
+		b, err := sc.Submit(ctx, TaskFunc("t", func(context.Context) (any, error) { return nil, nil }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Wait(ctx)
+	})
+	run(func(sc *ScheduleContext) {
+		if sc.Config().Get("threadMax") != "3" || sc.Config().Get("remark") != "on postgres" {
+			t.Fatalf("edits lost: %v", sc.Config().Values())
+		}
+		if n := sc.Stats().Days()[len(sc.Stats().Days())-1].Count; n != 1 {
+			t.Fatalf("today's outcomes after restart: %d, want 1", n)
+		}
+	})
+}
+
+// TestModuleSelectsPostgresByDatabaseURL: fom.Config{DatabaseURL} puts the
+// fx app on PostgreSQL.
+func TestModuleSelectsPostgresByDatabaseURL(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
+	var app *App
+	fxApp := fxtest.New(t, fx.NopLogger, Module,
+		fx.Supply(Config{DatabaseURL: pgtest.DSN(), DatabaseSchema: schema}),
+		Job(func() *runJob { return &runJob{} }), fx.Populate(&app))
+	fxApp.RequireStart()
+	st, err := app.Store()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pg, ok := st.(*postgres.Store); !ok || pg.Schema() != schema {
+		t.Fatalf("store %T", st)
+	}
+	fxApp.RequireStop()
+}

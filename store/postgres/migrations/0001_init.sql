@@ -1,0 +1,30 @@
+CREATE TABLE {{schema}}.config_edits (
+	schedule TEXT NOT NULL,
+	key      TEXT NOT NULL,
+	value    TEXT NOT NULL,
+	PRIMARY KEY (schedule, key)
+);
+CREATE TABLE {{schema}}.settings (
+	schedule TEXT NOT NULL,
+	key      TEXT NOT NULL,
+	value    TEXT NOT NULL,
+	PRIMARY KEY (schedule, key)
+);
+CREATE TABLE {{schema}}.stats_days (
+	schedule TEXT  NOT NULL,
+	day      DATE  NOT NULL,
+	data     BYTEA NOT NULL,
+	PRIMARY KEY (schedule, day)
+);
+CREATE TABLE {{schema}}.failures (
+	id       BIGSERIAL PRIMARY KEY,
+	schedule TEXT   NOT NULL,
+	at       BIGINT NOT NULL,
+	task_id  TEXT   NOT NULL,
+	status   TEXT   NOT NULL,
+	error    TEXT   NOT NULL,
+	stack    TEXT   NOT NULL,
+	cost_ns  BIGINT NOT NULL
+);
+CREATE INDEX failures_by_schedule_at ON {{schema}}.failures (schedule, at);
+CREATE INDEX failures_by_schedule_id ON {{schema}}.failures (schedule, id);

@@ -1,0 +1,472 @@
+// Package postgres is fom's PostgreSQL store: the same store.Store as the
+// embedded SQLite one, for apps whose instances share one database.
+//
+// Its tables live in one schema (default "fom"; WithSchema), created and
+// migrated at open. Migrations are embedded, numbered, and each runs in a
+// transaction under an advisory lock keyed by the schema, so instances
+// starting at once migrate once; the version is kept in the schema's
+// schema_version table. A database migrated by a newer fom is refused
+// (store.ErrNewerSchema), never altered.
+package postgres
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io/fs"
+	"net"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/fom-go/fom/store"
+)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// DefaultSchema is the schema fom's tables live in unless WithSchema says otherwise.
+const DefaultSchema = "fom"
+
+// Errors of the options.
+var (
+	ErrEmptySchema = errors.New("fom: postgres store: empty schema name")
+	ErrNilPool     = errors.New("fom: postgres store: pool is nil")
+)
+
+// Option configures a Store.
+type Option func(*options) error
+
+type options struct {
+	schema         string
+	connectTimeout time.Duration
+}
+
+// WithSchema puts fom's tables in schema (created if missing). Default "fom".
+func WithSchema(schema string) Option {
+	return func(o *options) error {
+		if schema == "" {
+			return ErrEmptySchema
+		}
+		o.schema = schema
+		return nil
+	}
+}
+
+// WithConnectTimeout bounds how long Open waits for the database at
+// start. Default 10s: an unreachable database is a clear error, not a hang.
+func WithConnectTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("fom: postgres store: connect timeout %s: must be positive", d)
+		}
+		o.connectTimeout = d
+		return nil
+	}
+}
+
+// Store is a PostgreSQL-backed store.Store.
+type Store struct {
+	pool    *pgxpool.Pool
+	own     bool   // the pool was opened by Open and is closed by Close
+	schema  string // quoted identifier
+	name    string // as given
+	version int
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open connects to dsn (a postgres:// URL or key=value string), creates
+// and migrates the schema, and returns the store. Close closes the pool.
+func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
+	o, err := apply(opts)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("fom: postgres store: bad database URL: %w", err)
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 || cfg.ConnConfig.ConnectTimeout > o.connectTimeout {
+		cfg.ConnConfig.ConnectTimeout = o.connectTimeout
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("fom: postgres store: %w", err)
+	}
+	s, err := open(ctx, pool, o, hostOf(cfg))
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	s.own = true
+	return s, nil
+}
+
+// New uses an existing pool; Close leaves the pool open.
+func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error) {
+	if pool == nil {
+		return nil, ErrNilPool
+	}
+	o, err := apply(opts)
+	if err != nil {
+		return nil, err
+	}
+	return open(ctx, pool, o, hostOf(pool.Config()))
+}
+
+func apply(opts []Option) (options, error) {
+	o := options{schema: DefaultSchema, connectTimeout: 10 * time.Second}
+	for _, opt := range opts {
+		if opt == nil {
+			return o, errors.New("fom: postgres store: nil option")
+		}
+		if err := opt(&o); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}
+
+func hostOf(cfg *pgxpool.Config) string {
+	return net.JoinHostPort(cfg.ConnConfig.Host, fmt.Sprint(cfg.ConnConfig.Port)) + "/" + cfg.ConnConfig.Database
+}
+
+func open(ctx context.Context, pool *pgxpool.Pool, o options, host string) (*Store, error) {
+	s := &Store{pool: pool, schema: pgx.Identifier{o.schema}.Sanitize(), name: o.schema}
+	pctx, cancel := context.WithTimeout(ctx, o.connectTimeout)
+	defer cancel()
+	if err := pool.Ping(pctx); err != nil {
+		return nil, fmt.Errorf("fom: postgres store: cannot reach the database at %s: %w", host, err)
+	}
+	if err := s.migrate(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Schema returns the schema the tables live in.
+func (s *Store) Schema() string { return s.name }
+
+// Pool returns the connection pool.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// SchemaVersion is the schema version this build writes.
+func SchemaVersion() int {
+	ms, _ := migrations()
+	return len(ms)
+}
+
+// migrations returns the embedded migrations in order.
+func migrations() ([]string, error) {
+	names, err := fs.Glob(migrationFS, "migrations/*.sql")
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(names)
+	out := make([]string, len(names))
+	for i, n := range names {
+		b, err := migrationFS.ReadFile(n)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = string(b)
+	}
+	return out, nil
+}
+
+// lockKey is the advisory lock that serialises migrations of one schema.
+func (s *Store) lockKey() int64 {
+	h := fnv.New64a()
+	h.Write([]byte("fom migrate " + s.name))
+	return int64(h.Sum64())
+}
+
+// migrate creates the schema and applies the missing migrations, each in
+// its own transaction holding the schema's advisory lock.
+func (s *Store) migrate(ctx context.Context) error {
+	ms, err := migrations()
+	if err != nil {
+		return fmt.Errorf("fom: postgres store: read migrations: %w", err)
+	}
+	for {
+		done, err := s.migrateOne(ctx, ms)
+		if err != nil {
+			return err
+		}
+		if done {
+			return nil
+		}
+	}
+}
+
+func (s *Store) migrateOne(ctx context.Context, ms []string) (done bool, err error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return false, s.wrap("begin migration", err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", s.lockKey()); err != nil {
+		return false, s.wrap("lock for migration", err)
+	}
+	stmts := []string{
+		"CREATE SCHEMA IF NOT EXISTS " + s.schema,
+		"CREATE TABLE IF NOT EXISTS " + s.schema + ".schema_version (version INT NOT NULL)",
+	}
+	for _, q := range stmts {
+		if _, err := tx.Exec(ctx, q); err != nil {
+			return false, s.wrap("create schema", err)
+		}
+	}
+	var v int
+	err = tx.QueryRow(ctx, "SELECT version FROM "+s.schema+".schema_version").Scan(&v)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		if _, err := tx.Exec(ctx, "INSERT INTO "+s.schema+".schema_version (version) VALUES (0)"); err != nil {
+			return false, s.wrap("init schema version", err)
+		}
+	case err != nil:
+		return false, s.wrap("read schema version", err)
+	}
+	if v > len(ms) {
+		return false, fmt.Errorf("%w: schema %s has version %d, this build knows up to %d; it was left untouched", store.ErrNewerSchema, s.name, v, len(ms))
+	}
+	s.version = v
+	if v == len(ms) {
+		return true, tx.Commit(ctx)
+	}
+	if _, err := tx.Exec(ctx, strings.ReplaceAll(ms[v], "{{schema}}", s.schema)); err != nil {
+		return false, s.wrap(fmt.Sprintf("migrate to version %d", v+1), err)
+	}
+	if _, err := tx.Exec(ctx, "UPDATE "+s.schema+".schema_version SET version = $1", v+1); err != nil {
+		return false, s.wrap("set schema version", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return false, s.wrap(fmt.Sprintf("migrate to version %d", v+1), err)
+	}
+	s.version = v + 1
+	return false, nil
+}
+
+func (s *Store) wrap(action string, err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("fom: postgres store (schema %s): %s: %s (SQLSTATE %s): %w", s.name, action, pe.Message, pe.Code, err)
+	}
+	return fmt.Errorf("fom: postgres store (schema %s): %s: %w", s.name, action, err)
+}
+
+// Close closes the pool if Open made it.
+func (s *Store) Close() error {
+	if s.own {
+		s.pool.Close()
+	}
+	return nil
+}
+
+func (s *Store) t(name string) string { return s.schema + "." + name }
+
+// LoadConfig implements store.Store.
+func (s *Store) LoadConfig(ctx context.Context, schedule string) (map[string]string, error) {
+	rows, err := s.pool.Query(ctx, "SELECT key, value FROM "+s.t("config_edits")+" WHERE schedule = $1", schedule)
+	if err != nil {
+		return nil, s.wrap(fmt.Sprintf("load config of schedule %q", schedule), err)
+	}
+	out := map[string]string{}
+	var k, v string
+	_, err = pgx.ForEachRow(rows, []any{&k, &v}, func() error { out[k] = v; return nil })
+	if err != nil {
+		return nil, s.wrap(fmt.Sprintf("load config of schedule %q", schedule), err)
+	}
+	return out, nil
+}
+
+// SaveConfig implements store.Store: the whole set replaced in one transaction.
+func (s *Store) SaveConfig(ctx context.Context, schedule string, edits map[string]string) error {
+	keys := make([]string, 0, len(edits))
+	values := make([]string, 0, len(edits))
+	for k, v := range edits {
+		keys, values = append(keys, k), append(values, v)
+	}
+	return s.tx(ctx, fmt.Sprintf("save config of schedule %q", schedule), func(tx pgx.Tx) error {
+		// Saves of one schedule's set take turns: under READ COMMITTED two
+		// delete-then-insert transactions would both insert.
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", "fom config "+s.name+" "+schedule); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, "DELETE FROM "+s.t("config_edits")+" WHERE schedule = $1", schedule); err != nil {
+			return err
+		}
+		if len(keys) == 0 {
+			return nil
+		}
+		_, err := tx.Exec(ctx, "INSERT INTO "+s.t("config_edits")+" (schedule, key, value) SELECT $1, k, v FROM unnest($2::text[], $3::text[]) AS e(k, v)", schedule, keys, values)
+		return err
+	})
+}
+
+// GetSetting implements store.Store.
+func (s *Store) GetSetting(ctx context.Context, schedule, key string) (string, bool, error) {
+	var v string
+	err := s.pool.QueryRow(ctx, "SELECT value FROM "+s.t("settings")+" WHERE schedule = $1 AND key = $2", schedule, key).Scan(&v)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, s.wrap(fmt.Sprintf("load setting %q of schedule %q", key, schedule), err)
+	}
+	return v, true, nil
+}
+
+// PutSetting implements store.Store.
+func (s *Store) PutSetting(ctx context.Context, schedule, key, value string) error {
+	_, err := s.pool.Exec(ctx, "INSERT INTO "+s.t("settings")+" (schedule, key, value) VALUES ($1, $2, $3) ON CONFLICT (schedule, key) DO UPDATE SET value = excluded.value", schedule, key, value)
+	if err != nil {
+		return s.wrap(fmt.Sprintf("save setting %q of schedule %q", key, schedule), err)
+	}
+	return nil
+}
+
+// SaveStats implements store.Store: the batch in one transaction, each
+// table in one statement over arrays.
+func (s *Store) SaveStats(ctx context.Context, b store.StatsBatch) error {
+	if len(b.Days) == 0 && len(b.Failures) == 0 {
+		return nil
+	}
+	return s.tx(ctx, "save statistics", func(tx pgx.Tx) error {
+		if len(b.Days) > 0 {
+			// One row per (schedule, day): a batch holding a day twice keeps the last.
+			last := map[[2]string]int{}
+			for i, d := range b.Days {
+				last[[2]string{d.Schedule, dayKey(d.Day)}] = i
+			}
+			var names, days []string
+			var data [][]byte
+			for i, d := range b.Days {
+				if last[[2]string{d.Schedule, dayKey(d.Day)}] != i {
+					continue
+				}
+				names, days, data = append(names, d.Schedule), append(days, dayKey(d.Day)), append(data, d.Data)
+			}
+			_, err := tx.Exec(ctx, "INSERT INTO "+s.t("stats_days")+" (schedule, day, data) SELECT * FROM unnest($1::text[], $2::date[], $3::bytea[]) ON CONFLICT (schedule, day) DO UPDATE SET data = excluded.data", names, days, data)
+			if err != nil {
+				return err
+			}
+		}
+		if len(b.Failures) > 0 {
+			n := len(b.Failures)
+			names, tasks, statuses, errs, stacks := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+			ats, costs := make([]int64, n), make([]int64, n)
+			for i, f := range b.Failures {
+				names[i], tasks[i], statuses[i], errs[i], stacks[i] = f.Schedule, f.TaskID, f.Status, f.Error, f.Stack
+				ats[i], costs[i] = f.At.UnixNano(), int64(f.Cost)
+			}
+			_, err := tx.Exec(ctx, "INSERT INTO "+s.t("failures")+" (schedule, at, task_id, status, error, stack, cost_ns) SELECT s, a, t, st, e, sk, c FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[]) WITH ORDINALITY AS f(s, a, t, st, e, sk, c, n) ORDER BY n",
+				names, ats, tasks, statuses, errs, stacks, costs)
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func dayKey(t time.Time) string { return t.UTC().Format(time.DateOnly) }
+
+// LoadDays implements store.Store.
+func (s *Store) LoadDays(ctx context.Context, schedule string, from time.Time) ([]store.Day, error) {
+	rows, err := s.pool.Query(ctx, "SELECT to_char(day, 'YYYY-MM-DD'), data FROM "+s.t("stats_days")+" WHERE schedule = $1 AND day >= $2::date ORDER BY day", schedule, dayKey(from))
+	if err != nil {
+		return nil, s.wrap(fmt.Sprintf("load statistics of schedule %q", schedule), err)
+	}
+	var out []store.Day
+	var day string
+	var data []byte
+	_, err = pgx.ForEachRow(rows, []any{&day, &data}, func() error {
+		t, err := time.Parse(time.DateOnly, day)
+		if err != nil {
+			return fmt.Errorf("bad day %q: %w", day, err)
+		}
+		out = append(out, store.Day{Schedule: schedule, Day: t, Data: append([]byte(nil), data...)})
+		return nil
+	})
+	if err != nil {
+		return nil, s.wrap(fmt.Sprintf("load statistics of schedule %q", schedule), err)
+	}
+	return out, nil
+}
+
+// LoadFailures implements store.Store.
+func (s *Store) LoadFailures(ctx context.Context, schedule string, limit int) ([]store.Failure, error) {
+	rows, err := s.pool.Query(ctx, "SELECT at, task_id, status, error, stack, cost_ns FROM "+s.t("failures")+" WHERE schedule = $1 ORDER BY at DESC, id DESC LIMIT $2", schedule, limit)
+	if err != nil {
+		return nil, s.wrap(fmt.Sprintf("load failures of schedule %q", schedule), err)
+	}
+	var out []store.Failure
+	var f store.Failure
+	var at, cost int64
+	_, err = pgx.ForEachRow(rows, []any{&at, &f.TaskID, &f.Status, &f.Error, &f.Stack, &cost}, func() error {
+		f.Schedule, f.At, f.Cost = schedule, time.Unix(0, at).UTC(), time.Duration(cost)
+		out = append(out, f)
+		return nil
+	})
+	if err != nil {
+		return nil, s.wrap(fmt.Sprintf("load failures of schedule %q", schedule), err)
+	}
+	return out, nil
+}
+
+// Prune implements store.Store: schedules with the same rule share
+// statements; failures beyond the count go newest kept.
+func (s *Store) Prune(ctx context.Context, rules []store.Retention) error {
+	if len(rules) == 0 {
+		return nil
+	}
+	type rule struct {
+		before time.Time
+		keep   int
+	}
+	groups := map[rule][]string{}
+	var order []rule
+	for _, r := range rules {
+		k := rule{r.Before.UTC(), max(r.KeepFailures, 0)}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], r.Schedule)
+	}
+	return s.tx(ctx, "apply statistics retention", func(tx pgx.Tx) error {
+		for _, k := range order {
+			names := groups[k]
+			if !k.before.IsZero() {
+				if _, err := tx.Exec(ctx, "DELETE FROM "+s.t("stats_days")+" WHERE day < $1::date AND schedule = ANY($2)", dayKey(k.before), names); err != nil {
+					return err
+				}
+				if _, err := tx.Exec(ctx, "DELETE FROM "+s.t("failures")+" WHERE at < $1 AND schedule = ANY($2)", k.before.UnixNano(), names); err != nil {
+					return err
+				}
+			}
+			q := "DELETE FROM " + s.t("failures") + ` WHERE id IN (SELECT id FROM (
+				SELECT id, row_number() OVER (PARTITION BY schedule ORDER BY id DESC) AS n
+				FROM ` + s.t("failures") + ` WHERE schedule = ANY($1)) AS r WHERE n > $2)`
+			if _, err := tx.Exec(ctx, q, names, k.keep); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func (s *Store) tx(ctx context.Context, action string, fn func(pgx.Tx) error) error {
+	err := pgx.BeginFunc(ctx, s.pool, fn)
+	if err != nil {
+		return s.wrap(action, err)
+	}
+	return nil
+}

@@ -1,0 +1,119 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/goleak"
+
+	"github.com/fom-go/fom/internal/pgtest"
+	"github.com/fom-go/fom/store"
+	"github.com/fom-go/fom/store/storetest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func testDSN() string { return pgtest.DSN() }
+
+func adminPool(t *testing.T) *pgxpool.Pool { return pgtest.Pool(t) }
+
+func testSchema(t *testing.T, pool *pgxpool.Pool) string { return pgtest.Schema(t, pool) }
+
+func TestStoreSuite(t *testing.T) {
+	t.Parallel()
+	admin := adminPool(t)
+	storetest.Run(t, func(t *testing.T) store.Store {
+		s, err := Open(context.Background(), testDSN(), WithSchema(testSchema(t, admin)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+}
+
+// TestMigrationsRunOnceUnderConcurrentOpeners: instances starting at once
+// migrate the schema once, under the advisory lock.
+func TestMigrationsRunOnceUnderConcurrentOpeners(t *testing.T) {
+	t.Parallel()
+	admin := adminPool(t)
+	schema := testSchema(t, admin)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := Open(context.Background(), testDSN(), WithSchema(schema))
+			if err != nil {
+				errs <- err
+				return
+			}
+			s.Close()
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	var v int
+	if err := admin.QueryRow(context.Background(), "SELECT version FROM "+schema+".schema_version").Scan(&v); err != nil || v != SchemaVersion() {
+		t.Fatalf("version %d %v", v, err)
+	}
+}
+
+func TestNewerSchemaIsRefused(t *testing.T) {
+	t.Parallel()
+	admin := adminPool(t)
+	schema := testSchema(t, admin)
+	s, err := Open(context.Background(), testDSN(), WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if _, err := admin.Exec(context.Background(), "UPDATE "+schema+".schema_version SET version = 99"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(context.Background(), testDSN(), WithSchema(schema))
+	if !errors.Is(err, store.ErrNewerSchema) || !strings.Contains(err.Error(), "version 99") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// TestUnreachableDatabaseIsAClearError: no hang, the host named.
+func TestUnreachableDatabaseIsAClearError(t *testing.T) {
+	t.Parallel()
+	start := time.Now()
+	_, err := Open(context.Background(), "postgres://postgres@127.0.0.1:1/test?sslmode=disable", WithConnectTimeout(2*time.Second))
+	if err == nil || !strings.Contains(err.Error(), "cannot reach the database at 127.0.0.1:1/test") {
+		t.Fatalf("got %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("took %v", d)
+	}
+	if _, err := Open(context.Background(), "postgres://%zz", WithSchema("x")); err == nil || !strings.Contains(err.Error(), "bad database URL") {
+		t.Fatalf("bad URL: %v", err)
+	}
+}
+
+// TestNewUsesAGivenPoolAndLeavesItOpen.
+func TestNewUsesAGivenPoolAndLeavesItOpen(t *testing.T) {
+	t.Parallel()
+	admin := adminPool(t)
+	s, err := New(context.Background(), admin, WithSchema(testSchema(t, admin)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if err := admin.Ping(context.Background()); err != nil {
+		t.Fatalf("the given pool was closed: %v", err)
+	}
+	if _, err := New(context.Background(), nil); !errors.Is(err, ErrNilPool) {
+		t.Fatalf("nil pool: %v", err)
+	}
+}

@@ -333,6 +333,11 @@ func (c *Config) Has(key string) bool { _, ok := c.lookup(key); return ok }
 // Settings returns the typed built-in settings currently in force.
 func (c *Config) Settings() Settings { return c.cur.Load().settings }
 
+// Current returns the settings in force without copying them: the engine
+// reads them several times per round. The value is shared and immutable:
+// never write through the pointer. An edit publishes a new one.
+func (c *Config) Current() *Settings { return &c.cur.Load().settings }
+
 // Values returns a copy of every key's current value.
 func (c *Config) Values() map[string]string { return c.cur.Load().valueMap(c.defs) }
 

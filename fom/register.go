@@ -302,24 +302,23 @@ func (jt *jobType) declare(job any) (*declaration, []string) {
 func (jt *jobType) work(name string, job any) schedule.Job {
 	var j schedule.Job
 	rv := reflect.ValueOf(job)
-	var fixed []func() Task
+	// Run and methods tasks hold no state of a round: built once, the same
+	// (read-only) slice serves every round.
+	var fixed []Task
 	if jt.run {
 		r := job.(interface {
 			Run(context.Context) (any, error)
 		})
-		fixed = append(fixed, func() Task { return TaskFunc(name, r.Run) })
+		fixed = append(fixed, TaskFunc(name, r.Run))
 	}
 	for _, m := range jt.methods {
 		id := name + "." + m.name
 		mv := rv.MethodByName(m.name).Interface()
 		if m.errOnly {
 			fn := mv.(func(context.Context) error)
-			fixed = append(fixed, func() Task {
-				return TaskFunc(id, func(ctx context.Context) (any, error) { return nil, fn(ctx) })
-			})
+			fixed = append(fixed, TaskFunc(id, func(ctx context.Context) (any, error) { return nil, fn(ctx) }))
 		} else {
-			fn := mv.(func(context.Context) (any, error))
-			fixed = append(fixed, func() Task { return TaskFunc(id, fn) })
+			fixed = append(fixed, TaskFunc(id, mv.(func(context.Context) (any, error))))
 		}
 	}
 	var batch func(context.Context) ([]Task, error)
@@ -329,18 +328,15 @@ func (jt *jobType) work(name string, job any) schedule.Job {
 		}).Tasks
 	}
 	j.Tasks = func(ctx context.Context) ([]Task, error) {
-		var out []Task
-		if batch != nil {
-			ts, err := batch(ctx)
-			if err != nil {
-				return nil, err
-			}
-			out = ts
+		if batch == nil {
+			return fixed, nil
 		}
-		for _, f := range fixed {
-			out = append(out, f())
+		ts, err := batch(ctx)
+		if err != nil || len(fixed) == 0 {
+			return ts, err
 		}
-		return out, nil
+		out := make([]Task, 0, len(ts)+len(fixed)) // never append to the job's own slice
+		return append(append(out, ts...), fixed...), nil
 	}
 	if h, ok := job.(interface{ OnComplete(context.Context, Round) }); ok {
 		j.OnComplete = h.OnComplete

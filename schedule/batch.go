@@ -60,7 +60,7 @@ func (c *Context) Submit(ctx context.Context, tasks ...Task) (*Batch, error) {
 	now := c.clk.Now()
 	g := newGroup(bctx, n, true, now, now)
 	b := &Batch{number: n, done: make(chan struct{})}
-	c.submitAll(gen, g, tasks, c.cfg.Settings(), nil)
+	c.submitAll(gen, g, tasks, c.cfg.Current(), nil)
 	go func() {
 		defer gen.wg.Done()
 		defer cancel()

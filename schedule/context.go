@@ -212,7 +212,7 @@ func (c *Context) ensureGeneration() *generation {
 	}
 	g := &generation{}
 	g.ctx, g.cancel = context.WithCancel(context.WithValue(context.Background(), scheduleKey{}, c))
-	s := c.cfg.Settings()
+	s := c.cfg.Current()
 	g.pool = newPool(c.clk, sizeOf(s), func(r *taskRun) { c.exec(g, r) })
 	g.tmo = newTimeouts(c.clk, &g.wg, func(d deadline) { c.expire(g, d) })
 	g.stall.heapIndex = -1
@@ -220,7 +220,7 @@ func (c *Context) ensureGeneration() *generation {
 	return g
 }
 
-func sizeOf(s config.Settings) poolSize {
+func sizeOf(s *config.Settings) poolSize {
 	return poolSize{core: s.ThreadCore, max: s.ThreadMax, queue: s.QueueSize, alive: s.ThreadAliveTime}
 }
 
@@ -240,7 +240,7 @@ func (c *Context) Startup() error {
 	case Running, Sleeping:
 		return c.refuse(ErrAlreadyStarted)
 	}
-	s := c.cfg.Settings()
+	s := c.cfg.Current()
 	now := c.clk.Now()
 	var first time.Time
 	var ok bool
@@ -388,7 +388,7 @@ func (c *Context) ExecNow() error {
 		c.goLocked(c.loop, stepRound, c.clk.Now())
 		return nil
 	}
-	if c.cfg.Settings().IgnoreExecRequestWhenRunning {
+	if c.cfg.Current().IgnoreExecRequestWhenRunning {
 		return c.refuse(ErrAlreadyRunning)
 	}
 	if c.execRequested {
@@ -403,7 +403,7 @@ func (c *Context) onConfig(ch config.Change) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.gen != nil && !c.gen.stopping.Load() {
-		c.gen.pool.resize(sizeOf(ch.Settings))
+		c.gen.pool.resize(sizeOf(&ch.Settings))
 	}
 	if c.job.Plan != nil || !slices.ContainsFunc(ch.Changed, isPlanKey) {
 		return

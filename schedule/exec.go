@@ -16,7 +16,7 @@ import (
 // submitAll submits tasks into g and seals it. With a helper (the round
 // goroutine lending itself as a worker), the first task that gets through
 // the checks is kept for it and returned instead of going to the pool.
-func (c *Context) submitAll(gen *generation, g *group, tasks []Task, s config.Settings, helper *worker) (kept *taskRun) {
+func (c *Context) submitAll(gen *generation, g *group, tasks []Task, s *config.Settings, helper *worker) (kept *taskRun) {
 	if s.TaskOverTime > 0 && !s.DetectTimeoutOnEachTask {
 		gen.tmo.add(deadline{at: g.start.Add(s.TaskOverTime), group: g})
 	}
@@ -33,7 +33,7 @@ func (c *Context) submitAll(gen *generation, g *group, tasks []Task, s config.Se
 
 // submitOne submits a task; every path ends with an outcome for it, except
 // that with keep a task ready to run is returned to the caller instead.
-func (c *Context) submitOne(gen *generation, g *group, t Task, s config.Settings, now time.Time, keep bool) *taskRun {
+func (c *Context) submitOne(gen *generation, g *group, t Task, s *config.Settings, now time.Time, keep bool) *taskRun {
 	if t == nil {
 		run := g.newRun(nil, "<nil>", now)
 		g.add(run)
@@ -98,7 +98,7 @@ func (c *Context) exec(gen *generation, run *taskRun) {
 		c.settle(run, Result{Status: StatusCanceled, Err: c.taskErr(run.id, ErrCanceled, "canceled before it started")})
 		return
 	}
-	s := c.cfg.Settings()
+	s := c.cfg.Current()
 	// A task's context answers FromContext and Logger. It needs a cancel of
 	// its own only when a deadline can fire; a shutdown cancels it through
 	// the generation's context, after the OnCancel hooks.
@@ -192,7 +192,7 @@ func (c *Context) expire(gen *generation, d deadline) {
 	default:
 		c.interrupt(d.at, StatusTimeout, ErrTimeout, "round deadline", d.group.unfinished()...)
 	}
-	if s := c.cfg.Settings(); s.TaskOverTime > 0 {
+	if s := c.cfg.Current(); s.TaskOverTime > 0 {
 		armStall(gen, c.clk.Now().Add(s.TaskOverTime))
 	}
 }

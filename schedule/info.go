@@ -42,7 +42,7 @@ type Info struct {
 func (c *Context) Info() Info {
 	c.mu.Lock()
 	i := Info{
-		Name: c.name, State: c.state, Plan: c.planString(), Remark: c.cfg.Settings().Remark,
+		Name: c.name, State: c.state, Plan: c.planString(), Remark: c.cfg.Current().Remark,
 		Loaded: c.loaded, Last: c.last, Next: c.next, Rounds: c.rounds, Batches: c.batches,
 	}
 	gen := c.gen

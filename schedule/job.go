@@ -14,7 +14,9 @@ import (
 // Job is the work and the handlers a Context runs. Package fom builds one
 // from a tagged struct; it can also be filled in by hand.
 type Job struct {
-	// Tasks creates a round's tasks. Required.
+	// Tasks creates a round's tasks. Required. The engine only reads the
+	// slice and keeps no reference to it, so the same slice may serve
+	// every round.
 	Tasks func(ctx context.Context) ([]Task, error)
 	// OnComplete is called once per round and per ad-hoc batch, after every
 	// task has an outcome (also for zero tasks).

@@ -59,7 +59,7 @@ func (c *Context) decideLocked(l *loop, next time.Time, ok bool) step {
 	// Comparisons follow clockx.Until: monotonic for a fire derived from a
 	// clock reading (fixedRate, fixedDelay), wall time for a calendar one.
 	now := c.clk.Now()
-	dead := c.cfg.Settings().DeadTime
+	dead := c.cfg.Current().DeadTime
 	if !dead.IsZero() && !now.Before(dead) {
 		c.selfStopLocked(l)
 		return stepStop
@@ -241,7 +241,7 @@ func (c *Context) runRound(l *loop, gen *generation, planned time.Time) (r Round
 	if ce := c.checkDebug("round started"); ce != nil {
 		ce.Write(zap.Int64("round", n), zap.Time("planned", planned), zap.Duration("late", start.Sub(planned)))
 	}
-	s := c.cfg.Settings()
+	s := c.cfg.Current()
 	g := newGroup(gen.ctx, n, false, planned, start)
 	tasks, err := c.createTasks(l.ctx)
 	if err != nil {
@@ -281,7 +281,7 @@ func (c *Context) runRound(l *loop, gen *generation, planned time.Time) (r Round
 // While it lends itself, the round goroutine cannot watch for a stop, so
 // a Shutdown cancels the round's tasks from a goroutine of its own
 // (stopLocked); c.lending, under c.mu, tells it to.
-func (c *Context) lend(gen *generation, s config.Settings) *worker {
+func (c *Context) lend(gen *generation, s *config.Settings) *worker {
 	if s.TaskOverTime > 0 {
 		return nil
 	}

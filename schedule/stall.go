@@ -73,7 +73,7 @@ func (p *pool) unqueue(runs []*taskRun) []*taskRun {
 // checkStall times out queued tasks that waited taskOverTime while the
 // schedule was stalled, and re-arms itself while abandoned tasks remain.
 func (c *Context) checkStall(gen *generation, now time.Time) {
-	over := c.cfg.Settings().TaskOverTime
+	over := c.cfg.Current().TaskOverTime
 	if over <= 0 || gen.stopping.Load() {
 		return
 	}

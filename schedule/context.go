@@ -36,6 +36,7 @@ type Context struct {
 	stats     *statistics.Stats
 	wheel     *wheel.Wheel // shared timer, or nil for runtime timers
 	runners   *Runners     // shared round goroutines, or nil for plain ones
+	gate      Gate         // admits planned rounds, or nil
 
 	mu            sync.Mutex
 	state         State
@@ -87,7 +88,9 @@ type loop struct {
 	// rounds is handed to a goroutine, which reads it once on entry. One
 	// closure per activation rather than one per fire.
 	planned time.Time
+	manual  bool // that round was asked for (ExecNow): not gated
 	rounds  func()
+	asked   bool // guarded by Context.mu: the next round goLocked starts is an ExecNow
 }
 
 // stopper is an armed timer: a wheel timer or a clock's.
@@ -121,7 +124,7 @@ func New(cfg *config.Config, job Job, opts Options) (*Context, error) {
 	}
 	c := &Context{
 		name: name, cfg: cfg, job: job,
-		clk: opts.Clock, conflicts: opts.Conflicts, rec: opts.Recorder, stats: opts.Stats, wheel: opts.Wheel, runners: opts.Runners,
+		clk: opts.Clock, conflicts: opts.Conflicts, rec: opts.Recorder, stats: opts.Stats, wheel: opts.Wheel, runners: opts.Runners, gate: opts.Gate,
 		level: zap.NewAtomicLevelAt(zapcore.InfoLevel),
 	}
 	if c.clk == nil {
@@ -385,6 +388,7 @@ func (c *Context) ExecNow() error {
 		return c.refuse(ErrStopping)
 	case Sleeping:
 		c.disarmLocked(c.loop)
+		c.loop.asked = true
 		c.goLocked(c.loop, stepRound, c.clk.Now())
 		return nil
 	}
@@ -429,6 +433,21 @@ func (c *Context) onConfig(ch config.Change) {
 		}
 		c.goLocked(l, c.decideLocked(l, next, ok), next)
 	}
+}
+
+// RunMissed runs, at once, the round of a fire no process ran (its
+// instance was gone when it fell due), if the schedule sleeps. The round
+// is gated like any planned one, so a fire that did run elsewhere is not
+// run again. It reports whether a round was started.
+func (c *Context) RunMissed(planned time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.state != Sleeping || c.loop == nil {
+		return false
+	}
+	c.disarmLocked(c.loop)
+	c.goLocked(c.loop, stepRound, planned)
+	return true
 }
 
 func isPlanKey(k string) bool {

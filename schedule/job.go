@@ -73,4 +73,16 @@ type Options struct {
 	// goroutines shared by an app's schedules; the app closes it after
 	// its schedules. Default: a new goroutine per fire.
 	Runners *Runners
+	// Gate, when set, is asked before each planned round whether this
+	// process may run it: several instances of one app share their
+	// schedules through one (package cluster). Rounds asked for by ExecNow
+	// and ad-hoc batches are not gated. Default: every round runs.
+	Gate Gate
+}
+
+// Gate admits planned rounds. A refused round does not run here (another
+// instance runs it, or none may now); the plan goes on from its planned
+// fire. Admit should answer promptly; an error counts as a refusal.
+type Gate interface {
+	Admit(ctx context.Context, schedule string, planned time.Time) (bool, error)
 }

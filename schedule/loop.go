@@ -82,6 +82,7 @@ func (c *Context) goLocked(l *loop, st step, planned time.Time) {
 	switch st {
 	case stepRound:
 		c.setState(Running) // the round goroutine owns the activation from here
+		l.manual, l.asked = l.asked, false
 		if c.runners != nil {
 			if l.rounds == nil {
 				l.rounds = func() { c.runRounds(l, l.planned) }
@@ -152,11 +153,26 @@ func (c *Context) wake(l *loop, id uint64) {
 // the future (then the armed timer owns the activation), a managed pool's
 // round is over, or the activation stops.
 func (c *Context) runRounds(l *loop, planned time.Time) {
+	manual := l.manual
 	for {
-		r, ran := c.runRound(l, l.gen, planned)
-		if !ran {
-			c.finish(l)
-			return
+		var r Round
+		if c.gate != nil && !manual && !c.admit(l, planned) {
+			// Not this process's fire: the plan goes on from it.
+			select {
+			case <-l.stop:
+				c.finish(l)
+				return
+			default:
+			}
+			c.mu.Lock()
+			r = Round{Number: c.rounds, Planned: planned, Start: planned, End: planned}
+			c.mu.Unlock()
+		} else {
+			var ran bool
+			if r, ran = c.runRound(l, l.gen, planned); !ran {
+				c.finish(l)
+				return
+			}
 		}
 		c.mu.Lock()
 		again := c.execRequested
@@ -180,10 +196,11 @@ func (c *Context) runRounds(l *loop, planned time.Time) {
 		}
 		c.mu.Lock()
 		l.prev, l.pinned = r, false
+		manual = again // an exec-now re-run is not a planned fire
 		switch {
 		case c.execRequested: // asked for while the next fire was computed
 			c.execRequested = false
-			next, ok = c.clk.Now(), true
+			next, ok, manual = c.clk.Now(), true, true
 		case !again && ver != c.planVer: // edited while the round ran; config plans only
 			next, ok = time.Time{}, false
 			if c.plan != nil {
@@ -205,6 +222,16 @@ func (c *Context) runRounds(l *loop, planned time.Time) {
 			return
 		}
 	}
+}
+
+// admit asks the gate whether this process runs the fire planned.
+func (c *Context) admit(l *loop, planned time.Time) bool {
+	ok, err := c.gate.Admit(l.ctx, c.name, planned)
+	if err != nil {
+		c.log.Warn("fire not admitted", zap.Time("planned", planned), zap.Error(err))
+		return false
+	}
+	return ok
 }
 
 // finish terminates the activation and marks it done.

@@ -1,0 +1,66 @@
+package schedule
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// oddGate admits fires on even seconds only, and records what it was asked.
+type oddGate struct {
+	mu    sync.Mutex
+	asked []time.Time
+}
+
+func (g *oddGate) Admit(_ context.Context, _ string, planned time.Time) (bool, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.asked = append(g.asked, planned)
+	return planned.Sub(t0)/time.Second%2 == 0, nil
+}
+
+func (g *oddGate) count() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.asked)
+}
+
+// TestGateDecidesPlannedRoundsOnly: a refused fire runs nothing and the plan
+// goes on from it; exec-now is never asked; RunMissed is.
+func TestGateDecidesPlannedRoundsOnly(t *testing.T) {
+	t.Parallel()
+	gate := &oddGate{}
+	var ran atomic.Int32
+	h := newHarness(t, map[string]string{"fixedRate": "1s"}, Job{Tasks: func(context.Context) ([]Task, error) {
+		ran.Add(1)
+		return nil, nil
+	}}, func(o *Options) { o.Gate = gate })
+	if err := h.c.Startup(); err != nil {
+		t.Fatal(err)
+	}
+	h.waitSleeping(0)
+	for i := 1; i <= 4; i++ { // fires at t0+1s .. t0+4s: two admitted
+		h.clk.Advance(time.Second)
+		want := t0.Add(time.Duration(i+1) * time.Second)
+		h.waitFor("next fire armed", func() bool { i := h.c.Info(); return i.State == Sleeping && i.Next.Equal(want) })
+	}
+	if ran.Load() != 2 || gate.count() != 4 || h.c.Info().Rounds != 2 {
+		t.Fatalf("ran %d rounds of %d asked (info %+v), want 2 of 4", ran.Load(), gate.count(), h.c.Info())
+	}
+	if err := h.c.ExecNow(); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor("exec-now ran", func() bool { return ran.Load() == 3 && h.c.State() == Sleeping })
+	if gate.count() != 4 {
+		t.Fatal("exec-now was gated")
+	}
+	if !h.c.RunMissed(t0.Add(2 * time.Second)) {
+		t.Fatal("RunMissed refused while sleeping")
+	}
+	h.waitFor("missed fire ran", func() bool { return ran.Load() == 4 && h.c.State() == Sleeping })
+	if gate.count() != 5 {
+		t.Fatal("RunMissed was not gated")
+	}
+}

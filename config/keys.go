@@ -28,6 +28,7 @@ const (
 	KeyEnableTaskConflict           = "enableTaskConflict"
 	KeyIgnoreExecRequestWhenRunning = "ignoreExecRequestWhenRunning"
 	KeyRemark                       = "remark"
+	KeyMisfire                      = "misfire"
 )
 
 // Bounds on values, chosen so that a typo cannot turn a schedule into a
@@ -81,6 +82,7 @@ func builtins() []builtin {
 		{KeyEnableTaskConflict, "false", true, "skip a task whose id is still running in any schedule of the app", parseBoolValue},
 		{KeyIgnoreExecRequestWhenRunning, "true", true, "exec-now while running: refuse (true) or queue one re-run (false)", parseBoolValue},
 		{KeyRemark, "", true, "description shown in the admin page (at most 1024 bytes)", func(string) error { return nil }},
+		{KeyMisfire, MisfireOnce, true, "in a cluster, a fire missed while its instance was gone: once (run it once, at once) or skip", parseMisfire},
 	}
 }
 
@@ -200,6 +202,19 @@ func parseOptionalTime(s string) error {
 	}
 	if _, err := time.Parse(time.RFC3339, s); err != nil {
 		return fmt.Errorf("not an RFC 3339 time such as 2026-01-02T15:04:05Z: %s", s)
+	}
+	return nil
+}
+
+// Misfire policies.
+const (
+	MisfireOnce = "once"
+	MisfireSkip = "skip"
+)
+
+func parseMisfire(s string) error {
+	if s != MisfireOnce && s != MisfireSkip {
+		return fmt.Errorf("must be %s or %s, got %s", MisfireOnce, MisfireSkip, s)
 	}
 	return nil
 }

@@ -27,6 +27,7 @@ type Settings struct {
 	EnableTaskConflict           bool
 	IgnoreExecRequestWhenRunning bool
 	Remark                       string
+	Misfire                      string // MisfireOnce or MisfireSkip
 }
 
 // DefaultSettings returns the settings of a schedule that sets no key.
@@ -87,6 +88,7 @@ func settingsFrom(v map[string]string) (Settings, error) {
 	s.EnableTaskConflict = boolean(KeyEnableTaskConflict)
 	s.IgnoreExecRequestWhenRunning = boolean(KeyIgnoreExecRequestWhenRunning)
 	s.Remark = v[KeyRemark]
+	s.Misfire = v[KeyMisfire]
 	return s, err
 }
 

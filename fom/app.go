@@ -13,11 +13,13 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/fom-go/fom/cluster"
 	"github.com/fom-go/fom/config"
 	"github.com/fom-go/fom/schedule"
 	"github.com/fom-go/fom/schedule/wheel"
 	"github.com/fom-go/fom/statistics"
 	"github.com/fom-go/fom/store"
+	"github.com/fom-go/fom/store/postgres"
 	"github.com/fom-go/fom/store/sqlite"
 )
 
@@ -39,8 +41,10 @@ type App struct {
 	ownStore  bool
 	schedules []*ScheduleContext
 	byName    map[string]*ScheduleContext
-	typeOf    map[string]string // schedule name -> job type, for messages
-	keys      *config.Keys      // built-in key definitions, shared by every schedule
+	typeOf    map[string]string    // schedule name -> job type, for messages
+	keys      *config.Keys         // built-in key definitions, shared by every schedule
+	coord     *cluster.Coordinator // on a PostgreSQL store: this instance's part in the cluster
+	missed    map[string]time.Time // last fires of schedules taken before they started; guarded by mu
 	running   bool
 	flushStop chan struct{} // closes the statistics flush loop
 	flushDone chan struct{}
@@ -98,11 +102,66 @@ func New(opts ...Option) (*App, error) {
 	for i := range runners {
 		runners[i] = schedule.NewRunners(0, 4)
 	}
-	return &App{
+	a := &App{
 		o: o, log: o.logger.Named("fom"), conflicts: schedule.NewConflicts(), wheels: wheels,
 		runners: runners,
 		byName:  map[string]*ScheduleContext{}, typeOf: map[string]string{}, st: o.store, keys: config.NewKeys(),
-	}, nil
+		missed: map[string]time.Time{},
+	}
+	if pg, ok := o.store.(*postgres.Store); ok {
+		coord, err := cluster.New(pg.Pool(), pg.Schema(), cluster.Options{
+			InstanceID: o.instanceID, LeaseTTL: o.leaseTTL, Logger: o.logger,
+			Acquired: a.acquired, Busy: a.busy,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("fom: new app: %w", err)
+		}
+		a.coord = coord
+	}
+	return a, nil
+}
+
+// acquired continues a schedule whose lease this instance just took from
+// the last fire the cluster recorded; a schedule not started yet does so
+// when it starts.
+func (a *App) acquired(name string, last time.Time) {
+	if last.IsZero() {
+		return
+	}
+	sc := a.Schedule(name)
+	if sc != nil && sc.Resume(last, sc.Config().Current().Misfire != config.MisfireSkip) {
+		return
+	}
+	a.mu.Lock()
+	a.missed[name] = last
+	a.mu.Unlock()
+}
+
+// resumeMissed applies the last fires noted before their schedules started.
+func (a *App) resumeMissed() {
+	a.mu.Lock()
+	missed := a.missed
+	a.missed = map[string]time.Time{}
+	a.mu.Unlock()
+	for name, last := range missed {
+		if sc := a.Schedule(name); sc != nil {
+			sc.Resume(last, sc.Config().Current().Misfire != config.MisfireSkip)
+		}
+	}
+}
+
+func (a *App) busy(name string) bool {
+	sc := a.Schedule(name)
+	return sc != nil && sc.State() == schedule.Running
+}
+
+// InstanceID returns this App's id among the instances of a cluster, or
+// "" when its store is not shared (SQLite).
+func (a *App) InstanceID() string {
+	if a.coord == nil {
+		return ""
+	}
+	return a.coord.ID()
 }
 
 // store returns the app's store, opening the embedded one on first use.
@@ -214,7 +273,14 @@ func (a *App) Register(job any, opts ...RegisterOption) (*ScheduleContext, error
 	for _, w := range warnings {
 		a.log.Warn(w)
 	}
-	sc, err := schedule.New(cfg, d.job, schedule.Options{Clock: a.o.clock, Logger: a.o.logger, Conflicts: a.conflicts, Stats: stats, Wheel: a.wheels[len(a.schedules)%len(a.wheels)], Runners: a.runners[len(a.schedules)%len(a.wheels)]})
+	so := schedule.Options{Clock: a.o.clock, Logger: a.o.logger, Conflicts: a.conflicts, Stats: stats, Wheel: a.wheels[len(a.schedules)%len(a.wheels)], Runners: a.runners[len(a.schedules)%len(a.wheels)]}
+	if a.coord != nil {
+		so.Gate = a.coord
+		if err := a.coord.Add(ctx, d.name); err != nil {
+			return nil, fmt.Errorf("fom: register %s: %w", jt.typeName, err)
+		}
+	}
+	sc, err := schedule.New(cfg, d.job, so)
 	if err != nil {
 		return nil, fmt.Errorf("fom: register %s: %w", jt.typeName, err)
 	}
@@ -262,13 +328,20 @@ func (a *App) Register(job any, opts ...RegisterOption) (*ScheduleContext, error
 	return sc, nil
 }
 
-// Start starts every enabled schedule. It does not block.
+// Start starts every enabled schedule. It does not block. On a PostgreSQL
+// store it first joins the cluster and takes this instance's leases.
 func (a *App) Start(ctx context.Context) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if _, err := a.storeLocked(ctx); err != nil {
+	if _, err := a.store(ctx); err != nil {
 		return err
 	}
+	if a.coord != nil {
+		// Leases first, so that the schedules this instance owns run from
+		// their first fire.
+		if err := a.coord.Start(ctx); err != nil && !errors.Is(err, cluster.ErrStarted) {
+			return err
+		}
+	}
+	a.mu.Lock()
 	a.running = true
 	if a.flushStop == nil {
 		a.flushStop, a.flushDone = make(chan struct{}), make(chan struct{})
@@ -284,6 +357,8 @@ func (a *App) Start(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	a.mu.Unlock()
+	a.resumeMissed()
 	return errors.Join(errs...)
 }
 
@@ -309,6 +384,11 @@ func (a *App) Stop(ctx context.Context) error {
 	wg.Wait()
 	for _, rs := range a.runners {
 		rs.Close()
+	}
+	if a.coord != nil { // every schedule stopped: give the leases back
+		if err := a.coord.Stop(context.WithoutCancel(ctx)); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	a.mu.Lock()
 	stop, done := a.flushStop, a.flushDone

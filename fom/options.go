@@ -1,6 +1,10 @@
 package fom
 
 import (
+	"errors"
+	"fmt"
+	"time"
+
 	"github.com/jonboulle/clockwork"
 	"go.uber.org/zap"
 
@@ -15,6 +19,9 @@ type options struct {
 	store   store.Store
 	logger  *zap.Logger
 	clock   clockwork.Clock
+	// On a cluster store (PostgreSQL):
+	instanceID string
+	leaseTTL   time.Duration
 }
 
 // DefaultDataDir is where the SQLite store lives unless WithDataDir or
@@ -65,6 +72,31 @@ func WithClock(c clockwork.Clock) Option {
 			return ErrNilClock
 		}
 		o.clock = c
+		return nil
+	}
+}
+
+// WithInstanceID names this App among the instances sharing a PostgreSQL
+// store. Default: host-pid-random.
+func WithInstanceID(id string) Option {
+	return func(o *options) error {
+		if id == "" {
+			return errors.New("fom: instance id is empty")
+		}
+		o.instanceID = id
+		return nil
+	}
+}
+
+// WithLeaseTTL sets how long a schedule's lease lasts without renewal on a
+// PostgreSQL store (renewed every third of it): how long a crashed
+// instance's schedules wait for another owner. Default 15s; at least 300ms.
+func WithLeaseTTL(d time.Duration) Option {
+	return func(o *options) error {
+		if d < 300*time.Millisecond {
+			return fmt.Errorf("fom: lease TTL %s: at least 300ms", d)
+		}
+		o.leaseTTL = d
 		return nil
 	}
 }

@@ -43,9 +43,11 @@ type Context struct {
 	plan          Plan
 	gen           *generation
 	loop          *loop
-	planVer       uint64 // bumped by each plan edit
-	execRequested bool   // RUNNING: one re-run queued
-	lending       bool   // RUNNING: the round goroutine runs tasks as a worker
+	planVer       uint64    // bumped by each plan edit
+	execRequested bool      // RUNNING: one re-run queued
+	resumeFrom    time.Time // RUNNING: Resume asked for; applied after the round
+	resumeMissed  bool
+	lending       bool // RUNNING: the round goroutine runs tasks as a worker
 	loaded        time.Time
 	last          time.Time
 	next          time.Time
@@ -435,19 +437,48 @@ func (c *Context) onConfig(ch config.Change) {
 	}
 }
 
-// RunMissed runs, at once, the round of a fire no process ran (its
-// instance was gone when it fell due), if the schedule sleeps. The round
-// is gated like any planned one, so a fire that did run elsewhere is not
-// run again. It reports whether a round was started.
-func (c *Context) RunMissed(planned time.Time) bool {
+// Resume continues the plan from lastFire, a fire recorded by another
+// process (the previous owner of the schedule in a cluster), if the
+// schedule is started and its plan is fom's own. The next fire after
+// lastFire is armed; when it is already past, it runs at once if
+// runMissed (gated like any planned round, so a fire that did run
+// elsewhere is not run again), else the plan skips to its first fire not
+// yet past. A schedule in a round resumes when the round is over. It
+// reports whether the request was taken.
+func (c *Context) Resume(lastFire time.Time, runMissed bool) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.state != Sleeping || c.loop == nil {
+	if !c.state.started() || c.loop == nil || c.plan == nil || c.job.Plan != nil || lastFire.IsZero() {
 		return false
 	}
-	c.disarmLocked(c.loop)
-	c.goLocked(c.loop, stepRound, planned)
+	if c.state == Running {
+		c.resumeFrom, c.resumeMissed = lastFire, runMissed
+		return true
+	}
+	l := c.loop
+	next, ok := c.resumeNextLocked(l, lastFire, runMissed)
+	if !ok {
+		return false
+	}
+	c.disarmLocked(l)
+	c.goLocked(l, c.decideLocked(l, next, true), next)
 	return true
+}
+
+// resumeNextLocked is the fire after lastFire, past the missed ones unless
+// runMissed; it makes lastFire the previous round. fom's own plans only:
+// safe under the lock.
+func (c *Context) resumeNextLocked(l *loop, lastFire time.Time, runMissed bool) (time.Time, bool) {
+	prev := Round{Number: c.rounds, Planned: lastFire, Start: lastFire, End: lastFire}
+	next, ok := c.plan.Next(prev)
+	now := c.clk.Now()
+	for i := 0; ok && !runMissed && next.Before(now) && i < 100000; i++ {
+		next, ok = c.plan.Next(Round{Number: c.rounds, Planned: next, Start: next, End: next})
+	}
+	if ok {
+		l.prev = prev
+	}
+	return next, ok
 }
 
 func isPlanKey(k string) bool {

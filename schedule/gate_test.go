@@ -56,11 +56,25 @@ func TestGateDecidesPlannedRoundsOnly(t *testing.T) {
 	if gate.count() != 4 {
 		t.Fatal("exec-now was gated")
 	}
-	if !h.c.RunMissed(t0.Add(2 * time.Second)) {
-		t.Fatal("RunMissed refused while sleeping")
+	// Another process recorded t0+1s last: t0+2s was missed and runs once,
+	// gated; the plan then goes on at the rate.
+	if !h.c.Resume(t0.Add(time.Second), true) {
+		t.Fatal("Resume refused while sleeping")
 	}
 	h.waitFor("missed fire ran", func() bool { return ran.Load() == 4 && h.c.State() == Sleeping })
 	if gate.count() != 5 {
-		t.Fatal("RunMissed was not gated")
+		t.Fatal("the missed fire was not gated")
+	}
+	// With misfires skipped, t0+2s and t0+3s are passed over; t0+4s is
+	// due now (not missed) and runs, then the rate goes on.
+	if !h.c.Resume(t0.Add(time.Second), false) {
+		t.Fatal("Resume refused while sleeping")
+	}
+	h.waitFor("due fire ran", func() bool {
+		i := h.c.Info()
+		return ran.Load() == 5 && i.State == Sleeping && i.Next.Equal(t0.Add(5*time.Second))
+	})
+	if gate.count() != 6 {
+		t.Fatalf("asked %d times, want 6: the skipped fires are not asked", gate.count())
 	}
 }

@@ -206,7 +206,10 @@ func (c *Context) runRounds(l *loop, planned time.Time) {
 			if c.plan != nil {
 				next, ok = c.plan.Next(r)
 			}
+		case !again && !c.resumeFrom.IsZero() && c.plan != nil && c.job.Plan == nil: // Resume during the round
+			next, ok = c.resumeNextLocked(l, c.resumeFrom, c.resumeMissed)
 		}
+		c.resumeFrom = time.Time{}
 		st := c.decideLocked(l, next, ok)
 		c.mu.Unlock()
 		switch st {

@@ -20,7 +20,7 @@ func TestAPIReadRoutes(t *testing.T) {
 		Config []entryView `json:"config"`
 	}
 	f.do("GET", "/fom/api/schedules/alpha", "").expect(t, 200, "ok").data(t, &one)
-	if one.Name != "alpha" || len(one.Config) != 18 || one.Config[17].Key != "size" || !one.Config[17].Custom {
+	if one.Name != "alpha" || len(one.Config) != 19 || one.Config[18].Key != "size" || !one.Config[18].Custom {
 		t.Fatalf("detail %+v", one)
 	}
 	var lvl levelBody

@@ -1,0 +1,404 @@
+// Package cluster makes the Apps that share one PostgreSQL store one
+// scheduler: each fire of a schedule runs on one instance, once.
+//
+// Each App is an instance: it registers itself and heartbeats. Each
+// schedule has one owner at a time, through a lease with a fencing term
+// (bumped by every new owner) whose expiry is the database's clock. Every
+// instance keeps every schedule's plan running, but before a planned round
+// the engine asks the Coordinator (a schedule.Gate): only the owner, within
+// its local trust window, records the fire (schedule, planned time, term)
+// under a unique key, and only a recorded fire runs. So a fire runs once
+// even if two instances both believe they own the schedule, and a fire
+// recorded by a dead owner is not run again.
+//
+// Leases are renewed in bulk, one statement per renewal interval whatever
+// the number of schedules, and spread: an instance takes free or expired
+// leases up to its share (schedules / live instances) and gives back what
+// is beyond its share plus one, so a new instance gets work. An instance
+// trusts its leases until the renewal it sent, plus the TTL, minus a
+// margin: it stops admitting fires before its lease can expire, so when it
+// is paused or cut off from the database another instance can take over
+// without two running at once. When an instance takes a lease, the App is
+// told the schedule's last recorded fire, so the plan continues from it and
+// a fire missed during the failover runs once, at once (or is skipped,
+// with misfire "skip").
+//
+// The engine sees none of this: schedule keeps no SQL, and an App without
+// a cluster store pays nothing.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/zap"
+)
+
+// Defaults of Options.
+const (
+	DefaultLeaseTTL = 15 * time.Second
+	// DefaultRenewEvery is a third of the TTL: two renewals may fail
+	// before the lease is at risk.
+	DefaultRenewEvery = 5 * time.Second
+)
+
+// Options configure a Coordinator.
+type Options struct {
+	// InstanceID names this instance. Default: host-pid-random.
+	InstanceID string
+	// LeaseTTL is how long a lease lasts without renewal, and how long an
+	// instance without a heartbeat counts as alive. Default 15s.
+	LeaseTTL time.Duration
+	// RenewEvery is the renewal and heartbeat interval. Default LeaseTTL/3.
+	RenewEvery time.Duration
+	// Version is shown for the instance. Default "".
+	Version string
+	// Logger logs lease changes. Default: no-op.
+	Logger *zap.Logger
+	// Acquired is called (from the coordinator's goroutine) for each
+	// schedule whose lease this instance took, with the schedule's last
+	// recorded fire (zero if none).
+	Acquired func(schedule string, lastFire time.Time)
+	// Busy reports whether a schedule is in a round here; a busy
+	// schedule's lease is not given back to rebalance. Default: never.
+	Busy func(schedule string) bool
+}
+
+// Coordinator is one instance's part in the cluster. It implements
+// schedule.Gate.
+type Coordinator struct {
+	pool   *pgxpool.Pool
+	schema string // quoted
+	o      Options
+	log    *zap.Logger
+	margin time.Duration
+
+	mu         sync.Mutex
+	names      map[string]bool  // schedules this instance can run
+	owned      map[string]int64 // schedule -> term
+	trustUntil time.Time        // local clock; leases are trusted before it
+	live       int              // live instances at the last tick
+	stop, done chan struct{}
+}
+
+// ErrStarted is returned by Start on a running coordinator.
+var ErrStarted = errors.New("fom: cluster: coordinator already started")
+
+// New builds a coordinator on pool, whose tables are in schema (see
+// store/postgres: its migrations create them). It starts nothing.
+func New(pool *pgxpool.Pool, schema string, o Options) (*Coordinator, error) {
+	if pool == nil {
+		return nil, errors.New("fom: cluster: pool is nil")
+	}
+	if o.LeaseTTL == 0 {
+		o.LeaseTTL = DefaultLeaseTTL
+	}
+	if o.RenewEvery == 0 {
+		o.RenewEvery = o.LeaseTTL / 3
+	}
+	if o.RenewEvery <= 0 || o.RenewEvery*2 > o.LeaseTTL {
+		return nil, fmt.Errorf("fom: cluster: RenewEvery %s must be positive and at most half of LeaseTTL %s", o.RenewEvery, o.LeaseTTL)
+	}
+	if o.InstanceID == "" {
+		host, _ := os.Hostname()
+		o.InstanceID = fmt.Sprintf("%s-%d-%04x", host, os.Getpid(), rand.IntN(1<<16))
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	return &Coordinator{
+		pool: pool, schema: pgx.Identifier{schema}.Sanitize(), o: o, log: o.Logger.Named("cluster").With(zap.String("instance", o.InstanceID)),
+		// The trust window ends this much before the lease can expire:
+		// room for the local clock to run slower than the database's.
+		margin: o.LeaseTTL / 5,
+		names:  map[string]bool{}, owned: map[string]int64{},
+	}, nil
+}
+
+// ID returns the instance id.
+func (c *Coordinator) ID() string { return c.o.InstanceID }
+
+func (c *Coordinator) t(name string) string { return c.schema + "." + name }
+
+// Add makes schedules runnable by this instance (their lease rows are
+// created if missing at the next tick, or at once when started).
+func (c *Coordinator) Add(ctx context.Context, names ...string) error {
+	c.mu.Lock()
+	for _, n := range names {
+		c.names[n] = true
+	}
+	running := c.stop != nil
+	c.mu.Unlock()
+	if running {
+		return c.ensureLeases(ctx, names)
+	}
+	return nil
+}
+
+func (c *Coordinator) ensureLeases(ctx context.Context, names []string) error {
+	if len(names) == 0 {
+		return nil
+	}
+	_, err := c.pool.Exec(ctx, "INSERT INTO "+c.t("leases")+" (schedule, owner, term, expires_at) SELECT n, '', 0, '-infinity' FROM unnest($1::text[]) AS n ON CONFLICT DO NOTHING", names)
+	if err != nil {
+		return fmt.Errorf("fom: cluster: create leases: %w", err)
+	}
+	return nil
+}
+
+// Start registers the instance, takes its first leases (so that the
+// schedules it owns run from their first fire), and keeps heartbeating
+// and renewing until Stop.
+func (c *Coordinator) Start(ctx context.Context) error {
+	c.mu.Lock()
+	if c.stop != nil {
+		c.mu.Unlock()
+		return ErrStarted
+	}
+	names := c.namesLocked()
+	c.mu.Unlock()
+	_, err := c.pool.Exec(ctx, "INSERT INTO "+c.t("instances")+` (id, host, version, started_at, heartbeat_at, stopped)
+		VALUES ($1, $2, $3, now(), now(), false)
+		ON CONFLICT (id) DO UPDATE SET host = excluded.host, version = excluded.version, started_at = now(), heartbeat_at = now(), stopped = false`,
+		c.o.InstanceID, hostname(), c.o.Version)
+	if err != nil {
+		return fmt.Errorf("fom: cluster: register instance %s: %w", c.o.InstanceID, err)
+	}
+	if err := c.ensureLeases(ctx, names); err != nil {
+		return err
+	}
+	c.tick(ctx)
+	c.mu.Lock()
+	c.stop, c.done = make(chan struct{}), make(chan struct{})
+	stop, done := c.stop, c.done
+	c.mu.Unlock()
+	go c.loop(stop, done)
+	return nil
+}
+
+func hostname() string { h, _ := os.Hostname(); return h }
+
+func (c *Coordinator) namesLocked() []string {
+	out := make([]string, 0, len(c.names))
+	for n := range c.names {
+		out = append(out, n)
+	}
+	return out
+}
+
+func (c *Coordinator) loop(stop, done chan struct{}) {
+	defer close(done)
+	t := time.NewTicker(c.o.RenewEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), c.o.RenewEvery)
+			c.tick(ctx)
+			cancel()
+		}
+	}
+}
+
+// tick heartbeats, renews the leases held, then takes or gives back
+// leases toward this instance's share. Its statements do not depend on
+// the number of schedules.
+func (c *Coordinator) tick(ctx context.Context) {
+	sent := time.Now()
+	if _, err := c.pool.Exec(ctx, "UPDATE "+c.t("instances")+" SET heartbeat_at = now(), stopped = false WHERE id = $1", c.o.InstanceID); err != nil {
+		c.log.Warn("heartbeat failed; leases are trusted only until their window ends", zap.Error(err))
+		return
+	}
+	rows, err := c.pool.Query(ctx, "UPDATE "+c.t("leases")+" SET expires_at = now() + $2::interval WHERE owner = $1 RETURNING schedule, term", c.o.InstanceID, c.o.LeaseTTL)
+	owned := map[string]int64{}
+	if err == nil {
+		var s string
+		var term int64
+		_, err = pgx.ForEachRow(rows, []any{&s, &term}, func() error { owned[s] = term; return nil })
+	}
+	if err != nil {
+		c.log.Warn("lease renewal failed; leases are trusted only until their window ends", zap.Error(err))
+		return
+	}
+	var live int
+	if err := c.pool.QueryRow(ctx, "SELECT count(*) FROM "+c.t("instances")+" WHERE NOT stopped AND heartbeat_at > now() - $1::interval", c.o.LeaseTTL).Scan(&live); err != nil || live < 1 {
+		live = 1
+	}
+	c.mu.Lock()
+	lost := 0
+	for s := range c.owned {
+		if _, ok := owned[s]; !ok {
+			lost++
+		}
+	}
+	c.owned, c.live = owned, live
+	c.trustUntil = sent.Add(c.o.LeaseTTL - c.margin)
+	names := c.namesLocked()
+	share := (len(names) + live - 1) / live
+	have := len(owned)
+	c.mu.Unlock()
+	if lost > 0 {
+		c.log.Info("leases taken by other instances", zap.Int("count", lost))
+	}
+	switch {
+	case have < share:
+		c.acquire(ctx, sent, names, share-have)
+	case have > share+1:
+		c.release(ctx, have-share)
+	}
+}
+
+// acquire takes up to n free or expired leases among names.
+func (c *Coordinator) acquire(ctx context.Context, sent time.Time, names []string, n int) {
+	rows, err := c.pool.Query(ctx, "UPDATE "+c.t("leases")+` AS l SET owner = $1, term = l.term + 1, expires_at = now() + $4::interval
+		FROM (SELECT schedule FROM `+c.t("leases")+` WHERE schedule = ANY($2) AND expires_at <= now()
+		      ORDER BY random() LIMIT $3 FOR UPDATE SKIP LOCKED) AS free
+		WHERE l.schedule = free.schedule RETURNING l.schedule, l.term`, c.o.InstanceID, names, n, c.o.LeaseTTL)
+	taken := map[string]int64{}
+	if err == nil {
+		var s string
+		var term int64
+		_, err = pgx.ForEachRow(rows, []any{&s, &term}, func() error { taken[s] = term; return nil })
+	}
+	if err != nil {
+		c.log.Warn("taking leases failed", zap.Error(err))
+		return
+	}
+	if len(taken) == 0 {
+		return
+	}
+	acquired := make([]string, 0, len(taken))
+	c.mu.Lock()
+	for s, term := range taken {
+		c.owned[s] = term
+		acquired = append(acquired, s)
+	}
+	c.mu.Unlock()
+	c.log.Info("leases taken", zap.Strings("schedules", acquired))
+	last := map[string]time.Time{}
+	rows, err = c.pool.Query(ctx, "SELECT schedule, max(planned) FROM "+c.t("fires")+" WHERE schedule = ANY($1) GROUP BY schedule", acquired)
+	if err == nil {
+		var s string
+		var t time.Time
+		_, err = pgx.ForEachRow(rows, []any{&s, &t}, func() error { last[s] = t; return nil })
+	}
+	if err != nil {
+		c.log.Warn("reading last fires failed", zap.Error(err))
+	}
+	if c.o.Acquired != nil {
+		for _, s := range acquired {
+			c.o.Acquired(s, last[s])
+		}
+	}
+}
+
+// release gives back n leases that are not in a round here. They stop
+// being admitted here before the database hears of it.
+func (c *Coordinator) release(ctx context.Context, n int) {
+	c.mu.Lock()
+	var give []string
+	for s := range c.owned {
+		if len(give) == n {
+			break
+		}
+		if c.o.Busy != nil && c.o.Busy(s) {
+			continue
+		}
+		give = append(give, s)
+		delete(c.owned, s)
+	}
+	c.mu.Unlock()
+	if len(give) == 0 {
+		return
+	}
+	if _, err := c.pool.Exec(ctx, "UPDATE "+c.t("leases")+" SET owner = '', expires_at = '-infinity' WHERE owner = $1 AND schedule = ANY($2)", c.o.InstanceID, give); err != nil {
+		c.log.Warn("giving leases back failed; they expire instead", zap.Error(err))
+		return
+	}
+	c.log.Info("leases given back to rebalance", zap.Strings("schedules", give))
+}
+
+// Admit implements schedule.Gate: the owner, within its trust window,
+// records the fire; a fire is admitted when this instance recorded it.
+func (c *Coordinator) Admit(ctx context.Context, schedule string, planned time.Time) (bool, error) {
+	c.mu.Lock()
+	term, owned := c.owned[schedule]
+	trusted := time.Now().Before(c.trustUntil)
+	c.mu.Unlock()
+	if !owned || !trusted {
+		return false, nil
+	}
+	tag, err := c.pool.Exec(ctx, "INSERT INTO "+c.t("fires")+` (schedule, planned, term, owner)
+		SELECT $1, $2, $3, $4 WHERE EXISTS (
+			SELECT 1 FROM `+c.t("leases")+` WHERE schedule = $1 AND owner = $4 AND term = $3 AND expires_at > now())
+		ON CONFLICT DO NOTHING`, schedule, planned, term, c.o.InstanceID)
+	if err != nil {
+		return false, fmt.Errorf("record fire: %w", err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// Owner reports whether this instance holds a trusted lease on schedule.
+func (c *Coordinator) Owner(schedule string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.owned[schedule]
+	return ok && time.Now().Before(c.trustUntil)
+}
+
+// Owned returns how many schedules this instance holds.
+func (c *Coordinator) Owned() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.owned)
+}
+
+// Stop ends the heartbeat, gives every lease back and marks the instance
+// stopped, so others take its schedules at once. Safe before Start and
+// twice.
+func (c *Coordinator) Stop(ctx context.Context) error {
+	if !c.halt() {
+		return nil
+	}
+	var errs []error
+	if _, err := c.pool.Exec(ctx, "UPDATE "+c.t("leases")+" SET owner = '', expires_at = '-infinity' WHERE owner = $1", c.o.InstanceID); err != nil {
+		errs = append(errs, fmt.Errorf("give leases back: %w", err))
+	}
+	if _, err := c.pool.Exec(ctx, "UPDATE "+c.t("instances")+" SET stopped = true WHERE id = $1", c.o.InstanceID); err != nil {
+		errs = append(errs, fmt.Errorf("mark instance stopped: %w", err))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("fom: cluster: stop %s: %w", c.o.InstanceID, err)
+	}
+	return nil
+}
+
+// Abandon ends the heartbeat and forgets every lease without telling the
+// database: what a crash leaves behind. For tests of failover.
+func (c *Coordinator) Abandon() { c.halt() }
+
+// halt stops the loop and drops local ownership; false if not started.
+func (c *Coordinator) halt() bool {
+	c.mu.Lock()
+	stop, done := c.stop, c.done
+	c.stop, c.done = nil, nil
+	c.mu.Unlock()
+	if stop == nil {
+		return false
+	}
+	close(stop)
+	<-done // a tick under way ends first
+	c.mu.Lock()
+	c.owned, c.trustUntil = map[string]int64{}, time.Time{}
+	c.mu.Unlock()
+	return true
+}

@@ -1,0 +1,212 @@
+package fom
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fom-go/fom/internal/pgtest"
+	"github.com/fom-go/fom/store/postgres"
+)
+
+// fireLog records every round any instance ran, by (schedule, planned).
+type fireLog struct {
+	mu   sync.Mutex
+	runs map[string]map[time.Time][]string // schedule -> planned -> instances
+}
+
+func newFireLog() *fireLog { return &fireLog{runs: map[string]map[time.Time][]string{}} }
+
+func (l *fireLog) add(schedule string, planned time.Time, instance string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.runs[schedule] == nil {
+		l.runs[schedule] = map[time.Time][]string{}
+	}
+	p := planned.Round(0).UTC()
+	l.runs[schedule][p] = append(l.runs[schedule][p], instance)
+}
+
+// check fails on a fire run twice, and for every-second cron schedules on a
+// whole second in [from, to) that no instance ran, beyond `coalesced` per
+// schedule: fires missed while no instance held the lease run as one
+// catch-up round (planned at the first of them), never as a burst.
+func (l *fireLog) check(t *testing.T, from, to time.Time, coalesced int) (fires int) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for s, byPlanned := range l.runs {
+		for p, insts := range byPlanned {
+			if len(insts) > 1 {
+				t.Errorf("%s fire %s ran %d times: %v", s, p.Format("15:04:05.000"), len(insts), insts)
+			}
+			fires++
+		}
+		if len(s) < 4 || s[:4] != "cron" {
+			continue
+		}
+		var missing []string
+		for sec := from.Truncate(time.Second).Add(time.Second); sec.Before(to); sec = sec.Add(time.Second) {
+			if len(byPlanned[sec.UTC()]) == 0 {
+				missing = append(missing, sec.Format("15:04:05"))
+			}
+		}
+		if len(missing) > coalesced {
+			var got []string
+			for p := range byPlanned {
+				got = append(got, p.Format("15:04:05"))
+			}
+			sort.Strings(got)
+			t.Errorf("%s: no instance ran the fires of %v (ran %v)", s, missing, got)
+		}
+	}
+	return fires
+}
+
+// clusterJob runs every second and logs which instance ran which fire.
+type clusterJob struct {
+	Schedule
+	log      *fireLog
+	instance string
+}
+
+func (*clusterJob) Run(context.Context) (any, error) { return nil, nil }
+
+func (j *clusterJob) OnComplete(ctx context.Context, r Round) {
+	j.log.add(FromContext(ctx).Name(), r.Planned, j.instance)
+}
+
+// startInstance starts an App on the shared schema with the given jobs.
+func startInstance(t *testing.T, schema, id string, log *fireLog, jobs map[string]map[string]string) *App {
+	t.Helper()
+	st, err := postgres.Open(context.Background(), pgtest.DSN(), postgres.WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	app, err := New(WithStore(st), WithInstanceID(id), WithLeaseTTL(1500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := make([]string, 0, len(jobs))
+	for n := range jobs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		sc, err := app.Register(&clusterJob{log: log, instance: id}, Named(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sc.Config().Apply(jobs[name]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := app.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return app
+}
+
+func stopInstance(t *testing.T, app *App) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := app.Stop(ctx); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestClusterRunsEachFireOnce: three instances on one database, schedules
+// of every plan kind: no fire runs twice, no every-second cron fire is
+// lost (a lease handed over while rebalancing included), and the leases
+// end up spread.
+func TestClusterRunsEachFireOnce(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("runs for several seconds")
+	}
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
+	jobs := map[string]map[string]string{}
+	for i := range 4 {
+		jobs[fmt.Sprintf("cron-%d", i)] = map[string]string{"cron": "* * * * * *"}
+		jobs[fmt.Sprintf("rate-%d", i)] = map[string]string{"fixedRate": "1s"}
+		jobs[fmt.Sprintf("delay-%d", i)] = map[string]string{"fixedDelay": "500ms"}
+	}
+	log := newFireLog()
+	var apps []*App
+	for i := range 3 {
+		apps = append(apps, startInstance(t, schema, fmt.Sprintf("i%d", i+1), log, jobs))
+	}
+	from := time.Now()
+	time.Sleep(6 * time.Second)
+	to := time.Now().Add(-1500 * time.Millisecond) // fires still under way are not judged
+	var owned []int
+	for _, a := range apps {
+		owned = append(owned, a.coord.Owned())
+	}
+	for _, a := range apps {
+		stopInstance(t, a)
+	}
+	fires := log.check(t, from, to, 0)
+	t.Logf("%d fires in 6 s on 3 instances, leases held at the end: %v", fires, owned)
+	for i, n := range owned {
+		if n < 2 || n > 6 {
+			t.Errorf("instance %d holds %d of 12 leases: not spread (%v)", i+1, n, owned)
+		}
+	}
+}
+
+// TestClusterFailover: an instance vanishes without giving its leases back
+// (a crash): the survivors take its schedules after the lease TTL, run the
+// fires missed meanwhile once, and never twice.
+func TestClusterFailover(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("runs for several seconds")
+	}
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
+	jobs := map[string]map[string]string{}
+	for i := range 6 {
+		jobs[fmt.Sprintf("cron-%d", i)] = map[string]string{"cron": "* * * * * *"}
+	}
+	log := newFireLog()
+	a1 := startInstance(t, schema, "crashes", log, jobs)
+	a2 := startInstance(t, schema, "survives", log, jobs)
+	from := time.Now()
+	deadline := time.Now().Add(5 * time.Second)
+	for a1.coord.Owned() == 0 || a2.coord.Owned() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("leases not spread: %d and %d", a1.coord.Owned(), a2.coord.Owned())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	crashedWith := a1.coord.Owned()
+	a1.coord.Abandon()  // no heartbeat, leases left to expire
+	stopInstance(t, a1) // its schedules stop; the leases are not given back
+	crashed := time.Now()
+	deadline = time.Now().Add(5 * time.Second)
+	for a2.coord.Owned() < 6 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the survivor holds %d of 6 leases %s after the crash", a2.coord.Owned(), time.Since(crashed))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	took := time.Since(crashed)
+	time.Sleep(2 * time.Second)
+	to := time.Now().Add(-1500 * time.Millisecond)
+	stopInstance(t, a2)
+	// The lease outlives the crash by up to its TTL: up to two fires fall in
+	// the gap; the first runs at the takeover, the second is folded into it.
+	fires := log.check(t, from, to, 1)
+	t.Logf("crashed instance held %d leases; the survivor held all 6 after %s; %d fires", crashedWith, took.Round(time.Millisecond), fires)
+	if took > 1500*time.Millisecond+500*time.Millisecond+500*time.Millisecond {
+		t.Errorf("takeover took %s, more than the lease TTL plus a renewal", took)
+	}
+}

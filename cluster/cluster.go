@@ -69,6 +69,13 @@ type Options struct {
 	// Busy reports whether a schedule is in a round here; a busy
 	// schedule's lease is not given back to rebalance. Default: never.
 	Busy func(schedule string) bool
+	// Channel, when set, is LISTENed to; Notified gets each payload (from
+	// the coordinator's listening goroutine).
+	Channel  string
+	Notified func(payload string)
+	// Resync is called after each tick, the fallback for a lost
+	// notification: it re-reads what others may have changed.
+	Resync func(ctx context.Context)
 }
 
 // Coordinator is one instance's part in the cluster. It implements
@@ -85,6 +92,7 @@ type Coordinator struct {
 	owned      map[string]int64 // schedule -> term
 	trustUntil time.Time        // local clock; leases are trusted before it
 	live       int              // live instances at the last tick
+	listening  bool
 	stop, done chan struct{}
 }
 
@@ -183,6 +191,66 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	return nil
 }
 
+// listen delivers the notifications of the channel until stop closes,
+// reconnecting after a lost connection. The periodic Resync covers what is
+// missed meanwhile.
+func (c *Coordinator) listen(stop chan struct{}) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-stop
+		cancel()
+	}()
+	for ctx.Err() == nil {
+		if err := c.listenOnce(ctx); err != nil && ctx.Err() == nil {
+			c.log.Warn("listening for changes failed; retrying", zap.Error(err))
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+	}
+}
+
+func (c *Coordinator) listenOnce(ctx context.Context) error {
+	conn, err := c.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{c.o.Channel}.Sanitize()); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.listening = true
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.listening = false
+		c.mu.Unlock()
+		// The connection goes back to the pool: stop listening on it.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if _, err := conn.Exec(ctx, "UNLISTEN *"); err != nil {
+			conn.Conn().Close(ctx)
+		}
+	}()
+	for {
+		n, err := conn.Conn().WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		c.o.Notified(n.Payload)
+	}
+}
+
+// Listening reports whether the coordinator hears notifications now.
+func (c *Coordinator) Listening() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.listening
+}
+
 func hostname() string { h, _ := os.Hostname(); return h }
 
 func (c *Coordinator) namesLocked() []string {
@@ -195,6 +263,14 @@ func (c *Coordinator) namesLocked() []string {
 
 func (c *Coordinator) loop(stop, done chan struct{}) {
 	defer close(done)
+	if c.o.Channel != "" && c.o.Notified != nil {
+		listened := make(chan struct{})
+		go func() {
+			defer close(listened)
+			c.listen(stop)
+		}()
+		defer func() { <-listened }()
+	}
 	t := time.NewTicker(c.o.RenewEvery)
 	defer t.Stop()
 	for {
@@ -204,6 +280,9 @@ func (c *Coordinator) loop(stop, done chan struct{}) {
 		case <-t.C:
 			ctx, cancel := context.WithTimeout(context.Background(), c.o.RenewEvery)
 			c.tick(ctx)
+			if c.o.Resync != nil {
+				c.o.Resync(ctx)
+			}
 			cancel()
 		}
 	}

@@ -137,3 +137,31 @@ func TestNamesTheAdminPageCanServe(t *testing.T) {
 		}
 	}
 }
+
+// TestReloadPutsEditsSavedElsewhereInForce without saving them again.
+func TestReloadPutsEditsSavedElsewhereInForce(t *testing.T) {
+	t.Parallel()
+	saver := &failingSaver{}
+	c, err := New("job", Spec{Tags: map[string]string{"cron": "0 * * * * *"}, Persister: saver})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []Change
+	c.Subscribe(func(ch Change) { seen = append(seen, ch) })
+	warnings, err := c.Reload(map[string]string{"threadMax": "4", "queueSize": "lots", "gone": "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Get("threadMax") != "4" || c.Get("queueSize") != "256" || len(warnings) != 2 || saver.calls.Load() != 0 {
+		t.Fatalf("values %v, warnings %v, saves %d", c.Values(), warnings, saver.calls.Load())
+	}
+	if len(seen) != 1 || seen[0].Changed[0] != "threadMax" {
+		t.Fatalf("subscribers saw %+v", seen)
+	}
+	if _, err := c.Reload(map[string]string{"threadMax": "4"}); err != nil || len(seen) != 1 {
+		t.Fatalf("an unchanged reload notified: %v %d", err, len(seen))
+	}
+	if _, err := c.Reload(nil); err != nil || c.Get("threadMax") != "1" {
+		t.Fatalf("edits reset elsewhere: %v %q", err, c.Get("threadMax"))
+	}
+}

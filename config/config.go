@@ -218,42 +218,68 @@ func New(schedule string, spec Spec) (*Config, error) {
 		return nil, &ValidationError{Schedule: schedule, Problems: problems}
 	}
 
-	// Persisted edits: keep each that still makes sense, one by one, then
-	// check the whole; drop them all if the whole does not hold.
-	persist := map[string]string{}
-	for _, k := range sortedKeys(spec.Persisted) {
-		v := spec.Persisted[k]
-		d, ok := c.lookup(k)
-		switch {
-		case !ok:
-			c.warnings = append(c.warnings, fmt.Sprintf("schedule %q: persisted key %q is not known any more; ignored", schedule, k))
-		case !d.editable:
-			c.warnings = append(c.warnings, fmt.Sprintf("schedule %q: persisted key %q is not editable; ignored", schedule, k))
-		default:
-			v, err := d.check(v)
-			if err != nil {
-				c.warnings = append(c.warnings, fmt.Sprintf("schedule %q: persisted value %q of key %q is invalid (%v); ignored", schedule, clip(v), k, err))
-				continue
-			}
-			persist[k] = v
-		}
-	}
-	merged := values
-	if len(persist) > 0 {
-		merged = maps.Clone(values)
-		maps.Copy(merged, persist)
-	}
-	if ps := crossCheck(merged, persist); len(ps) > 0 {
-		c.warnings = append(c.warnings, fmt.Sprintf("schedule %q: persisted edits ignored: %v", schedule, (&ValidationError{Schedule: schedule, Problems: ps}).Error()))
-		persist = map[string]string{}
-		merged = values
-	}
+	persist, merged, warnings := c.filterPersisted(values, spec.Persisted)
+	c.warnings = warnings
 	s, err := settingsFrom(merged)
 	if err != nil {
 		return nil, fmt.Errorf("config of schedule %q: %w", schedule, err)
 	}
 	c.cur.Store(&snapshot{values: c.inOrder(merged), persist: persist, settings: s})
 	return c, nil
+}
+
+// filterPersisted keeps each persisted edit that still makes sense, one by
+// one, then checks the whole over the code's values; it drops them all if
+// the whole does not hold. It returns the edits kept, every key's value
+// with them, and what was dropped and why.
+func (c *Config) filterPersisted(code, persisted map[string]string) (persist, merged map[string]string, warnings []string) {
+	schedule := c.schedule
+	persist = map[string]string{}
+	for _, k := range sortedKeys(persisted) {
+		v := persisted[k]
+		d, ok := c.lookup(k)
+		switch {
+		case !ok:
+			warnings = append(warnings, fmt.Sprintf("schedule %q: persisted key %q is not known any more; ignored", schedule, k))
+		case !d.editable:
+			warnings = append(warnings, fmt.Sprintf("schedule %q: persisted key %q is not editable; ignored", schedule, k))
+		default:
+			v, err := d.check(v)
+			if err != nil {
+				warnings = append(warnings, fmt.Sprintf("schedule %q: persisted value %q of key %q is invalid (%v); ignored", schedule, clip(v), k, err))
+				continue
+			}
+			persist[k] = v
+		}
+	}
+	merged = code
+	if len(persist) > 0 {
+		merged = maps.Clone(code)
+		maps.Copy(merged, persist)
+	}
+	if ps := crossCheck(merged, persist); len(ps) > 0 {
+		warnings = append(warnings, fmt.Sprintf("schedule %q: persisted edits ignored: %v", schedule, (&ValidationError{Schedule: schedule, Problems: ps}).Error()))
+		persist, merged = map[string]string{}, code
+	}
+	return persist, merged, warnings
+}
+
+// Edits returns a copy of the operator edits in force.
+func (c *Config) Edits() map[string]string { return maps.Clone(c.cur.Load().persist) }
+
+// Reload puts persisted in force as the operator edits, without saving
+// them: edits another instance of the app saved in a shared store. Edits
+// that do not hold here are dropped and returned as warnings, as at New;
+// subscribers see the change like any other edit.
+func (c *Config) Reload(persisted map[string]string) (warnings []string, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.cur.Load()
+	persist, _, warnings := c.filterPersisted(c.codeValues(), persisted)
+	if maps.Equal(persist, old.persist) {
+		return warnings, nil
+	}
+	return warnings, c.publish(context.Background(), old, persist, nil, false)
 }
 
 func (c *Config) lookup(name string) (*keyDef, bool) {
@@ -444,6 +470,12 @@ func (c *Config) ResetContext(ctx context.Context, keys ...string) error {
 
 // commit checks the whole, saves and publishes. Called with c.mu held.
 func (c *Config) commit(ctx context.Context, old *snapshot, persist, touched map[string]string) error {
+	return c.publish(ctx, old, persist, touched, true)
+}
+
+// publish checks the whole, saves when asked, and publishes. Called with
+// c.mu held.
+func (c *Config) publish(ctx context.Context, old *snapshot, persist, touched map[string]string, save bool) error {
 	values := c.codeValues()
 	maps.Copy(values, persist)
 	if ps := crossCheck(values, touched); len(ps) > 0 {
@@ -453,7 +485,7 @@ func (c *Config) commit(ctx context.Context, old *snapshot, persist, touched map
 	if err != nil {
 		return fmt.Errorf("config of schedule %q: %w", c.schedule, err)
 	}
-	if c.saver != nil && !maps.Equal(persist, old.persist) {
+	if save && c.saver != nil && !maps.Equal(persist, old.persist) {
 		if err := c.saver.SaveConfig(ctx, c.schedule, maps.Clone(persist)); err != nil {
 			return fmt.Errorf("save config of schedule %q: %w", c.schedule, err)
 		}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -112,6 +114,7 @@ func New(opts ...Option) (*App, error) {
 		coord, err := cluster.New(pg.Pool(), pg.Schema(), cluster.Options{
 			InstanceID: o.instanceID, LeaseTTL: o.leaseTTL, Logger: o.logger,
 			Acquired: a.acquired, Busy: a.busy,
+			Channel: pg.Channel(), Notified: a.notified, Resync: a.resync,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("fom: new app: %w", err)
@@ -147,6 +150,93 @@ func (a *App) resumeMissed() {
 		if sc := a.Schedule(name); sc != nil {
 			sc.Resume(last, sc.Config().Current().Misfire != config.MisfireSkip)
 		}
+	}
+}
+
+// notified applies an edit another instance saved: a schedule's config
+// edits or its settings (log level, statistics settings).
+func (a *App) notified(payload string) {
+	pg, _ := a.o.store.(*postgres.Store)
+	kind, name := "", ""
+	for _, k := range []string{postgres.NotifyConfig, postgres.NotifySettings} {
+		if rest, ok := strings.CutPrefix(payload, k); ok {
+			kind, name = k, rest
+		}
+	}
+	sc := a.Schedule(name)
+	if pg == nil || sc == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	switch kind {
+	case postgres.NotifyConfig:
+		edits, err := pg.LoadConfig(ctx, name)
+		if err != nil {
+			a.log.Warn("reloading an edit saved elsewhere failed", zap.String("schedule", name), zap.Error(err))
+			return
+		}
+		a.reload(sc, edits)
+	case postgres.NotifySettings:
+		if v, ok, err := pg.GetSetting(ctx, name, settingLogLevel); err == nil && ok {
+			a.applyLevel(sc, v)
+		}
+		if err := sc.Stats().ReloadSettings(ctx, pg); err != nil {
+			a.log.Warn("reloading statistics settings saved elsewhere failed", zap.String("schedule", name), zap.Error(err))
+		}
+	}
+}
+
+// resync re-reads every schedule's edits and log level in two queries:
+// the fallback for a notification lost while not listening.
+func (a *App) resync(ctx context.Context) {
+	pg, _ := a.o.store.(*postgres.Store)
+	scs := a.Schedules()
+	if pg == nil || len(scs) == 0 {
+		return
+	}
+	names := make([]string, len(scs))
+	for i, sc := range scs {
+		names[i] = sc.Name()
+	}
+	configs, err := pg.LoadConfigs(ctx, names)
+	if err != nil {
+		a.log.Warn("re-reading edits failed", zap.Error(err))
+		return
+	}
+	levels, err := pg.LoadSettings(ctx, settingLogLevel, names)
+	if err != nil {
+		a.log.Warn("re-reading log levels failed", zap.Error(err))
+		return
+	}
+	for _, sc := range scs {
+		edits := configs[sc.Name()]
+		if edits == nil {
+			edits = map[string]string{}
+		}
+		if !maps.Equal(edits, sc.Config().Edits()) {
+			a.reload(sc, edits)
+		}
+		if v, ok := levels[sc.Name()]; ok {
+			a.applyLevel(sc, v)
+		}
+	}
+}
+
+func (a *App) reload(sc *ScheduleContext, edits map[string]string) {
+	warnings, err := sc.Config().Reload(edits)
+	for _, w := range warnings {
+		a.log.Warn(w)
+	}
+	if err != nil {
+		a.log.Warn("an edit saved elsewhere does not hold here; ignored", zap.String("schedule", sc.Name()), zap.Error(err))
+	}
+}
+
+func (a *App) applyLevel(sc *ScheduleContext, v string) {
+	var l zapcore.Level
+	if err := l.Set(v); err == nil && l != sc.LogLevel() {
+		sc.ApplyLogLevel(l)
 	}
 }
 

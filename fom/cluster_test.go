@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap/zapcore"
+
 	"github.com/fom-go/fom/internal/pgtest"
 	"github.com/fom-go/fom/store/postgres"
 )
@@ -208,5 +210,59 @@ func TestClusterFailover(t *testing.T) {
 	t.Logf("crashed instance held %d leases; the survivor held all 6 after %s; %d fires", crashedWith, took.Round(time.Millisecond), fires)
 	if took > 1500*time.Millisecond+500*time.Millisecond+500*time.Millisecond {
 		t.Errorf("takeover took %s, more than the lease TTL plus a renewal", took)
+	}
+}
+
+// TestClusterEditReachesEveryInstance: a config edit or a log level saved
+// on one instance is in force on the others within a second (LISTEN/
+// NOTIFY), and a change that came without a notification is picked up by
+// the periodic re-read.
+func TestClusterEditReachesEveryInstance(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
+	jobs := map[string]map[string]string{"hourly": {"cron": "0 0 * * * *"}}
+	log := newFireLog()
+	var apps []*App
+	for i := range 3 {
+		apps = append(apps, startInstance(t, schema, fmt.Sprintf("e%d", i+1), log, jobs))
+	}
+	defer func() {
+		for _, a := range apps {
+			stopInstance(t, a)
+		}
+	}()
+	for _, a := range apps { // listening before the edit
+		for deadline := time.Now().Add(5 * time.Second); !a.coord.Listening(); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("not listening")
+			}
+		}
+	}
+	start := time.Now()
+	if err := apps[0].Schedule("hourly").Config().Apply(map[string]string{"threadMax": "3", "remark": "edited on e1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := apps[0].Schedule("hourly").SetLogLevel(zapcore.WarnLevel); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range apps[1:] {
+		sc := a.Schedule("hourly")
+		for sc.Config().Get("remark") != "edited on e1" || sc.Config().Get("threadMax") != "3" || sc.LogLevel() != zapcore.WarnLevel {
+			if time.Since(start) > time.Second {
+				t.Fatalf("%s: edit not in force after 1s: %v, level %s", a.InstanceID(), sc.Config().Values(), sc.LogLevel())
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	t.Logf("edit and log level in force on every instance after %s", time.Since(start).Round(time.Millisecond))
+
+	// Written behind fom's back, no notification: the next re-read applies it.
+	if _, err := pool.Exec(context.Background(), "UPDATE "+schema+".config_edits SET value = 'fixed by hand' WHERE schedule = 'hourly' AND key = 'remark'"); err != nil {
+		t.Fatal(err)
+	}
+	apps[2].resync(context.Background())
+	if got := apps[2].Schedule("hourly").Config().Get("remark"); got != "fixed by hand" {
+		t.Fatalf("re-read: remark %q", got)
 	}
 }

@@ -31,6 +31,10 @@ func (c *Context) BindLogLevel(initial zapcore.Level, save func(zapcore.Level) e
 	c.onLevel = save
 }
 
+// ApplyLogLevel puts l in force without saving it: a level another
+// instance of the app saved in a shared store.
+func (c *Context) ApplyLogLevel(l zapcore.Level) { c.level.SetLevel(l) }
+
 // debug reports whether the schedule logs at debug level: one atomic load,
 // so that the round path skips building entries nobody writes.
 func (c *Context) debug() bool { return c.level.Enabled(zapcore.DebugLevel) }

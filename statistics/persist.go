@@ -287,6 +287,23 @@ func mergeDay(into, d *day) {
 	}
 }
 
+// ReloadSettings reads the stored settings again and applies them: the
+// settings another instance of the app saved in a shared store.
+func (s *Stats) ReloadSettings(ctx context.Context, st store.Store) error {
+	v, ok, err := st.GetSetting(ctx, s.schedule, SettingKey)
+	if err != nil || !ok {
+		return err
+	}
+	n := DefaultSettings()
+	if err := json.Unmarshal([]byte(v), &n); err != nil {
+		return fmt.Errorf("schedule %q: stored statistics settings %q: %w", s.schedule, v, err)
+	}
+	if n == s.Settings() {
+		return nil
+	}
+	return s.SetSettings(n)
+}
+
 // SaveSettings validates, applies and stores new settings.
 func (s *Stats) SaveSettings(ctx context.Context, st store.Store, n Settings) error {
 	if err := n.Validate(); err != nil {

@@ -303,12 +303,66 @@ func (s *Store) SaveConfig(ctx context.Context, schedule string, edits map[strin
 		if _, err := tx.Exec(ctx, "DELETE FROM "+s.t("config_edits")+" WHERE schedule = $1", schedule); err != nil {
 			return err
 		}
-		if len(keys) == 0 {
-			return nil
+		if len(keys) > 0 {
+			if _, err := tx.Exec(ctx, "INSERT INTO "+s.t("config_edits")+" (schedule, key, value) SELECT $1, k, v FROM unnest($2::text[], $3::text[]) AS e(k, v)", schedule, keys, values); err != nil {
+				return err
+			}
 		}
-		_, err := tx.Exec(ctx, "INSERT INTO "+s.t("config_edits")+" (schedule, key, value) SELECT $1, k, v FROM unnest($2::text[], $3::text[]) AS e(k, v)", schedule, keys, values)
-		return err
+		return s.notify(ctx, tx, NotifyConfig+schedule)
 	})
+}
+
+// Notifications sent on Channel when a write commits: the payload is one
+// of these prefixes followed by the schedule's name.
+const (
+	NotifyConfig   = "config:"
+	NotifySettings = "settings:"
+)
+
+// Channel is the LISTEN channel of this store's schema: every App sharing
+// it hears of edits saved by the others.
+func (s *Store) Channel() string { return "fom_changes_" + s.name }
+
+func (s *Store) notify(ctx context.Context, tx pgx.Tx, payload string) error {
+	_, err := tx.Exec(ctx, "SELECT pg_notify($1, $2)", s.Channel(), payload)
+	return err
+}
+
+// LoadConfigs returns the operator edits of many schedules in one query
+// (a schedule without edits has none in the map).
+func (s *Store) LoadConfigs(ctx context.Context, schedules []string) (map[string]map[string]string, error) {
+	rows, err := s.pool.Query(ctx, "SELECT schedule, key, value FROM "+s.t("config_edits")+" WHERE schedule = ANY($1)", schedules)
+	if err != nil {
+		return nil, s.wrap("load configs", err)
+	}
+	out := map[string]map[string]string{}
+	var sch, k, v string
+	_, err = pgx.ForEachRow(rows, []any{&sch, &k, &v}, func() error {
+		if out[sch] == nil {
+			out[sch] = map[string]string{}
+		}
+		out[sch][k] = v
+		return nil
+	})
+	if err != nil {
+		return nil, s.wrap("load configs", err)
+	}
+	return out, nil
+}
+
+// LoadSettings returns one setting of many schedules in one query.
+func (s *Store) LoadSettings(ctx context.Context, key string, schedules []string) (map[string]string, error) {
+	rows, err := s.pool.Query(ctx, "SELECT schedule, value FROM "+s.t("settings")+" WHERE key = $1 AND schedule = ANY($2)", key, schedules)
+	if err != nil {
+		return nil, s.wrap("load settings", err)
+	}
+	out := map[string]string{}
+	var sch, v string
+	_, err = pgx.ForEachRow(rows, []any{&sch, &v}, func() error { out[sch] = v; return nil })
+	if err != nil {
+		return nil, s.wrap("load settings", err)
+	}
+	return out, nil
 }
 
 // GetSetting implements store.Store.
@@ -326,11 +380,12 @@ func (s *Store) GetSetting(ctx context.Context, schedule, key string) (string, b
 
 // PutSetting implements store.Store.
 func (s *Store) PutSetting(ctx context.Context, schedule, key, value string) error {
-	_, err := s.pool.Exec(ctx, "INSERT INTO "+s.t("settings")+" (schedule, key, value) VALUES ($1, $2, $3) ON CONFLICT (schedule, key) DO UPDATE SET value = excluded.value", schedule, key, value)
-	if err != nil {
-		return s.wrap(fmt.Sprintf("save setting %q of schedule %q", key, schedule), err)
-	}
-	return nil
+	return s.tx(ctx, fmt.Sprintf("save setting %q of schedule %q", key, schedule), func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "INSERT INTO "+s.t("settings")+" (schedule, key, value) VALUES ($1, $2, $3) ON CONFLICT (schedule, key) DO UPDATE SET value = excluded.value", schedule, key, value); err != nil {
+			return err
+		}
+		return s.notify(ctx, tx, NotifySettings+schedule)
+	})
 }
 
 // SaveStats implements store.Store: the batch in one transaction, each

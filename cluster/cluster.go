@@ -76,6 +76,11 @@ type Options struct {
 	// Resync is called after each tick, the fallback for a lost
 	// notification: it re-reads what others may have changed.
 	Resync func(ctx context.Context)
+	// DesiredChanged is told that a schedule's desired state changed.
+	DesiredChanged func(schedule string)
+	// Execute carries out an action forwarded to this instance as the
+	// schedule's owner; its error is the answer.
+	Execute func(schedule, action string) error
 }
 
 // Coordinator is one instance's part in the cluster. It implements
@@ -93,6 +98,7 @@ type Coordinator struct {
 	trustUntil time.Time        // local clock; leases are trusted before it
 	live       int              // live instances at the last tick
 	listening  bool
+	pending    map[int64]chan string // forwarded requests awaiting an answer
 	stop, done chan struct{}
 }
 
@@ -126,7 +132,7 @@ func New(pool *pgxpool.Pool, schema string, o Options) (*Coordinator, error) {
 		// The trust window ends this much before the lease can expire:
 		// room for the local clock to run slower than the database's.
 		margin: o.LeaseTTL / 5,
-		names:  map[string]bool{}, owned: map[string]int64{},
+		names:  map[string]bool{}, owned: map[string]int64{}, pending: map[int64]chan string{},
 	}, nil
 }
 
@@ -240,7 +246,9 @@ func (c *Coordinator) listenOnce(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		c.o.Notified(n.Payload)
+		if !c.control(n.Payload) && c.o.Notified != nil {
+			c.o.Notified(n.Payload)
+		}
 	}
 }
 
@@ -263,7 +271,7 @@ func (c *Coordinator) namesLocked() []string {
 
 func (c *Coordinator) loop(stop, done chan struct{}) {
 	defer close(done)
-	if c.o.Channel != "" && c.o.Notified != nil {
+	if c.o.Channel != "" {
 		listened := make(chan struct{})
 		go func() {
 			defer close(listened)
@@ -327,6 +335,10 @@ func (c *Coordinator) tick(ctx context.Context) {
 	c.mu.Unlock()
 	if lost > 0 {
 		c.log.Info("leases taken by other instances", zap.Int("count", lost))
+	}
+	// Answered or abandoned requests are kept an hour, for inspection.
+	if _, err := c.pool.Exec(ctx, "DELETE FROM "+c.t("requests")+" WHERE created_at < now() - interval '1 hour'"); err != nil {
+		c.log.Warn("pruning requests failed", zap.Error(err))
 	}
 	switch {
 	case have < share:

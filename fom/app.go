@@ -47,6 +47,7 @@ type App struct {
 	keys      *config.Keys         // built-in key definitions, shared by every schedule
 	coord     *cluster.Coordinator // on a PostgreSQL store: this instance's part in the cluster
 	missed    map[string]time.Time // last fires of schedules taken before they started; guarded by mu
+	desired   map[string]bool      // desired states last applied (cluster); guarded by mu
 	running   bool
 	flushStop chan struct{} // closes the statistics flush loop
 	flushDone chan struct{}
@@ -108,13 +109,14 @@ func New(opts ...Option) (*App, error) {
 		o: o, log: o.logger.Named("fom"), conflicts: schedule.NewConflicts(), wheels: wheels,
 		runners: runners,
 		byName:  map[string]*ScheduleContext{}, typeOf: map[string]string{}, st: o.store, keys: config.NewKeys(),
-		missed: map[string]time.Time{},
+		missed: map[string]time.Time{}, desired: map[string]bool{},
 	}
 	if pg, ok := o.store.(*postgres.Store); ok {
 		coord, err := cluster.New(pg.Pool(), pg.Schema(), cluster.Options{
 			InstanceID: o.instanceID, LeaseTTL: o.leaseTTL, Logger: o.logger,
 			Acquired: a.acquired, Busy: a.busy,
 			Channel: pg.Channel(), Notified: a.notified, Resync: a.resync,
+			DesiredChanged: a.desiredChanged, Execute: a.actLocally,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("fom: new app: %w", err)
@@ -209,6 +211,11 @@ func (a *App) resync(ctx context.Context) {
 		a.log.Warn("re-reading log levels failed", zap.Error(err))
 		return
 	}
+	if desired, err := a.coord.Desired(ctx, names); err == nil {
+		for name, running := range desired {
+			a.follow(name, running)
+		}
+	}
 	for _, sc := range scs {
 		edits := configs[sc.Name()]
 		if edits == nil {
@@ -243,6 +250,91 @@ func (a *App) applyLevel(sc *ScheduleContext, v string) {
 func (a *App) busy(name string) bool {
 	sc := a.Schedule(name)
 	return sc != nil && sc.State() == schedule.Running
+}
+
+// Act carries out an operator's action on a schedule: "start", "stop" or
+// "exec" (a round now). On a PostgreSQL store start and stop become the
+// schedule's desired state on every instance (kept across restarts), and
+// exec goes to the instance that owns the schedule, whose answer is
+// returned. The state machine's refusals (ErrAlreadyStarted, ...) come
+// back as errors.
+func (a *App) Act(ctx context.Context, name, action string) error {
+	switch action {
+	case "start", "stop":
+		if err := a.actLocally(name, action); err != nil {
+			return err
+		}
+		if a.coord != nil {
+			a.mu.Lock()
+			a.desired[name] = action == "start"
+			a.mu.Unlock()
+			return a.coord.SetDesired(ctx, name, action == "start")
+		}
+		return nil
+	case "exec":
+		if a.coord != nil && a.Schedule(name) != nil && !a.coord.Owner(name) {
+			return a.coord.Forward(ctx, name, action)
+		}
+		return a.actLocally(name, action)
+	}
+	return fmt.Errorf("fom: unknown action %q (start, stop or exec)", action)
+}
+
+// actLocally carries out an action on this instance's schedule context.
+func (a *App) actLocally(name, action string) error {
+	sc := a.Schedule(name)
+	if sc == nil {
+		return fmt.Errorf("fom: %w: %s", ErrUnknownSchedule, name)
+	}
+	switch action {
+	case "start":
+		return sc.Startup()
+	case "stop":
+		return sc.Shutdown()
+	case "exec":
+		return sc.ExecNow()
+	}
+	return fmt.Errorf("fom: unknown action %q (start, stop or exec)", action)
+}
+
+// desiredChanged follows a desired state another instance saved.
+func (a *App) desiredChanged(name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	d, err := a.coord.Desired(ctx, []string{name})
+	if err != nil {
+		a.log.Warn("reading a desired state failed", zap.String("schedule", name), zap.Error(err))
+		return
+	}
+	if running, ok := d[name]; ok {
+		a.follow(name, running)
+	}
+}
+
+// follow brings a schedule to its desired state, once per change.
+func (a *App) follow(name string, running bool) {
+	a.mu.Lock()
+	prev, known := a.desired[name]
+	a.desired[name] = running
+	up := a.running
+	a.mu.Unlock()
+	if (known && prev == running) || !up {
+		return
+	}
+	sc := a.Schedule(name)
+	if sc == nil {
+		return
+	}
+	var err error
+	switch st := sc.State(); {
+	case running && st != schedule.Running && st != schedule.Sleeping:
+		err = sc.Startup()
+	case !running && (st == schedule.Running || st == schedule.Sleeping):
+		err = sc.Shutdown()
+	}
+	if err != nil && !errors.Is(err, schedule.ErrAlreadyStarted) && !errors.Is(err, schedule.ErrStopping) {
+		a.log.Warn("following the desired state failed", zap.String("schedule", name), zap.Bool("running", running), zap.Error(err))
+	}
 }
 
 // InstanceID returns this App's id among the instances of a cluster, or
@@ -431,6 +523,14 @@ func (a *App) Start(ctx context.Context) error {
 			return err
 		}
 	}
+	var desired map[string]bool
+	if a.coord != nil {
+		d, err := a.coord.Desired(ctx, a.names())
+		if err != nil {
+			return err
+		}
+		desired = d
+	}
 	a.mu.Lock()
 	a.running = true
 	if a.flushStop == nil {
@@ -439,8 +539,14 @@ func (a *App) Start(ctx context.Context) error {
 	}
 	var errs []error
 	for _, sc := range a.schedules {
-		if !sc.Config().Settings().Enable {
-			a.log.Info("not started: enable=false", zap.String("schedule", sc.Name()))
+		run, ok := desired[sc.Name()] // an operator's start or stop in the cluster outlives restarts
+		if ok {
+			a.desired[sc.Name()] = run
+		} else {
+			run = sc.Config().Current().Enable
+		}
+		if !run {
+			a.log.Info("not started", zap.String("schedule", sc.Name()), zap.Bool("stoppedByOperator", ok))
 			continue
 		}
 		if err := sc.Startup(); err != nil && !errors.Is(err, schedule.ErrAlreadyStarted) {
@@ -619,6 +725,16 @@ func (a *App) Schedule(name string) *ScheduleContext {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.byName[name]
+}
+
+func (a *App) names() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]string, len(a.schedules))
+	for i, sc := range a.schedules {
+		out[i] = sc.Name()
+	}
+	return out
 }
 
 // Schedules returns every schedule in registration order.

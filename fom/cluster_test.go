@@ -266,3 +266,94 @@ func TestClusterEditReachesEveryInstance(t *testing.T) {
 		t.Fatalf("re-read: remark %q", got)
 	}
 }
+
+// TestClusterControlFromAnyInstance: exec-now asked of an instance that
+// does not own the schedule runs on the owner; stop and start asked of
+// any instance reach every instance, and a stop outlives a restart of
+// every instance.
+func TestClusterControlFromAnyInstance(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
+	jobs := map[string]map[string]string{"hourly": {"cron": "0 0 * * * *"}}
+	log := newFireLog()
+	var apps []*App
+	for i := range 3 {
+		apps = append(apps, startInstance(t, schema, fmt.Sprintf("c%d", i+1), log, jobs))
+	}
+	var owner, other *App
+	for deadline := time.Now().Add(5 * time.Second); owner == nil; time.Sleep(10 * time.Millisecond) {
+		for _, a := range apps {
+			if a.coord.Owner("hourly") {
+				owner = a
+			} else if other == nil {
+				other = a
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no owner")
+		}
+	}
+	for _, a := range apps {
+		for deadline := time.Now().Add(5 * time.Second); !a.coord.Listening(); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("not listening")
+			}
+		}
+	}
+	ctx := context.Background()
+	start := time.Now()
+	if err := other.Act(ctx, "hourly", "exec"); err != nil {
+		t.Fatalf("exec from %s: %v", other.InstanceID(), err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); owner.Schedule("hourly").Info().Rounds != 1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the owner did not run the forwarded exec-now")
+		}
+	}
+	t.Logf("exec-now from %s ran on the owner %s, answered in %s", other.InstanceID(), owner.InstanceID(), time.Since(start).Round(time.Millisecond))
+	if other.Schedule("hourly").Info().Rounds != 0 {
+		t.Fatal("the non-owner ran it too")
+	}
+
+	if err := other.Act(ctx, "hourly", "stop"); err != nil {
+		t.Fatal(err)
+	}
+	waitStates := func(want ...State) {
+		t.Helper()
+		for _, a := range apps {
+			for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+				st := a.Schedule("hourly").State()
+				if st == want[0] || (len(want) > 1 && st == want[1]) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%s: %s, want %v", a.InstanceID(), st, want)
+				}
+			}
+		}
+	}
+	waitStates(Stopped)
+	if err := other.Act(ctx, "hourly", "stop"); err == nil {
+		t.Fatal("stopping a stopped schedule: the state machine's refusal is lost")
+	}
+	for _, a := range apps {
+		stopInstance(t, a)
+	}
+	apps = apps[:0]
+	for i := range 3 {
+		apps = append(apps, startInstance(t, schema, fmt.Sprintf("c%d", i+1), log, jobs))
+	}
+	for _, a := range apps {
+		if st := a.Schedule("hourly").State(); st != Inited {
+			t.Fatalf("%s after a restart of every instance: %s, want it still stopped (INITED)", a.InstanceID(), st)
+		}
+	}
+	if err := apps[2].Act(ctx, "hourly", "start"); err != nil {
+		t.Fatal(err)
+	}
+	waitStates(Sleeping, Running)
+	for _, a := range apps {
+		stopInstance(t, a)
+	}
+}

@@ -8,12 +8,13 @@ import (
 
 // Errors of the options and the app.
 var (
-	ErrEmptyDataDir  = errors.New("fom: data directory is empty")
-	ErrNilStore      = errors.New("fom: store is nil")
-	ErrNilLogger     = errors.New("fom: logger is nil")
-	ErrNilClock      = errors.New("fom: clock is nil")
-	ErrNilJob        = errors.New("fom: job is nil")
-	ErrDuplicateName = errors.New("fom: duplicate schedule name")
+	ErrEmptyDataDir    = errors.New("fom: data directory is empty")
+	ErrNilStore        = errors.New("fom: store is nil")
+	ErrNilLogger       = errors.New("fom: logger is nil")
+	ErrNilClock        = errors.New("fom: clock is nil")
+	ErrNilJob          = errors.New("fom: job is nil")
+	ErrDuplicateName   = errors.New("fom: duplicate schedule name")
+	ErrUnknownSchedule = errors.New("no schedule of that name")
 )
 
 // RegistrationError lists every problem found in one job declaration.

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/fom-go/fom/cluster"
 	"github.com/fom-go/fom/config"
 	"github.com/fom-go/fom/fom"
 	"github.com/fom-go/fom/schedule"
@@ -147,24 +148,20 @@ func (h *handler) apiGet(w http.ResponseWriter, r *http.Request) {
 }
 
 // act performs start, stop or exec.
-func act(sc *fom.ScheduleContext, action string) error {
-	switch action {
-	case "start":
-		return sc.Startup()
-	case "stop":
-		return sc.Shutdown()
-	default:
-		return sc.ExecNow()
-	}
-}
 
 func (h *handler) apiAction(w http.ResponseWriter, r *http.Request) {
 	sc := h.schedule(w, r)
 	if sc == nil {
 		return
 	}
-	if err := act(sc, chi.URLParam(r, "action")); err != nil {
-		h.jsonError(w, http.StatusConflict, err.Error(), viewOf(sc))
+	// On a cluster store, start and stop reach every instance and exec the
+	// schedule's owner (fom.App.Act).
+	if err := h.app.Act(r.Context(), sc.Name(), chi.URLParam(r, "action")); err != nil {
+		status := http.StatusConflict // the state machine refused
+		if errors.Is(err, cluster.ErrNoOwner) {
+			status = http.StatusGatewayTimeout
+		}
+		h.jsonError(w, status, err.Error(), viewOf(sc))
 		return
 	}
 	h.json(w, http.StatusOK, viewOf(sc))

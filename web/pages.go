@@ -238,7 +238,7 @@ func (h *handler) formAction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	action := chi.URLParam(r, "action")
-	if err := act(sc, action); err != nil {
+	if err := h.app.Act(r.Context(), sc.Name(), action); err != nil {
 		h.back(w, r, h.returnTo(r, sc), err.Error(), true)
 		return
 	}

@@ -1,0 +1,170 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"go.uber.org/zap"
+)
+
+// Control from any instance. Start and stop are desired states in the
+// database that every instance follows (and that outlive a restart of
+// every instance); an exec-now asked of an instance that does not own the
+// schedule is forwarded to the owner, whose state machine answers.
+//
+// Notifications on the shared channel carry "desired:<schedule>",
+// "request:<id>:<schedule>" and "answer:<id>"; other payloads go to
+// Options.Notified.
+
+// Notification prefixes of the control messages.
+const (
+	notifyDesired = "desired:"
+	notifyRequest = "request:"
+	notifyAnswer  = "answer:"
+)
+
+// ErrNoOwner is returned when no instance answered a forwarded request in time.
+var ErrNoOwner = errors.New("fom: cluster: no instance that owns the schedule answered")
+
+// SetDesired stores whether schedule should run, for every instance, and
+// tells them.
+func (c *Coordinator) SetDesired(ctx context.Context, schedule string, running bool) error {
+	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "INSERT INTO "+c.t("desired")+` (schedule, running, updated_at, by_instance) VALUES ($1, $2, now(), $3)
+			ON CONFLICT (schedule) DO UPDATE SET running = excluded.running, updated_at = now(), by_instance = excluded.by_instance`, schedule, running, c.o.InstanceID); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, "SELECT pg_notify($1, $2)", c.o.Channel, notifyDesired+schedule)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("fom: cluster: save the desired state of schedule %q: %w", schedule, err)
+	}
+	return nil
+}
+
+// Desired returns the desired states stored for schedules (a schedule
+// without one is missing from the map).
+func (c *Coordinator) Desired(ctx context.Context, schedules []string) (map[string]bool, error) {
+	rows, err := c.pool.Query(ctx, "SELECT schedule, running FROM "+c.t("desired")+" WHERE schedule = ANY($1)", schedules)
+	if err != nil {
+		return nil, fmt.Errorf("fom: cluster: load desired states: %w", err)
+	}
+	out := map[string]bool{}
+	var s string
+	var r bool
+	_, err = pgx.ForEachRow(rows, []any{&s, &r}, func() error { out[s] = r; return nil })
+	if err != nil {
+		return nil, fmt.Errorf("fom: cluster: load desired states: %w", err)
+	}
+	return out, nil
+}
+
+// Forward asks the owner of schedule to carry out action and returns its
+// answer: nil when it was accepted, an error with the owner's reason when
+// refused, ErrNoOwner when no owner answered before ctx ended (or within
+// the lease TTL).
+func (c *Coordinator) Forward(ctx context.Context, schedule, action string) error {
+	ctx, cancel := context.WithTimeout(ctx, c.o.LeaseTTL)
+	defer cancel()
+	answer := make(chan string, 1)
+	var id int64
+	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, "INSERT INTO "+c.t("requests")+" (schedule, action, requester) VALUES ($1, $2, $3) RETURNING id", schedule, action, c.o.InstanceID).Scan(&id); err != nil {
+			return err
+		}
+		c.mu.Lock()
+		c.pending[id] = answer // before the commit sends the request
+		c.mu.Unlock()
+		_, err := tx.Exec(ctx, "SELECT pg_notify($1, $2)", c.o.Channel, notifyRequest+strconv.FormatInt(id, 10)+":"+schedule)
+		return err
+	})
+	defer func() {
+		c.mu.Lock()
+		delete(c.pending, id)
+		c.mu.Unlock()
+	}()
+	if err != nil {
+		return fmt.Errorf("fom: cluster: forward %s of schedule %q: %w", action, schedule, err)
+	}
+	select {
+	case a := <-answer:
+		if a == "" {
+			return nil
+		}
+		return errors.New(a)
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %s of schedule %q (waited %s)", ErrNoOwner, action, schedule, c.o.LeaseTTL)
+	}
+}
+
+// control handles a control notification; false for other payloads.
+func (c *Coordinator) control(payload string) bool {
+	switch {
+	case strings.HasPrefix(payload, notifyDesired):
+		if c.o.DesiredChanged != nil {
+			c.o.DesiredChanged(strings.TrimPrefix(payload, notifyDesired))
+		}
+	case strings.HasPrefix(payload, notifyRequest):
+		idText, schedule, _ := strings.Cut(strings.TrimPrefix(payload, notifyRequest), ":")
+		id, err := strconv.ParseInt(idText, 10, 64)
+		if err == nil && c.Owner(schedule) && c.o.Execute != nil {
+			go c.serve(id)
+		}
+	case strings.HasPrefix(payload, notifyAnswer):
+		id, err := strconv.ParseInt(strings.TrimPrefix(payload, notifyAnswer), 10, 64)
+		c.mu.Lock()
+		ch := c.pending[id]
+		c.mu.Unlock()
+		if err == nil && ch != nil {
+			go c.deliver(id, ch)
+		}
+	default:
+		return false
+	}
+	return true
+}
+
+// serve carries out a forwarded request on the owner and answers it once.
+func (c *Coordinator) serve(id int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.o.LeaseTTL)
+	defer cancel()
+	var schedule, action string
+	err := c.pool.QueryRow(ctx, "SELECT schedule, action FROM "+c.t("requests")+" WHERE id = $1 AND answered_at IS NULL", id).Scan(&schedule, &action)
+	if err != nil {
+		return // answered already, or gone
+	}
+	answer := ""
+	if err := c.o.Execute(schedule, action); err != nil {
+		answer = err.Error()
+	}
+	err = pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, "UPDATE "+c.t("requests")+" SET answer = $2, answered_at = now(), answered_by = $3 WHERE id = $1 AND answered_at IS NULL", id, answer, c.o.InstanceID)
+		if err != nil || tag.RowsAffected() == 0 {
+			return err
+		}
+		_, err = tx.Exec(ctx, "SELECT pg_notify($1, $2)", c.o.Channel, notifyAnswer+strconv.FormatInt(id, 10))
+		return err
+	})
+	if err != nil {
+		c.log.Warn("answering a forwarded request failed", zap.Int64("request", id), zap.Error(err))
+	}
+}
+
+func (c *Coordinator) deliver(id int64, ch chan string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var answer string
+	if err := c.pool.QueryRow(ctx, "SELECT answer FROM "+c.t("requests")+" WHERE id = $1", id).Scan(&answer); err != nil {
+		answer = "reading the owner's answer failed: " + err.Error()
+	}
+	select {
+	case ch <- answer:
+	default:
+	}
+}

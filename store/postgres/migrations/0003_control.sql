@@ -1,0 +1,18 @@
+-- Start and stop as desired states every instance follows, and requests
+-- (exec-now) forwarded to a schedule's owner (package cluster).
+CREATE TABLE {{schema}}.desired (
+	schedule    TEXT PRIMARY KEY,
+	running     BOOLEAN NOT NULL,
+	updated_at  TIMESTAMPTZ NOT NULL DEFAULT now(),
+	by_instance TEXT NOT NULL
+);
+CREATE TABLE {{schema}}.requests (
+	id          BIGSERIAL PRIMARY KEY,
+	schedule    TEXT NOT NULL,
+	action      TEXT NOT NULL,
+	requester   TEXT NOT NULL,
+	created_at  TIMESTAMPTZ NOT NULL DEFAULT now(),
+	answered_at TIMESTAMPTZ,
+	answered_by TEXT,
+	answer      TEXT
+);

@@ -446,10 +446,14 @@ func (c *Coordinator) Owner(schedule string) bool {
 	return ok && time.Now().Before(c.trustUntil)
 }
 
-// Owned returns how many schedules this instance holds.
+// Owned returns how many schedules this instance holds trusted leases on
+// (none once its trust window ended without a renewal).
 func (c *Coordinator) Owned() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if !time.Now().Before(c.trustUntil) {
+		return 0
+	}
 	return len(c.owned)
 }
 

@@ -3,6 +3,7 @@ package fom
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"sort"
 	"sync"
 	"testing"
@@ -356,4 +357,112 @@ func TestClusterControlFromAnyInstance(t *testing.T) {
 	for _, a := range apps {
 		stopInstance(t, a)
 	}
+}
+
+// TestClusterPartition: an instance cut off from the database (its role
+// may no longer log in and its connections are terminated) stops running
+// its schedules before its leases expire; the other instance takes them
+// over without running any fire twice; when the database is back the
+// instance rejoins and gets its share again.
+func TestClusterPartition(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("runs for several seconds")
+	}
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
+	ctx := context.Background()
+	role := schema + "_role"
+	if _, err := pool.Exec(ctx, "CREATE ROLE "+role+" LOGIN SUPERUSER"); err != nil {
+		t.Skip("cannot create a role to cut off: ", err)
+	}
+	t.Cleanup(func() {
+		pool.Exec(context.Background(), "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1", role)
+		pool.Exec(context.Background(), "DROP ROLE IF EXISTS "+role)
+	})
+	u, err := url.Parse(pgtest.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.User(role)
+	jobs := map[string]map[string]string{}
+	for i := range 6 {
+		jobs[fmt.Sprintf("cron-%d", i)] = map[string]string{"cron": "* * * * * *"}
+	}
+	log := newFireLog()
+	a1 := startInstance(t, schema, "connected", log, jobs)
+	cutSt, err := postgres.Open(ctx, u.String(), postgres.WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cutSt.Close() })
+	a2, err := New(WithStore(cutSt), WithInstanceID("cut-off"), WithLeaseTTL(1500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"cron-0", "cron-1", "cron-2", "cron-3", "cron-4", "cron-5"} {
+		if _, err := a2.Register(&clusterJob{log: log, instance: "cut-off"}, Named(name)); err != nil {
+			t.Fatal(err)
+		}
+		a2.Schedule(name).Config().Apply(jobs[name])
+	}
+	if err := a2.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	from := time.Now()
+	for deadline := time.Now().Add(5 * time.Second); a2.coord.Owned() == 0 || a1.coord.Owned() == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("leases not spread: %d and %d", a1.coord.Owned(), a2.coord.Owned())
+		}
+	}
+	time.Sleep(time.Second)
+	if _, err := pool.Exec(ctx, "ALTER ROLE "+role+" NOLOGIN"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1", role); err != nil {
+		t.Fatal(err)
+	}
+	cut := time.Now()
+	// Within the lease TTL the cut-off instance must trust none of its leases.
+	for a2.coord.Owned() > 0 || a2.ownsAny() {
+		if time.Since(cut) > 1500*time.Millisecond {
+			t.Fatalf("the cut-off instance still trusts its leases %s after the cut", time.Since(cut))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	stepDown := time.Since(cut)
+	for deadline := time.Now().Add(5 * time.Second); a1.coord.Owned() < 6; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the connected instance holds %d of 6 leases", a1.coord.Owned())
+		}
+	}
+	takeover := time.Since(cut)
+	time.Sleep(time.Second)
+	if _, err := pool.Exec(ctx, "ALTER ROLE "+role+" LOGIN"); err != nil {
+		t.Fatal(err)
+	}
+	back := time.Now()
+	for deadline := time.Now().Add(10 * time.Second); a2.coord.Owned() == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the instance did not rejoin")
+		}
+	}
+	rejoined := time.Since(back)
+	time.Sleep(2 * time.Second)
+	to := time.Now().Add(-1500 * time.Millisecond)
+	stopInstance(t, a2)
+	stopInstance(t, a1)
+	fires := log.check(t, from, to, 1)
+	t.Logf("stepped down %s after the cut, leases taken over after %s, rejoined %s after the database came back; %d fires, none twice",
+		stepDown.Round(time.Millisecond), takeover.Round(time.Millisecond), rejoined.Round(time.Millisecond), fires)
+}
+
+// ownsAny reports whether the App's coordinator trusts any of its leases.
+func (a *App) ownsAny() bool {
+	for _, sc := range a.Schedules() {
+		if a.coord.Owner(sc.Name()) {
+			return true
+		}
+	}
+	return false
 }

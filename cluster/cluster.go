@@ -164,6 +164,10 @@ func (c *Coordinator) ensureLeases(ctx context.Context, names []string) error {
 	if err != nil {
 		return fmt.Errorf("fom: cluster: create leases: %w", err)
 	}
+	_, err = c.pool.Exec(ctx, "UPDATE "+c.t("instances")+" SET schedules = ARRAY(SELECT DISTINCT unnest(schedules || $2::text[]) ORDER BY 1) WHERE id = $1", c.o.InstanceID, names)
+	if err != nil {
+		return fmt.Errorf("fom: cluster: record the schedules of instance %s: %w", c.o.InstanceID, err)
+	}
 	return nil
 }
 
@@ -180,7 +184,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	c.mu.Unlock()
 	_, err := c.pool.Exec(ctx, "INSERT INTO "+c.t("instances")+` (id, host, version, started_at, heartbeat_at, stopped)
 		VALUES ($1, $2, $3, now(), now(), false)
-		ON CONFLICT (id) DO UPDATE SET host = excluded.host, version = excluded.version, started_at = now(), heartbeat_at = now(), stopped = false`,
+		ON CONFLICT (id) DO UPDATE SET host = excluded.host, version = excluded.version, started_at = now(), heartbeat_at = now(), stopped = false, schedules = '{}'`,
 		c.o.InstanceID, hostname(), c.o.Version)
 	if err != nil {
 		return fmt.Errorf("fom: cluster: register instance %s: %w", c.o.InstanceID, err)

@@ -168,3 +168,69 @@ func (c *Coordinator) deliver(id int64, ch chan string) {
 	default:
 	}
 }
+
+// Instance is one instance of the cluster as the database knows it.
+type Instance struct {
+	ID        string    `json:"id"`
+	Host      string    `json:"host"`
+	Version   string    `json:"version"`
+	Started   time.Time `json:"started"`
+	Heartbeat time.Time `json:"heartbeat"`
+	Live      bool      `json:"live"` // heartbeat within the lease TTL, not stopped
+	Stopped   bool      `json:"stopped"`
+	Owned     int       `json:"owned"` // unexpired leases
+	Schedules []string  `json:"schedules"` // what it can run
+}
+
+// Instances lists the instances that heartbeat within the last hour, live
+// ones first.
+func (c *Coordinator) Instances(ctx context.Context) ([]Instance, error) {
+	rows, err := c.pool.Query(ctx, `SELECT i.id, i.host, i.version, i.started_at, i.heartbeat_at,
+			NOT i.stopped AND i.heartbeat_at > now() - $1::interval, i.stopped,
+			(SELECT count(*) FROM `+c.t("leases")+` l WHERE l.owner = i.id AND l.expires_at > now()), i.schedules
+		FROM `+c.t("instances")+` i WHERE i.heartbeat_at > now() - interval '1 hour'
+		ORDER BY 6 DESC, i.id`, c.o.LeaseTTL)
+	if err != nil {
+		return nil, fmt.Errorf("fom: cluster: list instances: %w", err)
+	}
+	var out []Instance
+	var in Instance
+	_, err = pgx.ForEachRow(rows, []any{&in.ID, &in.Host, &in.Version, &in.Started, &in.Heartbeat, &in.Live, &in.Stopped, &in.Owned, &in.Schedules}, func() error {
+		out = append(out, in)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("fom: cluster: list instances: %w", err)
+	}
+	return out, nil
+}
+
+// Owners returns the instance holding an unexpired lease on each schedule
+// that has one.
+func (c *Coordinator) Owners(ctx context.Context, schedules []string) (map[string]string, error) {
+	rows, err := c.pool.Query(ctx, "SELECT schedule, owner FROM "+c.t("leases")+" WHERE schedule = ANY($1) AND owner <> '' AND expires_at > now()", schedules)
+	if err != nil {
+		return nil, fmt.Errorf("fom: cluster: list owners: %w", err)
+	}
+	out := map[string]string{}
+	var s, o string
+	_, err = pgx.ForEachRow(rows, []any{&s, &o}, func() error { out[s] = o; return nil })
+	if err != nil {
+		return nil, fmt.Errorf("fom: cluster: list owners: %w", err)
+	}
+	return out, nil
+}
+
+// AllSchedules lists every schedule any instance ever registered (every
+// lease row), sorted.
+func (c *Coordinator) AllSchedules(ctx context.Context) ([]string, error) {
+	rows, err := c.pool.Query(ctx, "SELECT schedule FROM "+c.t("leases")+" ORDER BY schedule")
+	if err != nil {
+		return nil, fmt.Errorf("fom: cluster: list schedules: %w", err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("fom: cluster: list schedules: %w", err)
+	}
+	return names, nil
+}

@@ -337,6 +337,48 @@ func (a *App) follow(name string, running bool) {
 	}
 }
 
+// ClusterView is what an App on a PostgreSQL store knows of its cluster.
+type ClusterView struct {
+	Instance  string             `json:"instance"`  // this App's id
+	Instances []cluster.Instance `json:"instances"` // live ones first
+	Owners    map[string]string  `json:"owners"`    // schedule -> instance holding its lease
+	// Orphaned are schedules no live instance registered (apps with
+	// different job sets on one database, or every instance that had them
+	// gone): nothing runs them. They are shown, never dropped.
+	Orphaned []string `json:"orphaned"`
+}
+
+// Cluster returns the cluster's instances and owners; ok is false when the
+// App's store is not shared.
+func (a *App) Cluster(ctx context.Context) (v ClusterView, ok bool, err error) {
+	if a.coord == nil {
+		return v, false, nil
+	}
+	v.Instance = a.coord.ID()
+	if v.Instances, err = a.coord.Instances(ctx); err != nil {
+		return v, true, err
+	}
+	all, err := a.coord.AllSchedules(ctx)
+	if err != nil {
+		return v, true, err
+	}
+	if v.Owners, err = a.coord.Owners(ctx, all); err != nil {
+		return v, true, err
+	}
+	runnable := map[string]bool{}
+	for _, in := range v.Instances {
+		for _, s := range in.Schedules {
+			runnable[s] = runnable[s] || in.Live
+		}
+	}
+	for _, s := range all {
+		if !runnable[s] {
+			v.Orphaned = append(v.Orphaned, s)
+		}
+	}
+	return v, true, nil
+}
+
 // InstanceID returns this App's id among the instances of a cluster, or
 // "" when its store is not shared (SQLite).
 func (a *App) InstanceID() string {

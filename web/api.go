@@ -128,6 +128,21 @@ func tasksOf(ts []schedule.TaskInfo, withStack bool) []taskView {
 	return out
 }
 
+// apiCluster answers the instances of the cluster, who owns each
+// schedule, and the schedules no live instance can run; 404 when the app's
+// store is not shared.
+func (h *handler) apiCluster(w http.ResponseWriter, r *http.Request) {
+	v, ok, err := h.app.Cluster(r.Context())
+	switch {
+	case !ok:
+		h.jsonError(w, http.StatusNotFound, "this app is not one of a cluster: its store is not shared (PostgreSQL)", nil)
+	case err != nil:
+		h.jsonError(w, http.StatusServiceUnavailable, err.Error(), nil)
+	default:
+		h.json(w, http.StatusOK, v)
+	}
+}
+
 func (h *handler) apiList(w http.ResponseWriter, r *http.Request) {
 	out := []scheduleView{}
 	for _, sc := range h.app.Schedules() {

@@ -112,7 +112,11 @@ func NewHandler(app *fom.App, o Options) (http.Handler, error) {
 		return nil, err
 	}
 	reg := prometheus.NewRegistry()
-	if err := reg.Register(statistics.NewCollector(h.sources)); err != nil {
+	var into prometheus.Registerer = reg
+	if id := app.InstanceID(); id != "" { // several instances report the same schedules
+		into = prometheus.WrapRegistererWith(prometheus.Labels{"fom_instance": id}, reg)
+	}
+	if err := into.Register(statistics.NewCollector(h.sources)); err != nil {
 		return nil, fmt.Errorf("fom/web: register metrics: %w", err)
 	}
 	h.metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
@@ -198,6 +202,7 @@ func (h *handler) routes() chi.Router {
 				r.Get("/tasks", h.apiTasks)
 				r.Get("/export", h.apiExport)
 			})
+			r.Get("/cluster", h.apiCluster)
 		})
 	})
 	return r

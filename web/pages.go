@@ -108,7 +108,45 @@ func (h *handler) rows() []rowView {
 }
 
 func (h *handler) pageIndex(w http.ResponseWriter, r *http.Request) {
-	h.render(w, r, indexPage(h.pageWithCSRF(w, r, "Schedules"), h.rows()))
+	h.render(w, r, indexPage(h.pageWithCSRF(w, r, "Schedules"), h.rows(), h.clusterOf(r)))
+}
+
+// clusterView is the index page's cluster card; Shown is false when the
+// app is not one of a cluster.
+type clusterView struct {
+	Shown    bool
+	Error    string
+	Self     string
+	Rows     []instanceRow
+	Orphaned []string
+}
+
+type instanceRow struct {
+	ID, Host, Heartbeat, State string
+	Owned                      int
+}
+
+func (h *handler) clusterOf(r *http.Request) clusterView {
+	v, ok, err := h.app.Cluster(r.Context())
+	if !ok {
+		return clusterView{}
+	}
+	cv := clusterView{Shown: true, Self: v.Instance, Orphaned: v.Orphaned}
+	if err != nil {
+		cv.Error = err.Error()
+		return cv
+	}
+	for _, in := range v.Instances {
+		st := "live"
+		switch {
+		case in.Stopped:
+			st = "stopped"
+		case !in.Live:
+			st = "no heartbeat"
+		}
+		cv.Rows = append(cv.Rows, instanceRow{ID: in.ID, Host: in.Host, Heartbeat: fmtTime(in.Heartbeat), State: st, Owned: in.Owned})
+	}
+	return cv
 }
 
 func (h *handler) fragmentTable(w http.ResponseWriter, r *http.Request) {

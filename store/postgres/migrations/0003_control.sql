@@ -16,3 +16,6 @@ CREATE TABLE {{schema}}.requests (
 	answered_by TEXT,
 	answer      TEXT
 );
+-- What each instance can run, to tell an orphaned schedule (no live
+-- instance registered it) from one between owners.
+ALTER TABLE {{schema}}.instances ADD COLUMN schedules TEXT[] NOT NULL DEFAULT '{}';

@@ -1,0 +1,83 @@
+package web
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fom-go/fom/fom"
+	"github.com/fom-go/fom/internal/pgtest"
+	"github.com/fom-go/fom/store/postgres"
+)
+
+type lonely struct {
+	fom.Schedule `name:"lonely" cron:"0 0 * * * *"`
+}
+
+func (*lonely) Run(context.Context) (any, error) { return nil, nil }
+
+// TestClusterPageAndAPI: the page and API show the instances, who owns
+// each schedule, and a schedule no live instance can run.
+func TestClusterPageAndAPI(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
+	ctx := context.Background()
+	newApp := func(id string, jobs ...any) *fom.App {
+		st, err := postgres.Open(ctx, pgtest.DSN(), postgres.WithSchema(schema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		app, err := fom.New(fom.WithStore(st), fom.WithInstanceID(id), fom.WithLeaseTTL(1500*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range jobs {
+			if _, err := app.Register(j); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := app.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return app
+	}
+	gone := newApp("gone", &lonely{})
+	if err := gone.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a := newApp("web-1", &alpha{}, &beta{})
+	b := newApp("web-2", &alpha{}, &beta{})
+	defer a.Stop(ctx)
+	defer b.Stop(ctx)
+	h, err := NewHandler(a, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{t: t, app: a, h: h}
+	var v fom.ClusterView
+	f.do("GET", "/fom/api/cluster", "").expect(t, 200, "ok").data(t, &v)
+	live := 0
+	for _, in := range v.Instances {
+		if in.Live {
+			live++
+		}
+	}
+	if v.Instance != "web-1" || live != 2 || v.Owners["alpha"] == "" || len(v.Orphaned) != 1 || v.Orphaned[0] != "lonely" {
+		t.Fatalf("cluster view %+v", v)
+	}
+	page := f.do("GET", "/fom/", "").body
+	for _, want := range []string{`data-testid="cluster"`, `data-testid="instance-web-1"`, `data-testid="instance-web-2"`, `data-testid="orphaned"`, "lonely"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %s", want)
+		}
+	}
+	// A single-process app has no cluster.
+	single := newFixture(t, Options{})
+	single.do("GET", "/fom/api/cluster", "").expect(t, 404, "this app is not one of a cluster: its store is not shared (PostgreSQL)")
+	if strings.Contains(single.do("GET", "/fom/", "").body, `data-testid="cluster"`) {
+		t.Fatal("a single-process page shows a cluster")
+	}
+}

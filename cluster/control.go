@@ -178,7 +178,7 @@ type Instance struct {
 	Heartbeat time.Time `json:"heartbeat"`
 	Live      bool      `json:"live"` // heartbeat within the lease TTL, not stopped
 	Stopped   bool      `json:"stopped"`
-	Owned     int       `json:"owned"` // unexpired leases
+	Owned     int       `json:"owned"`     // unexpired leases
 	Schedules []string  `json:"schedules"` // what it can run
 }
 

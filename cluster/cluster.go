@@ -340,6 +340,10 @@ func (c *Coordinator) tick(ctx context.Context) {
 	if lost > 0 {
 		c.log.Info("leases taken by other instances", zap.Int("count", lost))
 	}
+	// Task ids still running here stay claimed.
+	if _, err := c.pool.Exec(ctx, "UPDATE "+c.t("task_claims")+" SET expires_at = now() + $2::interval WHERE instance = $1", c.o.InstanceID, c.o.LeaseTTL); err != nil {
+		c.log.Warn("renewing task claims failed", zap.Error(err))
+	}
 	// Answered or abandoned requests are kept an hour, for inspection.
 	if _, err := c.pool.Exec(ctx, "DELETE FROM "+c.t("requests")+" WHERE created_at < now() - interval '1 hour'"); err != nil {
 		c.log.Warn("pruning requests failed", zap.Error(err))
@@ -471,6 +475,9 @@ func (c *Coordinator) Stop(ctx context.Context) error {
 	var errs []error
 	if _, err := c.pool.Exec(ctx, "UPDATE "+c.t("leases")+" SET owner = '', expires_at = '-infinity' WHERE owner = $1", c.o.InstanceID); err != nil {
 		errs = append(errs, fmt.Errorf("give leases back: %w", err))
+	}
+	if _, err := c.pool.Exec(ctx, "DELETE FROM "+c.t("task_claims")+" WHERE instance = $1", c.o.InstanceID); err != nil {
+		errs = append(errs, fmt.Errorf("give task claims back: %w", err))
 	}
 	if _, err := c.pool.Exec(ctx, "UPDATE "+c.t("instances")+" SET stopped = true WHERE id = $1", c.o.InstanceID); err != nil {
 		errs = append(errs, fmt.Errorf("mark instance stopped: %w", err))

@@ -234,3 +234,28 @@ func (c *Coordinator) AllSchedules(ctx context.Context) ([]string, error) {
 	}
 	return names, nil
 }
+
+// Claim implements schedule.Claims: the task id is claimed for this
+// instance unless another live instance holds it. A claim that cannot be
+// decided (the database unreachable) is refused.
+func (c *Coordinator) Claim(id string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), c.o.RenewEvery)
+	defer cancel()
+	tag, err := c.pool.Exec(ctx, "INSERT INTO "+c.t("task_claims")+` (task_id, instance, expires_at) VALUES ($1, $2, now() + $3::interval)
+		ON CONFLICT (task_id) DO UPDATE SET instance = excluded.instance, expires_at = excluded.expires_at
+		WHERE task_claims.expires_at < now()`, id, c.o.InstanceID, c.o.LeaseTTL)
+	if err != nil {
+		c.log.Warn("claiming a task id failed; counted as a conflict", zap.String("task", id), zap.Error(err))
+		return false
+	}
+	return tag.RowsAffected() == 1
+}
+
+// Unclaim implements schedule.Claims.
+func (c *Coordinator) Unclaim(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.o.RenewEvery)
+	defer cancel()
+	if _, err := c.pool.Exec(ctx, "DELETE FROM "+c.t("task_claims")+" WHERE task_id = $1 AND instance = $2", id, c.o.InstanceID); err != nil {
+		c.log.Warn("giving a task id back failed; it expires instead", zap.String("task", id), zap.Error(err))
+	}
+}

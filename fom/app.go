@@ -122,6 +122,7 @@ func New(opts ...Option) (*App, error) {
 			return nil, fmt.Errorf("fom: new app: %w", err)
 		}
 		a.coord = coord
+		a.conflicts.SetClaims(coord) // enableTaskConflict holds across instances
 	}
 	return a, nil
 }

@@ -466,3 +466,75 @@ func (a *App) ownsAny() bool {
 	}
 	return false
 }
+
+// conflictPool is a managed pool whose tasks may not run twice at once.
+type conflictPool struct {
+	Schedule `enableTaskConflict:"true"`
+}
+
+func (*conflictPool) Run(context.Context) (any, error) { return nil, nil }
+
+// TestClusterTaskConflicts: a task id running on one instance is a
+// conflict on another, until it returns.
+func TestClusterTaskConflicts(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
+	ctx := context.Background()
+	var apps []*App
+	for _, id := range []string{"x1", "x2"} {
+		st, err := postgres.Open(ctx, pgtest.DSN(), postgres.WithSchema(schema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		app, err := New(WithStore(st), WithInstanceID(id), WithLeaseTTL(1500*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := app.Register(&conflictPool{}, Named("pool-"+id)); err != nil {
+			t.Fatal(err)
+		}
+		if err := app.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		apps = append(apps, app)
+		defer stopInstance(t, app)
+	}
+	release := make(chan struct{})
+	started := make(chan struct{})
+	long := TaskFunc("shared-id", func(context.Context) (any, error) {
+		close(started)
+		<-release
+		return nil, nil
+	})
+	b1, err := apps[0].Schedule("pool-x1").Submit(ctx, long)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	quick := TaskFunc("shared-id", func(context.Context) (any, error) { return "ran", nil })
+	b2, err := apps[1].Schedule("pool-x2").Submit(ctx, quick)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := b2.Wait(ctx); r.Results[0].Status != StatusConflict {
+		t.Fatalf("the same id on another instance: %s, want conflict", r.Results[0].Status)
+	}
+	close(release)
+	b1.Wait(ctx)
+	claimed := func() bool { // given back after the local registry lets go of the id
+		var n int
+		pool.QueryRow(ctx, "SELECT count(*) FROM "+schema+".task_claims").Scan(&n)
+		return n > 0
+	}
+	for deadline := time.Now().Add(5 * time.Second); apps[0].conflicts.Running("shared-id") || claimed(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the id stays running")
+		}
+	}
+	b3, _ := apps[1].Schedule("pool-x2").Submit(ctx, quick)
+	if r, _ := b3.Wait(ctx); r.Results[0].Status != StatusSuccess {
+		t.Fatalf("after it returned: %s %v", r.Results[0].Status, r.Results[0].Err)
+	}
+}

@@ -14,12 +14,28 @@ const conflictShards = 64
 type Conflicts struct {
 	seed   maphash.Seed
 	shards [conflictShards]conflictShard
+	claims Claims // beyond the process, or nil
 }
+
+// Claims extends conflict detection beyond the process (several instances
+// of an app: package cluster). A task of a schedule with
+// enableTaskConflict claims its id before it runs and gives it back when
+// it returns; an id claimed elsewhere is a conflict, and so is a claim
+// that cannot be decided (the database unreachable). Tasks of schedules
+// without enableTaskConflict make no claim.
+type Claims interface {
+	Claim(id string) bool
+	Unclaim(id string)
+}
+
+// SetClaims makes r consult claims; call it before any schedule uses r.
+func (r *Conflicts) SetClaims(c Claims) { r.claims = c }
 
 type conflictShard struct {
 	mu      sync.Mutex
 	running map[string]int
-	_       [40]byte // keep shards on separate cache lines
+	claimed map[string]bool // ids claimed through Claims; made on first use
+	_       [32]byte        // keep shards on separate cache lines
 }
 
 // NewConflicts returns an empty registry.
@@ -40,23 +56,45 @@ func (r *Conflicts) shard(id string) *conflictShard {
 func (r *Conflicts) acquire(id string, exclusive bool) bool {
 	s := r.shard(id)
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if exclusive && s.running[id] > 0 {
+		s.mu.Unlock()
 		return false
 	}
 	s.running[id]++
+	s.mu.Unlock()
+	if !exclusive || r.claims == nil {
+		return true
+	}
+	// Counted here first (a second acquire here is refused meanwhile),
+	// then claimed beyond the process without holding the lock.
+	if !r.claims.Claim(id) {
+		r.release(id)
+		return false
+	}
+	s.mu.Lock()
+	if s.claimed == nil {
+		s.claimed = map[string]bool{}
+	}
+	s.claimed[id] = true
+	s.mu.Unlock()
 	return true
 }
 
 func (r *Conflicts) release(id string) {
 	s := r.shard(id)
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.running[id] <= 1 {
-		delete(s.running, id)
+	if s.running[id] > 1 {
+		s.running[id]--
+		s.mu.Unlock()
 		return
 	}
-	s.running[id]--
+	delete(s.running, id)
+	claimed := s.claimed[id]
+	delete(s.claimed, id)
+	s.mu.Unlock()
+	if claimed {
+		r.claims.Unclaim(id)
+	}
 }
 
 // Running reports whether a task with this id has been submitted and has

@@ -19,3 +19,9 @@ CREATE TABLE {{schema}}.requests (
 -- What each instance can run, to tell an orphaned schedule (no live
 -- instance registered it) from one between owners.
 ALTER TABLE {{schema}}.instances ADD COLUMN schedules TEXT[] NOT NULL DEFAULT '{}';
+-- Task ids running with enableTaskConflict, across instances.
+CREATE TABLE {{schema}}.task_claims (
+	task_id    TEXT PRIMARY KEY,
+	instance   TEXT NOT NULL,
+	expires_at TIMESTAMPTZ NOT NULL
+);

@@ -3,6 +3,7 @@ package fom
 import (
 	"context"
 	"errors"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -11,7 +12,12 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(clusterChildEnv); spec != "" {
+		clusterChild(spec) // never returns: the parent kills it
+	}
+	goleak.VerifyTestMain(m)
+}
 
 func newTestApp(t *testing.T, opts ...Option) *App {
 	t.Helper()

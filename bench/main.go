@@ -171,6 +171,20 @@ func main() {
 		runtime.GC()
 	}
 
+	if strings.Contains(*only, "cluster") {
+		dsn := os.Getenv("FOM_TEST_DATABASE_URL")
+		if dsn == "" {
+			dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+		}
+		ns := []int{1000, 10000}
+		if *ladderFlag != "" {
+			ns = ladder
+		}
+		log("cluster")
+		out.WriteString(clusterScenario(dsn, ns, 5*time.Second, log))
+		runtime.GC()
+	}
+
 	if strings.Contains(*only, "flush") {
 		log("statistics flush")
 		out.WriteString(flushScenario([]int{100, 1000, 10000}, log))

@@ -34,6 +34,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -99,7 +100,10 @@ type Coordinator struct {
 	live       int              // live instances at the last tick
 	listening  bool
 	pending    map[int64]chan string // forwarded requests awaiting an answer
-	stop, done chan struct{}
+	admits     chan admission        // fires to record (admitLoop)
+
+	tickStatements, fires atomic.Int64 // counters (see Counters)
+	stop, done            chan struct{}
 }
 
 // ErrStarted is returned by Start on a running coordinator.
@@ -133,6 +137,7 @@ func New(pool *pgxpool.Pool, schema string, o Options) (*Coordinator, error) {
 		// room for the local clock to run slower than the database's.
 		margin: o.LeaseTTL / 5,
 		names:  map[string]bool{}, owned: map[string]int64{}, pending: map[int64]chan string{},
+		admits: make(chan admission, 256),
 	}, nil
 }
 
@@ -275,6 +280,9 @@ func (c *Coordinator) namesLocked() []string {
 
 func (c *Coordinator) loop(stop, done chan struct{}) {
 	defer close(done)
+	admitted := make(chan struct{})
+	go c.admitLoop(stop, admitted)
+	defer func() { <-admitted }()
 	if c.o.Channel != "" {
 		listened := make(chan struct{})
 		go func() {
@@ -305,6 +313,9 @@ func (c *Coordinator) loop(stop, done chan struct{}) {
 // the number of schedules.
 func (c *Coordinator) tick(ctx context.Context) {
 	sent := time.Now()
+	// heartbeat, renewal, live count, task claims, requests: five a tick,
+	// one or two more when leases are taken or given back.
+	c.tickStatements.Add(5)
 	if _, err := c.pool.Exec(ctx, "UPDATE "+c.t("instances")+" SET heartbeat_at = now(), stopped = false WHERE id = $1", c.o.InstanceID); err != nil {
 		c.log.Warn("heartbeat failed; leases are trusted only until their window ends", zap.Error(err))
 		return
@@ -356,8 +367,20 @@ func (c *Coordinator) tick(ctx context.Context) {
 	}
 }
 
+// Counters are what a coordinator has sent to the database.
+type Counters struct {
+	TickStatements int64 // heartbeats, lease renewals and rebalancing: per tick, whatever the number of schedules
+	Fires          int64 // fire records written (one statement each, by the owner)
+}
+
+// Counters returns the coordinator's counters.
+func (c *Coordinator) Counters() Counters {
+	return Counters{TickStatements: c.tickStatements.Load(), Fires: c.fires.Load()}
+}
+
 // acquire takes up to n free or expired leases among names.
 func (c *Coordinator) acquire(ctx context.Context, sent time.Time, names []string, n int) {
+	c.tickStatements.Add(2)
 	rows, err := c.pool.Query(ctx, "UPDATE "+c.t("leases")+` AS l SET owner = $1, term = l.term + 1, expires_at = now() + $4::interval
 		FROM (SELECT schedule FROM `+c.t("leases")+` WHERE schedule = ANY($2) AND expires_at <= now()
 		      ORDER BY random() LIMIT $3 FOR UPDATE SKIP LOCKED) AS free
@@ -419,6 +442,7 @@ func (c *Coordinator) release(ctx context.Context, n int) {
 	if len(give) == 0 {
 		return
 	}
+	c.tickStatements.Add(1)
 	if _, err := c.pool.Exec(ctx, "UPDATE "+c.t("leases")+" SET owner = '', expires_at = '-infinity' WHERE owner = $1 AND schedule = ANY($2)", c.o.InstanceID, give); err != nil {
 		c.log.Warn("giving leases back failed; they expire instead", zap.Error(err))
 		return
@@ -436,14 +460,106 @@ func (c *Coordinator) Admit(ctx context.Context, schedule string, planned time.T
 	if !owned || !trusted {
 		return false, nil
 	}
-	tag, err := c.pool.Exec(ctx, "INSERT INTO "+c.t("fires")+` (schedule, planned, term, owner)
-		SELECT $1, $2, $3, $4 WHERE EXISTS (
-			SELECT 1 FROM `+c.t("leases")+` WHERE schedule = $1 AND owner = $4 AND term = $3 AND expires_at > now())
-		ON CONFLICT DO NOTHING`, schedule, planned, term, c.o.InstanceID)
-	if err != nil {
-		return false, fmt.Errorf("record fire: %w", err)
+	c.fires.Add(1)
+	req := admission{schedule: schedule, planned: planned, term: term, reply: make(chan admitted, 1)}
+	select {
+	case c.admits <- req:
+	case <-ctx.Done():
+		return false, ctx.Err()
 	}
-	return tag.RowsAffected() == 1, nil
+	select {
+	case a := <-req.reply:
+		return a.ok, a.err
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+}
+
+// admission is a fire waiting to be recorded.
+type admission struct {
+	schedule string
+	planned  time.Time
+	term     int64
+	reply    chan admitted
+}
+
+type admitted struct {
+	ok  bool
+	err error
+}
+
+// maxAdmitBatch bounds the fires recorded by one statement.
+const maxAdmitBatch = 2000
+
+// admitLoop records fires in batches: the fires asked for while one batch
+// is written go in the next, in one statement. Fires due at one instant
+// (an aligned burst) cost a few statements, not one round trip each.
+func (c *Coordinator) admitLoop(stop chan struct{}, done chan struct{}) {
+	defer close(done)
+	batch := make([]admission, 0, 64)
+	for {
+		select {
+		case <-stop:
+			for { // answer what is still queued
+				select {
+				case r := <-c.admits:
+					r.reply <- admitted{err: errors.New("fom: cluster: stopping")}
+				default:
+					return
+				}
+			}
+		case r := <-c.admits:
+			batch = append(batch[:0], r)
+		drain:
+			for len(batch) < maxAdmitBatch {
+				select {
+				case r := <-c.admits:
+					batch = append(batch, r)
+				default:
+					break drain
+				}
+			}
+			c.record(batch)
+		}
+	}
+}
+
+// record writes a batch of fires, each fenced by its lease term, and
+// answers each: admitted when its row was written by this statement.
+func (c *Coordinator) record(batch []admission) {
+	names := make([]string, len(batch))
+	planned := make([]time.Time, len(batch))
+	terms := make([]int64, len(batch))
+	for i, r := range batch {
+		names[i], planned[i], terms[i] = r.schedule, r.planned, r.term
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.o.RenewEvery)
+	defer cancel()
+	rows, err := c.pool.Query(ctx, `WITH f AS (
+			SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::bigint[]) WITH ORDINALITY AS f(s, p, t, n)),
+		ins AS (
+			INSERT INTO `+c.t("fires")+` (schedule, planned, term, owner)
+			SELECT s, p, t, $4 FROM f WHERE EXISTS (
+				SELECT 1 FROM `+c.t("leases")+` l WHERE l.schedule = f.s AND l.owner = $4 AND l.term = f.t AND l.expires_at > now())
+			ON CONFLICT DO NOTHING RETURNING schedule, planned)
+		SELECT f.n FROM f JOIN ins ON ins.schedule = f.s AND ins.planned = f.p`, names, planned, terms, c.o.InstanceID)
+	ok := make([]bool, len(batch))
+	if err == nil {
+		var n int64
+		_, err = pgx.ForEachRow(rows, []any{&n}, func() error {
+			if n >= 1 && int(n) <= len(ok) {
+				ok[n-1] = true
+			}
+			return nil
+		})
+	}
+	for i, r := range batch {
+		if err != nil {
+			r.reply <- admitted{err: fmt.Errorf("record fire: %w", err)}
+			continue
+		}
+		r.reply <- admitted{ok: ok[i]}
+	}
 }
 
 // Owner reports whether this instance holds a trusted lease on schedule.

@@ -380,6 +380,15 @@ func (a *App) Cluster(ctx context.Context) (v ClusterView, ok bool, err error) {
 	return v, true, nil
 }
 
+// ClusterCounters returns what this instance's coordinator sent to the
+// database; ok is false when the App is not one of a cluster.
+func (a *App) ClusterCounters() (c cluster.Counters, ok bool) {
+	if a.coord == nil {
+		return c, false
+	}
+	return a.coord.Counters(), true
+}
+
 // InstanceID returns this App's id among the instances of a cluster, or
 // "" when its store is not shared (SQLite).
 func (a *App) InstanceID() string {

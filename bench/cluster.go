@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/fom-go/fom/fom"
+	"github.com/fom-go/fom/store/postgres"
+)
+
+// everySecond is a job firing at every whole second that records its
+// lateness (the task's start minus the planned fire).
+type everySecond struct {
+	fom.Schedule `cron:"* * * * * *"`
+	l            *lateness
+}
+
+func (*everySecond) Run(context.Context) (any, error) { return nil, nil }
+
+func (j *everySecond) OnComplete(_ context.Context, r fom.Round) {
+	if len(r.Results) == 1 {
+		j.l.add(r.Results[0].Started, r.Results[0].Started.Sub(r.Planned))
+	}
+}
+
+// clusterRun is one configuration at one N.
+type clusterRun struct {
+	label         string
+	n             int
+	fires         int
+	p50, p99      time.Duration
+	tickStmtsPerS float64 // leases and heartbeats, all instances
+	firesPerS     float64 // fire records written, all instances
+	err           string
+}
+
+// measureApps starts apps built by mk (one, or three on PostgreSQL), each
+// registering n every-second jobs, and measures lateness over window.
+func measureApps(label string, n, instances int, window time.Duration, mk func(i int) (*fom.App, func(), error)) clusterRun {
+	r := clusterRun{label: label, n: n}
+	l := &lateness{}
+	apps := make([]*fom.App, instances)
+	closers := make([]func(), instances)
+	var wg sync.WaitGroup
+	errs := make([]error, instances)
+	for i := range instances {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			app, closer, err := mk(i)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			apps[i], closers[i] = app, closer
+			for j := 0; j < n && err == nil; j++ {
+				_, err = app.Register(&everySecond{l: l}, fom.Named(fmt.Sprintf("job-%d", j)))
+			}
+			if err == nil {
+				err = app.Start(context.Background())
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	defer func() {
+		for i, app := range apps {
+			if app != nil {
+				app.Stop(context.Background())
+				closers[i]()
+			}
+		}
+	}()
+	for _, err := range errs {
+		if err != nil {
+			r.err = err.Error()
+			return r
+		}
+	}
+	// Two seconds to settle (leases spread), then the window.
+	l.mu.Lock()
+	l.from = time.Now().Truncate(time.Second).Add(3 * time.Second)
+	l.to = l.from.Add(window)
+	l.mu.Unlock()
+	time.Sleep(time.Until(l.from))
+	c0 := counters(apps)
+	time.Sleep(window)
+	c1 := counters(apps)
+	time.Sleep(300 * time.Millisecond)
+	l.mu.Lock()
+	samples := append([]time.Duration(nil), l.samples...)
+	l.mu.Unlock()
+	r.fires = len(samples)
+	r.p50, r.p99 = percentile(samples, 0.5), percentile(samples, 0.99)
+	secs := window.Seconds()
+	r.tickStmtsPerS = float64(c1[0]-c0[0]) / secs
+	r.firesPerS = float64(c1[1]-c0[1]) / secs
+	return r
+}
+
+func counters(apps []*fom.App) [2]int64 {
+	var out [2]int64
+	for _, a := range apps {
+		if c, ok := a.ClusterCounters(); ok {
+			out[0] += c.TickStatements
+			out[1] += c.Fires
+		}
+	}
+	return out
+}
+
+// clusterScenario compares one App on SQLite with three on PostgreSQL.
+func clusterScenario(dsn string, ns []int, window time.Duration, log func(string)) string {
+	var out strings.Builder
+	out.WriteString("### Cluster: N jobs every second, one App on SQLite against three on PostgreSQL\n\n")
+	admin, err := pgxpool.New(context.Background(), dsn)
+	if err == nil {
+		err = admin.Ping(context.Background())
+	}
+	if err != nil {
+		fmt.Fprintf(&out, "no PostgreSQL at %s: %v\n\n", dsn, err)
+		return out.String()
+	}
+	defer admin.Close()
+	out.WriteString("| setup | N | fires in the window | lateness p50 | p99 | lease and heartbeat statements/s | fire records/s |\n|---|---|---|---|---|---|---|\n")
+	for _, n := range ns {
+		single := measureApps("one App, SQLite", n, 1, window, func(int) (*fom.App, func(), error) {
+			dir, err := os.MkdirTemp("", "fom-bench-cluster")
+			if err != nil {
+				return nil, nil, err
+			}
+			app, err := fom.New(fom.WithDataDir(dir))
+			return app, func() { os.RemoveAll(dir) }, err
+		})
+		b := make([]byte, 4)
+		rand.Read(b)
+		schema := "fombench_" + hex.EncodeToString(b)
+		three := measureApps("three Apps, PostgreSQL", n, 3, window, func(i int) (*fom.App, func(), error) {
+			st, err := postgres.Open(context.Background(), dsn, postgres.WithSchema(schema))
+			if err != nil {
+				return nil, nil, err
+			}
+			app, err := fom.New(fom.WithStore(st), fom.WithInstanceID(fmt.Sprintf("bench-%d", i+1)))
+			return app, func() { st.Close() }, err
+		})
+		admin.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
+		for _, r := range []clusterRun{single, three} {
+			log(fmt.Sprintf("  %-24s N=%-6d fires=%-6d p50=%-9s p99=%-9s lease stmts/s=%.1f fires/s=%.0f %s", r.label, r.n, r.fires, ms(r.p50), ms(r.p99), r.tickStmtsPerS, r.firesPerS, r.err))
+			if r.err != "" {
+				fmt.Fprintf(&out, "| %s | %d | failed: %s | | | | |\n", r.label, r.n, r.err)
+				continue
+			}
+			fmt.Fprintf(&out, "| %s | %d | %d | %s | %s | %.1f | %.0f |\n", r.label, r.n, r.fires, ms(r.p50), ms(r.p99), r.tickStmtsPerS, r.firesPerS)
+		}
+	}
+	out.WriteString("\nLease and heartbeat statements do not grow with N (five per instance per renewal interval, more while leases move); each fire costs its owner one INSERT.\n\n")
+	return out.String()
+}

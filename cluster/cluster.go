@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -98,6 +99,8 @@ type Coordinator struct {
 	owned      map[string]int64 // schedule -> term
 	trustUntil time.Time        // local clock; leases are trusted before it
 	live       int              // live instances at the last tick
+	renewed    time.Time        // the last successful renewal
+	renewErr   string           // why the last tick failed, "" if it did not
 	listening  bool
 	pending    map[int64]chan string // forwarded requests awaiting an answer
 	admits     chan admission        // fires to record (admitLoop)
@@ -165,6 +168,9 @@ func (c *Coordinator) ensureLeases(ctx context.Context, names []string) error {
 	if len(names) == 0 {
 		return nil
 	}
+	// In one order on every instance: instances starting at once insert
+	// the same rows without deadlocking each other.
+	names = slices.Sorted(slices.Values(names))
 	_, err := c.pool.Exec(ctx, "INSERT INTO "+c.t("leases")+" (schedule, owner, term, expires_at) SELECT n, '', 0, '-infinity' FROM unnest($1::text[]) AS n ON CONFLICT DO NOTHING", names)
 	if err != nil {
 		return fmt.Errorf("fom: cluster: create leases: %w", err)
@@ -318,6 +324,7 @@ func (c *Coordinator) tick(ctx context.Context) {
 	c.tickStatements.Add(5)
 	if _, err := c.pool.Exec(ctx, "UPDATE "+c.t("instances")+" SET heartbeat_at = now(), stopped = false WHERE id = $1", c.o.InstanceID); err != nil {
 		c.log.Warn("heartbeat failed; leases are trusted only until their window ends", zap.Error(err))
+		c.failed(err)
 		return
 	}
 	rows, err := c.pool.Query(ctx, "UPDATE "+c.t("leases")+" SET expires_at = now() + $2::interval WHERE owner = $1 RETURNING schedule, term", c.o.InstanceID, c.o.LeaseTTL)
@@ -329,6 +336,7 @@ func (c *Coordinator) tick(ctx context.Context) {
 	}
 	if err != nil {
 		c.log.Warn("lease renewal failed; leases are trusted only until their window ends", zap.Error(err))
+		c.failed(err)
 		return
 	}
 	var live int
@@ -344,6 +352,7 @@ func (c *Coordinator) tick(ctx context.Context) {
 	}
 	c.owned, c.live = owned, live
 	c.trustUntil = sent.Add(c.o.LeaseTTL - c.margin)
+	c.renewed, c.renewErr = time.Now(), ""
 	names := c.namesLocked()
 	share := (len(names) + live - 1) / live
 	have := len(owned)
@@ -560,6 +569,27 @@ func (c *Coordinator) record(batch []admission) {
 		}
 		r.reply <- admitted{ok: ok[i]}
 	}
+}
+
+func (c *Coordinator) failed(err error) {
+	c.mu.Lock()
+	c.renewErr = err.Error()
+	c.mu.Unlock()
+}
+
+// Status is this instance's standing in the cluster.
+type Status struct {
+	Trusted     bool      `json:"trusted"`     // its leases are in their trust window: it runs its schedules
+	LastRenewal time.Time `json:"lastRenewal"` // the last successful heartbeat and renewal
+	Error       string    `json:"error,omitempty"`
+}
+
+// Status returns this instance's standing: when it cannot reach the
+// database its leases end with their trust window and it runs nothing.
+func (c *Coordinator) Status() Status {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return Status{Trusted: time.Now().Before(c.trustUntil), LastRenewal: c.renewed, Error: c.renewErr}
 }
 
 // Owner reports whether this instance holds a trusted lease on schedule.

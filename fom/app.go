@@ -341,6 +341,7 @@ func (a *App) follow(name string, running bool) {
 // ClusterView is what an App on a PostgreSQL store knows of its cluster.
 type ClusterView struct {
 	Instance  string             `json:"instance"`  // this App's id
+	Status    cluster.Status     `json:"status"`    // this App's standing
 	Instances []cluster.Instance `json:"instances"` // live ones first
 	Owners    map[string]string  `json:"owners"`    // schedule -> instance holding its lease
 	// Orphaned are schedules no live instance registered (apps with
@@ -355,7 +356,7 @@ func (a *App) Cluster(ctx context.Context) (v ClusterView, ok bool, err error) {
 	if a.coord == nil {
 		return v, false, nil
 	}
-	v.Instance = a.coord.ID()
+	v.Instance, v.Status = a.coord.ID(), a.coord.Status()
 	if v.Instances, err = a.coord.Instances(ctx); err != nil {
 		return v, true, err
 	}

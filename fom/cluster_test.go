@@ -436,6 +436,9 @@ func TestClusterPartition(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	stepDown := time.Since(cut)
+	if v, _, _ := a2.Cluster(ctx); v.Status.Trusted || v.Status.Error == "" {
+		t.Fatalf("the cut-off instance's status says nothing: %+v", v.Status)
+	}
 	for deadline := time.Now().Add(5 * time.Second); a1.coord.Owned() < 6; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the connected instance holds %d of 6 leases", a1.coord.Owned())

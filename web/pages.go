@@ -132,8 +132,16 @@ func (h *handler) clusterOf(r *http.Request) clusterView {
 		return clusterView{}
 	}
 	cv := clusterView{Shown: true, Self: v.Instance, Orphaned: v.Orphaned}
+	if !v.Status.Trusted {
+		cv.Error = "this instance cannot renew its leases (last renewal " + fmtTime(v.Status.LastRenewal) + "): it runs none of its schedules until the database answers again"
+		if v.Status.Error != "" {
+			cv.Error += ": " + v.Status.Error
+		}
+	}
 	if err != nil {
-		cv.Error = err.Error()
+		if cv.Error == "" {
+			cv.Error = err.Error()
+		}
 		return cv
 	}
 	for _, in := range v.Instances {

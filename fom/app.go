@@ -123,6 +123,9 @@ func New(opts ...Option) (*App, error) {
 		}
 		a.coord = coord
 		a.conflicts.SetClaims(coord) // enableTaskConflict holds across instances
+		if err := pg.BindInstance(coord.ID()); err != nil {
+			return nil, fmt.Errorf("fom: new app: %w", err)
+		}
 	}
 	return a, nil
 }
@@ -388,6 +391,34 @@ func (a *App) ClusterCounters() (c cluster.Counters, ok bool) {
 		return c, false
 	}
 	return a.coord.Counters(), true
+}
+
+// ClusterDays returns a schedule's daily statistics summed over every
+// instance that ran it (the same as its Stats().Days() when the store is
+// not shared).
+func (a *App) ClusterDays(ctx context.Context, name string) ([]statistics.DaySummary, error) {
+	sc := a.Schedule(name)
+	if sc == nil {
+		return nil, fmt.Errorf("fom: %w: %s", ErrUnknownSchedule, name)
+	}
+	pg, ok := a.o.store.(*postgres.Store)
+	if !ok {
+		return sc.Stats().Days(), nil
+	}
+	set := sc.Stats().Settings()
+	today := a.o.clock.Now()
+	from := today.AddDate(0, 0, -(set.RetentionDays - 1))
+	days, err := pg.LoadClusterDays(ctx, name, from)
+	if err != nil {
+		return nil, err
+	}
+	others := days[:0] // this instance's own count live, not as last written
+	for _, d := range days {
+		if d.Instance != a.coord.ID() {
+			others = append(others, d)
+		}
+	}
+	return statistics.MergedDays(sc.Stats(), others, today)
 }
 
 // InstanceID returns this App's id among the instances of a cluster, or

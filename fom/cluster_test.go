@@ -741,3 +741,55 @@ func TestClusterSurvivesSIGKILL(t *testing.T) {
 		t.Errorf("takeover took %s", took)
 	}
 }
+
+// TestClusterStatisticsPerInstanceAndMerged: instances sharing a store
+// keep their own day aggregates (neither overwrites the other's), and the
+// cluster-wide figures sum them.
+func TestClusterStatisticsPerInstanceAndMerged(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
+	ctx := context.Background()
+	jobs := map[string]map[string]string{"pool": {}}
+	log := newFireLog()
+	a1 := startInstance(t, schema, "s1", log, jobs)
+	a2 := startInstance(t, schema, "s2", log, jobs)
+	defer stopInstance(t, a2)
+	run := func(a *App, n int) {
+		task := TaskFunc("t", func(context.Context) (any, error) { return nil, nil })
+		for range n {
+			b, err := a.Schedule("pool").Submit(ctx, task)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.Wait(ctx)
+		}
+		if err := a.FlushStats(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(a1, 3)
+	run(a2, 2)
+	run(a1, 1) // a1 writes its day again: a2's must survive
+	var rows int
+	pool.QueryRow(ctx, "SELECT count(*) FROM "+schema+".stats_days WHERE schedule = 'pool'").Scan(&rows)
+	if rows != 2 {
+		t.Fatalf("%d day rows for two instances, want 2", rows)
+	}
+	days, err := a2.ClusterDays(ctx, "pool")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := days[len(days)-1].Count; got != 6 {
+		t.Fatalf("cluster-wide outcomes today: %d, want 6", got)
+	}
+	if got := a2.Schedule("pool").Stats().Days(); got[len(got)-1].Count != 2 {
+		t.Fatalf("a2's own outcomes today: %d, want 2", got[len(got)-1].Count)
+	}
+	stopInstance(t, a1)
+	again := startInstance(t, schema, "s1", log, jobs)
+	defer stopInstance(t, again)
+	if got := again.Schedule("pool").Stats().Days(); got[len(got)-1].Count != 4 {
+		t.Fatalf("s1 after a restart: %d of its own outcomes, want 4", got[len(got)-1].Count)
+	}
+}

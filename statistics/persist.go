@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/fom-go/fom/store"
@@ -411,4 +412,49 @@ func (s *Stats) Flush(ctx context.Context, st store.Store) error {
 		return fmt.Errorf("flush statistics of schedule %q: %w", s.schedule, err)
 	}
 	return nil
+}
+
+// MergedDays sums the stored days of the other instances of one schedule
+// (a shared store) and this instance's own, live statistics into the day
+// summaries of the retention window ending today, oldest first, as
+// Stats.Days gives them for one instance. A day record that cannot be read
+// is skipped and named in the error, never fatal.
+func MergedDays(local *Stats, others []store.Day, today time.Time) ([]DaySummary, error) {
+	schedule, set := local.schedule, local.Settings()
+	s, err := New(schedule, nil, set)
+	if err != nil {
+		return nil, err
+	}
+	local.mu.Lock()
+	for k, d := range local.days {
+		cp := &day{}
+		mergeDay(cp, d)
+		s.days[k] = cp
+	}
+	local.mu.Unlock()
+	days := others
+	var bad []string
+	for _, d := range days {
+		dd, err := decodeDay(d.Data)
+		if err != nil {
+			bad = append(bad, fmt.Sprintf("%s of %q (%v)", d.Day.Format(time.DateOnly), d.Instance, err))
+			continue
+		}
+		k := dayOf(d.Day)
+		if cur := s.days[k]; cur != nil {
+			mergeDay(cur, dd)
+		} else {
+			s.days[k] = dd
+		}
+	}
+	t := dayOf(today)
+	out := make([]DaySummary, 0, set.RetentionDays)
+	for i := set.RetentionDays - 1; i >= 0; i-- {
+		k := t.AddDate(0, 0, -i)
+		out = append(out, s.summaryLocked(k, s.days[k]))
+	}
+	if len(bad) > 0 {
+		return out, fmt.Errorf("schedule %q: unreadable statistics skipped: %s", schedule, strings.Join(bad, "; "))
+	}
+	return out, nil
 }

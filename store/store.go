@@ -57,6 +57,7 @@ type Day struct {
 	Schedule string
 	Day      time.Time // midnight UTC
 	Data     []byte
+	Instance string // the instance that recorded it, on a shared store; "" otherwise
 }
 
 // Failure is one recorded failure.

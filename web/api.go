@@ -361,6 +361,15 @@ func (h *handler) apiStats(w http.ResponseWriter, r *http.Request) {
 	}
 	snap := sc.Stats().Snapshot()
 	snap.Failures = nil
+	// scope=cluster: the days summed over every instance of a shared store.
+	if r.URL.Query().Get("scope") == "cluster" {
+		days, err := h.app.ClusterDays(r.Context(), sc.Name())
+		if err != nil {
+			h.jsonError(w, http.StatusServiceUnavailable, err.Error(), nil)
+			return
+		}
+		snap.Days = days
+	}
 	h.json(w, http.StatusOK, struct {
 		statistics.Export
 		Settings statsSettingsBody `json:"settings"`

@@ -74,6 +74,10 @@ func TestClusterPageAndAPI(t *testing.T) {
 			t.Errorf("page lacks %s", want)
 		}
 	}
+	if sp := f.do("GET", "/fom/schedules/alpha", "").body; !strings.Contains(sp, `data-testid="stats-scope"`) || !strings.Contains(sp, "every instance") {
+		t.Error("the schedule page does not say its statistics are the cluster's")
+	}
+	f.do("GET", "/fom/api/schedules/alpha/stats?scope=cluster", "").expect(t, 200, "ok")
 	// A single-process app has no cluster.
 	single := newFixture(t, Options{})
 	single.do("GET", "/fom/api/cluster", "").expect(t, 404, "this app is not one of a cluster: its store is not shared (PostgreSQL)")

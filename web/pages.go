@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -185,6 +186,7 @@ type taskRow struct {
 type statsView struct {
 	RetentionDays int
 	Thresholds    string
+	Scope         string // "every instance" when the days are summed over a cluster
 }
 
 type detailView struct {
@@ -202,7 +204,7 @@ type detailView struct {
 	ExportBase            string
 }
 
-func (h *handler) detail(sc *fom.ScheduleContext, typed map[string]string, errs map[string]string) detailView {
+func (h *handler) detail(ctx context.Context, sc *fom.ScheduleContext, typed map[string]string, errs map[string]string) detailView {
 	i := sc.Info()
 	c := i.Counts
 	v := detailView{Row: h.rowOf(sc), Loaded: fmtTime(i.Loaded), Batches: i.Batches, ExportBase: h.base + "/api/schedules/" + url.PathEscape(i.Name) + "/export",
@@ -220,6 +222,14 @@ func (h *handler) detail(sc *fom.ScheduleContext, typed map[string]string, errs 
 	set := st.Settings()
 	v.Stats = statsView{RetentionDays: set.RetentionDays, Thresholds: strings.Join(settingsBody(set).Thresholds, ", ")}
 	days := st.Days()
+	if h.app.InstanceID() != "" { // a cluster: what every instance ran
+		if all, err := h.app.ClusterDays(ctx, sc.Name()); err == nil {
+			days, v.Stats.Scope = all, "every instance"
+		} else {
+			h.log.Warn("cluster statistics unavailable; showing this instance's", zap.Error(err))
+			v.Stats.Scope = "this instance only: " + err.Error()
+		}
+	}
 	var buckets [6]int64
 	for _, d := range days {
 		for k, n := range d.Buckets {
@@ -258,7 +268,7 @@ func (h *handler) pageSchedule(w http.ResponseWriter, r *http.Request) {
 	if sc == nil {
 		return
 	}
-	h.render(w, r, schedulePage(h.pageWithCSRF(w, r, sc.Name()), h.detail(sc, nil, nil)))
+	h.render(w, r, schedulePage(h.pageWithCSRF(w, r, sc.Name()), h.detail(r.Context(), sc, nil, nil)))
 }
 
 // back redirects to the page the form came from, with a flash message.
@@ -334,7 +344,7 @@ func (h *handler) formConfig(w http.ResponseWriter, r *http.Request) {
 	}
 	p := h.pageWithCSRF(w, r, sc.Name())
 	p.Flash, p.FlashLevel = "Nothing was saved: "+err.Error(), "error"
-	h.renderStatus(w, r, status, schedulePage(p, h.detail(sc, typed, errs)))
+	h.renderStatus(w, r, status, schedulePage(p, h.detail(r.Context(), sc, typed, errs)))
 }
 
 func (h *handler) formReset(w http.ResponseWriter, r *http.Request) {

@@ -19,6 +19,7 @@ import (
 	"net"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -73,7 +74,8 @@ func WithConnectTimeout(d time.Duration) Option {
 
 // Store is a PostgreSQL-backed store.Store.
 type Store struct {
-	pool    *pgxpool.Pool
+	instance atomic.Pointer[string] // the App instance this store writes statistics for
+	pool     *pgxpool.Pool
 	own     bool   // the pool was opened by Open and is closed by Close
 	schema  string // quoted identifier
 	name    string // as given
@@ -149,6 +151,26 @@ func open(ctx context.Context, pool *pgxpool.Pool, o options, host string) (*Sto
 		return nil, err
 	}
 	return s, nil
+}
+
+// BindInstance ties the store to the App instance that uses it: its
+// statistics are kept apart from other instances'. An App binds its store
+// when it is built; one store serves one App.
+func (s *Store) BindInstance(id string) error {
+	if s.instance.CompareAndSwap(nil, &id) {
+		return nil
+	}
+	if cur := *s.instance.Load(); cur != id {
+		return fmt.Errorf("fom: postgres store (schema %s) already serves instance %q: open one store per App", s.name, cur)
+	}
+	return nil
+}
+
+func (s *Store) instanceID() string {
+	if p := s.instance.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // Schema returns the schema the tables live in.
@@ -409,7 +431,7 @@ func (s *Store) SaveStats(ctx context.Context, b store.StatsBatch) error {
 				}
 				names, days, data = append(names, d.Schedule), append(days, dayKey(d.Day)), append(data, d.Data)
 			}
-			_, err := tx.Exec(ctx, "INSERT INTO "+s.t("stats_days")+" (schedule, day, data) SELECT * FROM unnest($1::text[], $2::date[], $3::bytea[]) ON CONFLICT (schedule, day) DO UPDATE SET data = excluded.data", names, days, data)
+			_, err := tx.Exec(ctx, "INSERT INTO "+s.t("stats_days")+" (schedule, day, data, instance) SELECT d.*, $4 FROM unnest($1::text[], $2::date[], $3::bytea[]) AS d ON CONFLICT (schedule, day, instance) DO UPDATE SET data = excluded.data", names, days, data, s.instanceID())
 			if err != nil {
 				return err
 			}
@@ -422,8 +444,8 @@ func (s *Store) SaveStats(ctx context.Context, b store.StatsBatch) error {
 				names[i], tasks[i], statuses[i], errs[i], stacks[i] = f.Schedule, f.TaskID, f.Status, f.Error, f.Stack
 				ats[i], costs[i] = f.At.UnixNano(), int64(f.Cost)
 			}
-			_, err := tx.Exec(ctx, "INSERT INTO "+s.t("failures")+" (schedule, at, task_id, status, error, stack, cost_ns) SELECT s, a, t, st, e, sk, c FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[]) WITH ORDINALITY AS f(s, a, t, st, e, sk, c, n) ORDER BY n",
-				names, ats, tasks, statuses, errs, stacks, costs)
+			_, err := tx.Exec(ctx, "INSERT INTO "+s.t("failures")+" (schedule, at, task_id, status, error, stack, cost_ns, instance) SELECT s, a, t, st, e, sk, c, $8 FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[]) WITH ORDINALITY AS f(s, a, t, st, e, sk, c, n) ORDER BY n",
+				names, ats, tasks, statuses, errs, stacks, costs, s.instanceID())
 			if err != nil {
 				return err
 			}
@@ -434,21 +456,31 @@ func (s *Store) SaveStats(ctx context.Context, b store.StatsBatch) error {
 
 func dayKey(t time.Time) string { return t.UTC().Format(time.DateOnly) }
 
-// LoadDays implements store.Store.
+// LoadDays implements store.Store: the days this store's instance recorded.
 func (s *Store) LoadDays(ctx context.Context, schedule string, from time.Time) ([]store.Day, error) {
-	rows, err := s.pool.Query(ctx, "SELECT to_char(day, 'YYYY-MM-DD'), data FROM "+s.t("stats_days")+" WHERE schedule = $1 AND day >= $2::date ORDER BY day", schedule, dayKey(from))
+	return s.loadDays(ctx, schedule, from, false)
+}
+
+// LoadClusterDays returns the days every instance recorded, each with its
+// instance, oldest first.
+func (s *Store) LoadClusterDays(ctx context.Context, schedule string, from time.Time) ([]store.Day, error) {
+	return s.loadDays(ctx, schedule, from, true)
+}
+
+func (s *Store) loadDays(ctx context.Context, schedule string, from time.Time, all bool) ([]store.Day, error) {
+	rows, err := s.pool.Query(ctx, "SELECT to_char(day, 'YYYY-MM-DD'), data, instance FROM "+s.t("stats_days")+" WHERE schedule = $1 AND day >= $2::date AND ($3 OR instance = $4) ORDER BY day, instance", schedule, dayKey(from), all, s.instanceID())
 	if err != nil {
 		return nil, s.wrap(fmt.Sprintf("load statistics of schedule %q", schedule), err)
 	}
 	var out []store.Day
-	var day string
+	var day, inst string
 	var data []byte
-	_, err = pgx.ForEachRow(rows, []any{&day, &data}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&day, &data, &inst}, func() error {
 		t, err := time.Parse(time.DateOnly, day)
 		if err != nil {
 			return fmt.Errorf("bad day %q: %w", day, err)
 		}
-		out = append(out, store.Day{Schedule: schedule, Day: t, Data: append([]byte(nil), data...)})
+		out = append(out, store.Day{Schedule: schedule, Day: t, Data: append([]byte(nil), data...), Instance: inst})
 		return nil
 	})
 	if err != nil {

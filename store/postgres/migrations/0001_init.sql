@@ -10,11 +10,14 @@ CREATE TABLE {{schema}}.settings (
 	value    TEXT NOT NULL,
 	PRIMARY KEY (schedule, key)
 );
+-- Each instance of an app keeps its own aggregate of a day: instances
+-- sharing the store never overwrite each other's; readers merge them.
 CREATE TABLE {{schema}}.stats_days (
 	schedule TEXT  NOT NULL,
 	day      DATE  NOT NULL,
+	instance TEXT  NOT NULL DEFAULT '',
 	data     BYTEA NOT NULL,
-	PRIMARY KEY (schedule, day)
+	PRIMARY KEY (schedule, day, instance)
 );
 CREATE TABLE {{schema}}.failures (
 	id       BIGSERIAL PRIMARY KEY,
@@ -24,7 +27,8 @@ CREATE TABLE {{schema}}.failures (
 	status   TEXT   NOT NULL,
 	error    TEXT   NOT NULL,
 	stack    TEXT   NOT NULL,
-	cost_ns  BIGINT NOT NULL
+	cost_ns  BIGINT NOT NULL,
+	instance TEXT   NOT NULL DEFAULT ''
 );
 CREATE INDEX failures_by_schedule_at ON {{schema}}.failures (schedule, at);
 CREATE INDEX failures_by_schedule_id ON {{schema}}.failures (schedule, id);

@@ -76,10 +76,10 @@ func WithConnectTimeout(d time.Duration) Option {
 type Store struct {
 	instance atomic.Pointer[string] // the App instance this store writes statistics for
 	pool     *pgxpool.Pool
-	own     bool   // the pool was opened by Open and is closed by Close
-	schema  string // quoted identifier
-	name    string // as given
-	version int
+	own      bool   // the pool was opened by Open and is closed by Close
+	schema   string // quoted identifier
+	name     string // as given
+	version  int
 }
 
 var _ store.Store = (*Store)(nil)

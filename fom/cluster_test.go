@@ -119,6 +119,28 @@ func startInstance(t *testing.T, schema, id string, log *fireLog, jobs map[strin
 	return app
 }
 
+// startInstances starts n instances named prefix1, prefix2, ...
+func startInstances(t *testing.T, schema, prefix string, n int, log *fireLog, jobs map[string]map[string]string) []*App {
+	t.Helper()
+	apps := make([]*App, n)
+	for i := range apps {
+		apps[i] = startInstance(t, schema, fmt.Sprintf("%s%d", prefix, i+1), log, jobs)
+	}
+	return apps
+}
+
+// waitListening waits until every instance hears notifications.
+func waitListening(t *testing.T, apps []*App) {
+	t.Helper()
+	for _, a := range apps {
+		for deadline := time.Now().Add(5 * time.Second); !a.coord.Listening(); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s is not listening", a.InstanceID())
+			}
+		}
+	}
+}
+
 func stopInstance(t *testing.T, app *App) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -146,10 +168,7 @@ func TestClusterRunsEachFireOnce(t *testing.T) {
 		jobs[fmt.Sprintf("delay-%d", i)] = map[string]string{"fixedDelay": "500ms"}
 	}
 	log := newFireLog()
-	var apps []*App
-	for i := range 3 {
-		apps = append(apps, startInstance(t, schema, fmt.Sprintf("i%d", i+1), log, jobs))
-	}
+	apps := startInstances(t, schema, "i", 3, log, jobs)
 	from := time.Now()
 	time.Sleep(6 * time.Second)
 	to := time.Now().Add(-1500 * time.Millisecond) // fires still under way are not judged
@@ -229,22 +248,13 @@ func TestClusterEditReachesEveryInstance(t *testing.T) {
 	schema := pgtest.Schema(t, pool)
 	jobs := map[string]map[string]string{"hourly": {"cron": "0 0 * * * *"}}
 	log := newFireLog()
-	var apps []*App
-	for i := range 3 {
-		apps = append(apps, startInstance(t, schema, fmt.Sprintf("e%d", i+1), log, jobs))
-	}
+	apps := startInstances(t, schema, "e", 3, log, jobs)
 	defer func() {
 		for _, a := range apps {
 			stopInstance(t, a)
 		}
 	}()
-	for _, a := range apps { // listening before the edit
-		for deadline := time.Now().Add(5 * time.Second); !a.coord.Listening(); time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatal("not listening")
-			}
-		}
-	}
+	waitListening(t, apps) // before the edit
 	start := time.Now()
 	if err := apps[0].Schedule("hourly").Config().Apply(map[string]string{"threadMax": "3", "remark": "edited on e1"}); err != nil {
 		t.Fatal(err)
@@ -283,10 +293,7 @@ func TestClusterControlFromAnyInstance(t *testing.T) {
 	schema := pgtest.Schema(t, pool)
 	jobs := map[string]map[string]string{"hourly": {"cron": "0 0 * * * *"}}
 	log := newFireLog()
-	var apps []*App
-	for i := range 3 {
-		apps = append(apps, startInstance(t, schema, fmt.Sprintf("c%d", i+1), log, jobs))
-	}
+	apps := startInstances(t, schema, "c", 3, log, jobs)
 	var owner, other *App
 	for deadline := time.Now().Add(5 * time.Second); owner == nil; time.Sleep(10 * time.Millisecond) {
 		for _, a := range apps {
@@ -300,13 +307,7 @@ func TestClusterControlFromAnyInstance(t *testing.T) {
 			t.Fatal("no owner")
 		}
 	}
-	for _, a := range apps {
-		for deadline := time.Now().Add(5 * time.Second); !a.coord.Listening(); time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatal("not listening")
-			}
-		}
-	}
+	waitListening(t, apps)
 	ctx := context.Background()
 	start := time.Now()
 	if err := other.Act(ctx, "hourly", "exec"); err != nil {
@@ -346,10 +347,7 @@ func TestClusterControlFromAnyInstance(t *testing.T) {
 	for _, a := range apps {
 		stopInstance(t, a)
 	}
-	apps = apps[:0]
-	for i := range 3 {
-		apps = append(apps, startInstance(t, schema, fmt.Sprintf("c%d", i+1), log, jobs))
-	}
+	apps = startInstances(t, schema, "c", 3, log, jobs)
 	for _, a := range apps {
 		if st := a.Schedule("hourly").State(); st != Inited {
 			t.Fatalf("%s after a restart of every instance: %s, want it still stopped (INITED)", a.InstanceID(), st)

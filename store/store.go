@@ -80,6 +80,36 @@ type Retention struct {
 	KeepFailures int
 }
 
+// RetentionGroup is the schedules that share one retention rule: a store
+// deletes for all of them with the same statements.
+type RetentionGroup struct {
+	Before       time.Time // zero: no deletion by age
+	KeepFailures int
+	Schedules    []string
+}
+
+// GroupRetention groups rules by rule, in the order rules first give them.
+func GroupRetention(rules []Retention) []RetentionGroup {
+	index := map[[2]int64]int{}
+	var out []RetentionGroup
+	for _, r := range rules {
+		before := r.Before.UTC()
+		var at int64
+		if !before.IsZero() {
+			at = before.UnixNano()
+		}
+		k := [2]int64{at, int64(max(r.KeepFailures, 0))}
+		i, ok := index[k]
+		if !ok {
+			i = len(out)
+			index[k] = i
+			out = append(out, RetentionGroup{Before: before, KeepFailures: int(k[1])})
+		}
+		out[i].Schedules = append(out[i].Schedules, r.Schedule)
+	}
+	return out
+}
+
 // StatsBatch is what a statistics flush writes; it may hold any number of
 // schedules.
 type StatsBatch struct {

@@ -515,34 +515,22 @@ func (s *Store) Prune(ctx context.Context, rules []store.Retention) error {
 	if len(rules) == 0 {
 		return nil
 	}
-	type rule struct {
-		before time.Time
-		keep   int
-	}
-	groups := map[rule][]string{}
-	var order []rule
-	for _, r := range rules {
-		k := rule{r.Before.UTC(), max(r.KeepFailures, 0)}
-		if _, ok := groups[k]; !ok {
-			order = append(order, k)
-		}
-		groups[k] = append(groups[k], r.Schedule)
-	}
+	groups := store.GroupRetention(rules)
 	return s.tx(ctx, "apply statistics retention", func(tx pgx.Tx) error {
-		for _, k := range order {
-			names := groups[k]
-			if !k.before.IsZero() {
-				if _, err := tx.Exec(ctx, "DELETE FROM "+s.t("stats_days")+" WHERE day < $1::date AND schedule = ANY($2)", dayKey(k.before), names); err != nil {
+		for _, g := range groups {
+			names := g.Schedules
+			if !g.Before.IsZero() {
+				if _, err := tx.Exec(ctx, "DELETE FROM "+s.t("stats_days")+" WHERE day < $1::date AND schedule = ANY($2)", dayKey(g.Before), names); err != nil {
 					return err
 				}
-				if _, err := tx.Exec(ctx, "DELETE FROM "+s.t("failures")+" WHERE at < $1 AND schedule = ANY($2)", k.before.UnixNano(), names); err != nil {
+				if _, err := tx.Exec(ctx, "DELETE FROM "+s.t("failures")+" WHERE at < $1 AND schedule = ANY($2)", g.Before.UnixNano(), names); err != nil {
 					return err
 				}
 			}
 			q := "DELETE FROM " + s.t("failures") + ` WHERE id IN (SELECT id FROM (
 				SELECT id, row_number() OVER (PARTITION BY schedule ORDER BY id DESC) AS n
 				FROM ` + s.t("failures") + ` WHERE schedule = ANY($1)) AS r WHERE n > $2)`
-			if _, err := tx.Exec(ctx, q, names, k.keep); err != nil {
+			if _, err := tx.Exec(ctx, q, names, g.KeepFailures); err != nil {
 				return err
 			}
 		}

@@ -452,35 +452,27 @@ func (s *Store) Prune(ctx context.Context, rules []store.Retention) error {
 	if len(rules) == 0 {
 		return nil
 	}
-	type rule struct {
-		before time.Time
-		keep   int
-	}
-	groups := map[rule][]any{}
-	var order []rule
-	for _, r := range rules {
-		k := rule{r.Before.UTC(), max(r.KeepFailures, 0)}
-		if _, ok := groups[k]; !ok {
-			order = append(order, k)
-		}
-		groups[k] = append(groups[k], r.Schedule)
-	}
+	groups := store.GroupRetention(rules)
 	return s.tx(ctx, func(tx *sql.Tx) error {
-		for _, k := range order {
-			for names := range slices.Chunk(groups[k], namesPerStatement) {
+		for _, g := range groups {
+			for chunk := range slices.Chunk(g.Schedules, namesPerStatement) {
+				names := make([]any, len(chunk))
+				for i, n := range chunk {
+					names[i] = n
+				}
 				in := "(" + strings.TrimSuffix(strings.Repeat("?, ", len(names)), ", ") + ")"
-				if !k.before.IsZero() {
-					if err := s.exec(ctx, tx, "DELETE FROM stats_days WHERE day < ? AND schedule IN "+in, append([]any{dayKey(k.before)}, names...)...); err != nil {
+				if !g.Before.IsZero() {
+					if err := s.exec(ctx, tx, "DELETE FROM stats_days WHERE day < ? AND schedule IN "+in, append([]any{dayKey(g.Before)}, names...)...); err != nil {
 						return err
 					}
-					if err := s.exec(ctx, tx, "DELETE FROM failures WHERE at < ? AND schedule IN "+in, append([]any{k.before.UnixNano()}, names...)...); err != nil {
+					if err := s.exec(ctx, tx, "DELETE FROM failures WHERE at < ? AND schedule IN "+in, append([]any{g.Before.UnixNano()}, names...)...); err != nil {
 						return err
 					}
 				}
 				q := `DELETE FROM failures WHERE id IN (SELECT id FROM (
 					SELECT id, row_number() OVER (PARTITION BY schedule ORDER BY id DESC) AS n
 					FROM failures WHERE schedule IN ` + in + `) WHERE n > ?)`
-				if err := s.exec(ctx, tx, q, append(names, k.keep)...); err != nil {
+				if err := s.exec(ctx, tx, q, append(names, g.KeepFailures)...); err != nil {
 					return err
 				}
 			}

@@ -53,6 +53,9 @@ type Context struct {
 	next          time.Time
 	rounds        int64
 	batches       int64
+	lastOutcome   Outcome       // of the last scheduled round
+	lastSuccess   time.Time     // end of the last round whose every task succeeded
+	lastLate      time.Duration // how late the last round started
 	changed       chan struct{} // made when someone waits; closed at the next state change or round end
 }
 

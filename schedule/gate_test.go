@@ -78,3 +78,55 @@ func TestGateDecidesPlannedRoundsOnly(t *testing.T) {
 		t.Fatalf("asked %d times, want 6: the skipped fires are not asked", gate.count())
 	}
 }
+
+func TestOutcomeOfARound(t *testing.T) {
+	t.Parallel()
+	res := func(ss ...Status) Round {
+		var r Round
+		for _, s := range ss {
+			r.Results = append(r.Results, Result{Status: s})
+		}
+		return r
+	}
+	for want, r := range map[Outcome]Round{
+		OutcomeSuccess: res(StatusSuccess, StatusSuccess),
+		OutcomePartial: res(StatusSuccess, StatusFailed),
+		OutcomeFailed:  res(StatusFailed, StatusRejected),
+		OutcomeTimeout: res(StatusTimeout, StatusFailed),
+	} {
+		if got := OutcomeOf(r); got != want {
+			t.Errorf("%v: %s, want %s", r.Results, got, want)
+		}
+	}
+	if OutcomeOf(Round{}) != OutcomeSuccess {
+		t.Error("a round without tasks did not fail")
+	}
+}
+
+// TestInfoTellsTheLastRound: outcome, last success and lateness.
+func TestInfoTellsTheLastRound(t *testing.T) {
+	t.Parallel()
+	fail := false
+	h := newHarness(t, map[string]string{"fixedRate": "10s"}, Job{Tasks: func(context.Context) ([]Task, error) {
+		if fail {
+			return []Task{TaskFunc("t", func(context.Context) (any, error) { return nil, context.Canceled })}, nil
+		}
+		return []Task{ok("t")}, nil
+	}})
+	if err := h.c.Startup(); err != nil {
+		t.Fatal(err)
+	}
+	h.waitSleeping(0)
+	h.clk.Advance(10*time.Second + 250*time.Millisecond)
+	h.waitSleeping(1)
+	i := h.c.Info()
+	if i.LastOutcome != OutcomeSuccess || !i.LastSuccess.Equal(t0.Add(10*time.Second+250*time.Millisecond)) || i.LastLate != 250*time.Millisecond {
+		t.Fatalf("after a good round: %s %v %v", i.LastOutcome, i.LastSuccess, i.LastLate)
+	}
+	fail = true
+	h.clk.Advance(9*time.Second + 750*time.Millisecond)
+	h.waitSleeping(2)
+	if j := h.c.Info(); j.LastOutcome != OutcomeFailed || !j.LastSuccess.Equal(i.LastSuccess) {
+		t.Fatalf("after a failed round: %s %v", j.LastOutcome, j.LastSuccess)
+	}
+}

@@ -36,6 +36,50 @@ type Info struct {
 	// Stalled is set when abandoned tasks hold every worker: nothing
 	// queued can start until one returns (see stall.go).
 	Stalled bool
+	// LastOutcome is the last scheduled round's outcome ("" before one
+	// ran in this process), LastSuccess the end of the last round whose
+	// every task succeeded, LastLate how late the last round started.
+	LastOutcome Outcome
+	LastSuccess time.Time
+	LastLate    time.Duration
+}
+
+// Outcome sums up a round.
+type Outcome string
+
+// Outcomes of a round.
+const (
+	OutcomeSuccess Outcome = "success" // every task succeeded (or there were none)
+	OutcomePartial Outcome = "partial" // some succeeded, some did not
+	OutcomeFailed  Outcome = "failed"  // none succeeded, none timed out
+	OutcomeTimeout Outcome = "timeout" // none succeeded, some timed out
+)
+
+// Outcomes lists every outcome.
+func Outcomes() []Outcome {
+	return []Outcome{OutcomeSuccess, OutcomePartial, OutcomeFailed, OutcomeTimeout}
+}
+
+// OutcomeOf sums up a round's results.
+func OutcomeOf(r Round) Outcome {
+	ok, timeout := 0, false
+	for _, res := range r.Results {
+		switch res.Status {
+		case StatusSuccess:
+			ok++
+		case StatusTimeout:
+			timeout = true
+		}
+	}
+	switch {
+	case ok == len(r.Results):
+		return OutcomeSuccess
+	case ok > 0:
+		return OutcomePartial
+	case timeout:
+		return OutcomeTimeout
+	}
+	return OutcomeFailed
 }
 
 // Info returns a snapshot of the schedule.
@@ -44,6 +88,7 @@ func (c *Context) Info() Info {
 	i := Info{
 		Name: c.name, State: c.state, Plan: c.planString(), Remark: c.cfg.Current().Remark,
 		Loaded: c.loaded, Last: c.last, Next: c.next, Rounds: c.rounds, Batches: c.batches,
+		LastOutcome: c.lastOutcome, LastSuccess: c.lastSuccess, LastLate: c.lastLate,
 	}
 	gen := c.gen
 	c.mu.Unlock()

@@ -342,12 +342,19 @@ func (c *Context) complete(ctx context.Context, r Round) {
 		}
 	}
 	c.rec.RecordRound(c.name, r)
+	c.mu.Lock()
+	if !r.Batch {
+		o := OutcomeOf(r)
+		c.lastOutcome, c.lastLate = o, r.Start.Sub(r.Planned)
+		if o == OutcomeSuccess {
+			c.lastSuccess = r.End
+		}
+	}
+	c.notifyLocked()
+	c.mu.Unlock()
 	if !r.Batch {
 		c.stats.RecordLateness(r.Start, r.Start.Sub(r.Planned))
 	}
-	c.mu.Lock()
-	c.notifyLocked()
-	c.mu.Unlock()
 	if ce := c.checkDebug("round completed"); ce != nil {
 		counts := map[string]int{}
 		for _, res := range r.Results {

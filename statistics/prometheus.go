@@ -1,6 +1,8 @@
 package statistics
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -11,7 +13,17 @@ type Source struct {
 	Stats    *Stats
 	Waiting  int
 	Active   int
+	Stalled  bool
+	// The last scheduled round: its outcome (success, partial, failed,
+	// timeout; "" before one ran), when a round last fully succeeded, and
+	// how late the last one started.
+	LastOutcome string
+	LastSuccess time.Time
+	LastLate    time.Duration
 }
+
+// Outcomes lists the round outcomes the outcome gauge reports.
+func Outcomes() []string { return []string{"success", "partial", "failed", "timeout"} }
 
 // States lists the schedule states the state gauge reports.
 func States() []string { return []string{"INITED", "RUNNING", "SLEEPING", "STOPPING", "STOPPED"} }
@@ -25,6 +37,10 @@ type Collector struct {
 	state   *prometheus.Desc
 	waiting *prometheus.Desc
 	active  *prometheus.Desc
+	stalled *prometheus.Desc
+	success *prometheus.Desc
+	outcome *prometheus.Desc
+	late    *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
@@ -39,12 +55,16 @@ func NewCollector(sources func() []Source) *Collector {
 		state:   prometheus.NewDesc("fom_schedule_state", "1 for the schedule's current state, 0 for the others.", []string{"schedule", "state"}, nil),
 		waiting: prometheus.NewDesc("fom_tasks_waiting", "Tasks queued for a worker.", l, nil),
 		active:  prometheus.NewDesc("fom_tasks_active", "Tasks on a worker.", l, nil),
+		stalled: prometheus.NewDesc("fom_schedule_stalled", "1 while tasks past their timeout hold every worker.", l, nil),
+		success: prometheus.NewDesc("fom_last_success_timestamp_seconds", "When a round of the schedule last succeeded in every task (Unix time); absent until one did in this process.", l, nil),
+		outcome: prometheus.NewDesc("fom_last_round_outcome", "1 for the last round's outcome, 0 for the others; absent until a round ran.", []string{"schedule", "outcome"}, nil),
+		late:    prometheus.NewDesc("fom_last_fire_lateness_seconds", "How late the last round started after its planned fire.", l, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.tasks, c.cost, c.state, c.waiting, c.active} {
+	for _, d := range []*prometheus.Desc{c.tasks, c.cost, c.state, c.waiting, c.active, c.stalled, c.success, c.outcome, c.late} {
 		ch <- d
 	}
 }
@@ -78,5 +98,23 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(src.Waiting), src.Schedule)
 		ch <- prometheus.MustNewConstMetric(c.active, prometheus.GaugeValue, float64(src.Active), src.Schedule)
+		stalled := 0.0
+		if src.Stalled {
+			stalled = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.stalled, prometheus.GaugeValue, stalled, src.Schedule)
+		if !src.LastSuccess.IsZero() {
+			ch <- prometheus.MustNewConstMetric(c.success, prometheus.GaugeValue, float64(src.LastSuccess.UnixNano())/1e9, src.Schedule)
+		}
+		if src.LastOutcome != "" {
+			for _, o := range Outcomes() {
+				v := 0.0
+				if o == src.LastOutcome {
+					v = 1
+				}
+				ch <- prometheus.MustNewConstMetric(c.outcome, prometheus.GaugeValue, v, src.Schedule, o)
+			}
+			ch <- prometheus.MustNewConstMetric(c.late, prometheus.GaugeValue, src.LastLate.Seconds(), src.Schedule)
+		}
 	}
 }

@@ -223,7 +223,8 @@ func (h *handler) sources() []statistics.Source {
 	var out []statistics.Source
 	for _, sc := range h.app.Schedules() {
 		i := sc.Info()
-		out = append(out, statistics.Source{Schedule: i.Name, State: i.State.String(), Stats: sc.Stats(), Waiting: i.Waiting, Active: i.Active})
+		out = append(out, statistics.Source{Schedule: i.Name, State: i.State.String(), Stats: sc.Stats(), Waiting: i.Waiting, Active: i.Active,
+			Stalled: i.Stalled, LastOutcome: string(i.LastOutcome), LastSuccess: i.LastSuccess, LastLate: i.LastLate})
 	}
 	return out
 }

@@ -68,6 +68,46 @@ type rowView struct {
 	Rounds, Success, Failed                              int64
 	Waiting, Active, Abandoned                           int
 	Stalled                                              bool
+	// LastTitle and NextTitle are the absolute times (with zone) behind
+	// the relative Last and Next; Outcome is the last round's.
+	LastTitle, NextTitle, Outcome string
+}
+
+// relTime says how far t is from now ("3 min ago", "in 12 s"); "—" for none.
+func relTime(t, now time.Time) string {
+	if t.IsZero() {
+		return "—"
+	}
+	d := now.Sub(t)
+	future := d < 0
+	if future {
+		d = -d
+	}
+	var s string
+	switch {
+	case d < time.Second:
+		return "now"
+	case d < time.Minute:
+		s = strconv.Itoa(int(d/time.Second)) + " s"
+	case d < time.Hour:
+		s = strconv.Itoa(int(d/time.Minute)) + " min"
+	case d < 48*time.Hour:
+		s = strconv.Itoa(int(d/time.Hour)) + " h"
+	default:
+		s = strconv.Itoa(int(d/(24*time.Hour))) + " d"
+	}
+	if future {
+		return "in " + s
+	}
+	return s + " ago"
+}
+
+// absTime is t with its date and zone, for a title.
+func absTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.Local().Format("2006-01-02 15:04:05 MST")
 }
 
 // stallTitle explains a stalled schedule on hover.
@@ -90,11 +130,30 @@ func (h *handler) scheduleURL(name string) string {
 	return h.base + "/schedules/" + url.PathEscape(name)
 }
 
+// lastTitle explains the last fire: when, how late, and the last success.
+func lastTitle(i fom.Info) string {
+	if i.Last.IsZero() {
+		return ""
+	}
+	s := absTime(i.Last)
+	if i.LastOutcome != "" {
+		s += ", " + strconv.FormatFloat(i.LastLate.Seconds()*1000, 'f', 1, 64) + " ms late"
+	}
+	if !i.LastSuccess.IsZero() {
+		s += "; last full success " + absTime(i.LastSuccess)
+	} else if i.LastOutcome != "" {
+		s += "; no full success since the start"
+	}
+	return s
+}
+
 func (h *handler) rowOf(sc *fom.ScheduleContext) rowView {
 	i := sc.Info()
+	now := time.Now()
 	return rowView{
 		Name: i.Name, URL: h.scheduleURL(i.Name), State: i.State.String(), Plan: i.Plan, Remark: i.Remark,
-		Last: fmtTime(i.Last), Next: fmtTime(i.Next), LogLevel: sc.LogLevel().String(),
+		Last: relTime(i.Last, now), Next: relTime(i.Next, now), LogLevel: sc.LogLevel().String(),
+		LastTitle: lastTitle(i), NextTitle: absTime(i.Next), Outcome: string(i.LastOutcome),
 		Rounds: i.Rounds, Success: i.Counts.Success, Failed: i.Counts.Total() - i.Counts.Success, Waiting: i.Waiting, Active: i.Active,
 		Abandoned: i.Abandoned, Stalled: i.Stalled,
 	}

@@ -111,3 +111,82 @@ func TestEditAfterTheStoreFileWasRemoved(t *testing.T) {
 		t.Fatalf("stop: %v", err)
 	}
 }
+
+// failsOnce fails its first round and succeeds after.
+type failsOnce struct {
+	fom.Schedule `name:"flaky" execOnLoad:"true" fixedRate:"1h"`
+	runs         int
+}
+
+func (j *failsOnce) Run(context.Context) (any, error) {
+	j.runs++
+	if j.runs == 1 {
+		return nil, errors.New("first run fails")
+	}
+	return "ok", nil
+}
+
+// TestTableAndMetricsTellTheLastRound: the row shows the last round's
+// outcome with a relative time (absolute on hover), colours only a
+// non-zero count of tasks not ok, and /metrics has the last success and
+// outcome an alert can use.
+func TestTableAndMetricsTellTheLastRound(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Options{})
+	if _, err := f.app.Register(&failsOnce{}); err != nil {
+		t.Fatal(err)
+	}
+	f.sleeping("flaky")
+	row := func(name string) string {
+		table := f.do("GET", "/fom/fragments/schedules", "").body
+		r := table[strings.Index(table, `data-testid="row-`+name+`"`):]
+		return r[:strings.Index(r, "</tr>")]
+	}
+	r := row("flaky")
+	for _, want := range []string{`data-testid="outcome">failed<`, `class="num bad" data-testid="failed">1<`, `data-testid="last" title="20`, "no full success since the start", " ms late"} {
+		if !strings.Contains(r, want) {
+			t.Errorf("row lacks %q: %s", want, r)
+		}
+	}
+	if a := row("alpha"); !strings.Contains(a, `class="num" data-testid="failed">0<`) {
+		t.Errorf("a zero is coloured: %s", a)
+	}
+	metrics := f.do("GET", "/fom/metrics", "").body
+	if !strings.Contains(metrics, `fom_last_round_outcome{outcome="failed",schedule="flaky"} 1`) || strings.Contains(metrics, `fom_last_success_timestamp_seconds{schedule="flaky"}`) {
+		t.Fatalf("metrics after a failed round:\n%s", grepLines(metrics, "flaky"))
+	}
+	f.do("POST", "/fom/api/schedules/flaky/exec", "").expect(t, 200, "ok")
+	f.sleeping("flaky")
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(row("flaky"), `>success<`); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no success shown")
+		}
+	}
+	metrics = f.do("GET", "/fom/metrics", "").body
+	if !strings.Contains(metrics, `fom_last_round_outcome{outcome="success",schedule="flaky"} 1`) || !strings.Contains(metrics, `fom_last_success_timestamp_seconds{schedule="flaky"}`) {
+		t.Fatalf("metrics after a good round:\n%s", grepLines(metrics, "flaky"))
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+func TestRelativeTimes(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	for want, at := range map[string]time.Time{
+		"—": {}, "now": now.Add(300 * time.Millisecond), "12 s ago": now.Add(-12 * time.Second), "in 12 s": now.Add(12 * time.Second),
+		"3 min ago": now.Add(-3*time.Minute - 5*time.Second), "in 2 h": now.Add(2*time.Hour + time.Minute), "3 d ago": now.Add(-72 * time.Hour),
+	} {
+		if got := relTime(at, now); got != want {
+			t.Errorf("%v: %q, want %q", at, got, want)
+		}
+	}
+}

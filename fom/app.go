@@ -421,6 +421,29 @@ func (a *App) ClusterDays(ctx context.Context, name string) ([]statistics.DaySum
 	return statistics.MergedDays(sc.Stats(), others, today)
 }
 
+// Audit records an operator's action on a schedule in the store (the
+// admin page and API do so for every action they carry out or refuse).
+// A zero At is now.
+func (a *App) Audit(ctx context.Context, e store.AuditEntry) error {
+	if e.At.IsZero() {
+		e.At = a.o.clock.Now()
+	}
+	st, err := a.store(ctx)
+	if err != nil {
+		return err
+	}
+	return st.AppendAudit(ctx, e)
+}
+
+// AuditLog returns a schedule's most recent audit entries, newest first.
+func (a *App) AuditLog(ctx context.Context, schedule string, limit int) ([]store.AuditEntry, error) {
+	st, err := a.store(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return st.LoadAudit(ctx, schedule, limit)
+}
+
 // InstanceID returns this App's id among the instances of a cluster, or
 // "" when its store is not shared (SQLite).
 func (a *App) InstanceID() string {

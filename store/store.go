@@ -45,8 +45,14 @@ type Store interface {
 	LoadDays(ctx context.Context, schedule string, from time.Time) ([]Day, error)
 	// LoadFailures returns a schedule's most recent failures, newest first.
 	LoadFailures(ctx context.Context, schedule string, limit int) ([]Failure, error)
-	// Prune applies retention rules, all in one unit.
+	// Prune applies retention rules, all in one unit (the audit trail
+	// included: entries before a rule's time go).
 	Prune(ctx context.Context, rules []Retention) error
+
+	// AppendAudit records an operator's action.
+	AppendAudit(ctx context.Context, e AuditEntry) error
+	// LoadAudit returns a schedule's most recent audit entries, newest first.
+	LoadAudit(ctx context.Context, schedule string, limit int) ([]AuditEntry, error)
 
 	Close() error
 }
@@ -69,6 +75,19 @@ type Failure struct {
 	Error    string
 	Stack    string
 	Cost     time.Duration
+}
+
+// MaxAudit bounds the audit entries a store keeps per schedule (Prune).
+const MaxAudit = 1000
+
+// AuditEntry is one operator action on a schedule.
+type AuditEntry struct {
+	At        time.Time `json:"at"`
+	Schedule  string    `json:"schedule"`
+	Action    string    `json:"action"`    // start, stop, exec, config, reset, logLevel, statsSettings
+	Principal string    `json:"principal"` // the authenticated user, or the client's address
+	Detail    string    `json:"detail"`    // for edits: each key's old and new value
+	Outcome   string    `json:"outcome"`   // "ok", or why it was refused
 }
 
 // Retention is what one schedule keeps: days and failures from Before on

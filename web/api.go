@@ -171,7 +171,7 @@ func (h *handler) apiAction(w http.ResponseWriter, r *http.Request) {
 	}
 	// On a cluster store, start and stop reach every instance and exec the
 	// schedule's owner (fom.App.Act).
-	if err := h.app.Act(r.Context(), sc.Name(), chi.URLParam(r, "action")); err != nil {
+	if err := h.act(r, sc, chi.URLParam(r, "action")); err != nil {
 		status := http.StatusConflict // the state machine refused
 		if errors.Is(err, cluster.ErrNoOwner) {
 			status = http.StatusGatewayTimeout
@@ -292,7 +292,7 @@ func (h *handler) apiPatchConfig(w http.ResponseWriter, r *http.Request) {
 		h.jsonError(w, http.StatusBadRequest, "bad JSON body: "+err.Error(), nil)
 		return
 	}
-	if err := sc.Config().ApplyContext(r.Context(), changes); err != nil {
+	if err := h.applyConfig(r, sc, changes); err != nil {
 		h.configErrors(w, err)
 		return
 	}
@@ -304,7 +304,7 @@ func (h *handler) apiResetKey(w http.ResponseWriter, r *http.Request) {
 	if sc == nil {
 		return
 	}
-	if err := sc.Config().ResetContext(r.Context(), chi.URLParam(r, "key")); err != nil {
+	if err := h.resetConfig(r, sc, chi.URLParam(r, "key")); err != nil {
 		h.configErrors(w, err)
 		return
 	}
@@ -338,7 +338,7 @@ func (h *handler) apiPutLogLevel(w http.ResponseWriter, r *http.Request) {
 	if !h.readJSON(w, r, &b) {
 		return
 	}
-	if err := setLevel(sc, b.Level); err != nil {
+	if err := h.changeLogLevel(r, sc, b.Level); err != nil {
 		h.jsonError(w, http.StatusBadRequest, err.Error(), nil)
 		return
 	}
@@ -419,7 +419,11 @@ func (b statsSettingsBody) settings(cur statistics.Settings) (statistics.Setting
 	return s, s.Validate()
 }
 
-func (h *handler) saveStatsSettings(r *http.Request, sc *fom.ScheduleContext, b statsSettingsBody) error {
+func (h *handler) saveStatsSettings(r *http.Request, sc *fom.ScheduleContext, b statsSettingsBody) (err error) {
+	before := settingsBody(sc.Stats().Settings())
+	defer func() {
+		h.audit(r, sc.Name(), "statsSettings", fmt.Sprintf("%+v → %+v", before, b), err)
+	}()
 	s, err := b.settings(sc.Stats().Settings())
 	if err != nil {
 		return err
@@ -445,6 +449,33 @@ func (h *handler) apiPutStatsSettings(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.json(w, http.StatusOK, settingsBody(sc.Stats().Settings()))
+}
+
+// apiAudit answers the schedule's audit trail, newest first (?limit=,
+// default 100, at most 1000).
+func (h *handler) apiAudit(w http.ResponseWriter, r *http.Request) {
+	sc := h.schedule(w, r)
+	if sc == nil {
+		return
+	}
+	limit := 100
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > store.MaxAudit {
+			h.jsonError(w, http.StatusBadRequest, fmt.Sprintf("limit %q: a number from 1 to %d", v, store.MaxAudit), nil)
+			return
+		}
+		limit = n
+	}
+	entries, err := h.app.AuditLog(r.Context(), sc.Name(), limit)
+	if err != nil {
+		h.jsonError(w, http.StatusServiceUnavailable, err.Error(), nil)
+		return
+	}
+	if entries == nil {
+		entries = []store.AuditEntry{}
+	}
+	h.json(w, http.StatusOK, entries)
 }
 
 func (h *handler) apiFailures(w http.ResponseWriter, r *http.Request) {

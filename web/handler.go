@@ -201,6 +201,7 @@ func (h *handler) routes() chi.Router {
 				r.Get("/failures", h.apiFailures)
 				r.Get("/tasks", h.apiTasks)
 				r.Get("/export", h.apiExport)
+				r.Get("/audit", h.apiAudit)
 			})
 			r.Get("/cluster", h.apiCluster)
 		})

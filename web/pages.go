@@ -242,6 +242,11 @@ type taskRow struct {
 	Abandoned                                     bool
 }
 
+type auditRow struct {
+	At, Action, Principal, Detail, Outcome string
+	Refused                                bool
+}
+
 type statsView struct {
 	RetentionDays int
 	Thresholds    string
@@ -258,6 +263,8 @@ type detailView struct {
 	Days                  []dayRow
 	Failures              []failureRow
 	Unsaved               int64 // failures dropped before they could be saved
+	Audit                 []auditRow
+	AuditURL              string
 	KeptFailures          int
 	Active, Waiting       []taskRow
 	ExportBase            string
@@ -267,7 +274,8 @@ func (h *handler) detail(ctx context.Context, sc *fom.ScheduleContext, typed map
 	i := sc.Info()
 	c := i.Counts
 	v := detailView{Row: h.rowOf(sc), Loaded: fmtTime(i.Loaded), Batches: i.Batches, ExportBase: h.base + "/api/schedules/" + url.PathEscape(i.Name) + "/export",
-		Unsaved: sc.Stats().Unsaved(), KeptFailures: sc.Stats().Settings().Failures}
+		Unsaved: sc.Stats().Unsaved(), KeptFailures: sc.Stats().Settings().Failures,
+		AuditURL: h.base + "/api/schedules/" + url.PathEscape(i.Name) + "/audit"}
 	v.Outcomes = "success " + strconv.FormatInt(c.Success, 10) + " · failed " + strconv.FormatInt(c.Failed, 10) + " · timeout " + strconv.FormatInt(c.Timeout, 10) +
 		" · rejected " + strconv.FormatInt(c.Rejected, 10) + " · conflict " + strconv.FormatInt(c.Conflict, 10) + " · canceled " + strconv.FormatInt(c.Canceled, 10)
 	for _, e := range entriesOf(sc) {
@@ -280,6 +288,13 @@ func (h *handler) detail(ctx context.Context, sc *fom.ScheduleContext, typed map
 	st := sc.Stats()
 	set := st.Settings()
 	v.Stats = statsView{RetentionDays: set.RetentionDays, Thresholds: strings.Join(settingsBody(set).Thresholds, ", ")}
+	if entries, err := h.app.AuditLog(ctx, sc.Name(), 20); err == nil {
+		for _, e := range entries {
+			v.Audit = append(v.Audit, auditRow{At: absTime(e.At), Action: e.Action, Principal: e.Principal, Detail: e.Detail, Outcome: e.Outcome, Refused: e.Outcome != "ok"})
+		}
+	} else {
+		h.log.Warn("reading the audit trail failed", zap.Error(err))
+	}
 	days := st.Days()
 	if h.app.InstanceID() != "" { // a cluster: what every instance ran
 		if all, err := h.app.ClusterDays(ctx, sc.Name()); err == nil {
@@ -353,7 +368,7 @@ func (h *handler) formAction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	action := chi.URLParam(r, "action")
-	if err := h.app.Act(r.Context(), sc.Name(), action); err != nil {
+	if err := h.act(r, sc, action); err != nil {
 		h.back(w, r, h.returnTo(r, sc), err.Error(), true)
 		return
 	}
@@ -387,7 +402,7 @@ func (h *handler) formConfig(w http.ResponseWriter, r *http.Request) {
 		h.back(w, r, h.scheduleURL(sc.Name()), "nothing changed", false)
 		return
 	}
-	err := sc.Config().ApplyContext(r.Context(), changes)
+	err := h.applyConfig(r, sc, changes)
 	if err == nil {
 		h.back(w, r, h.scheduleURL(sc.Name()), "configuration saved", false)
 		return
@@ -412,7 +427,7 @@ func (h *handler) formReset(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := chi.URLParam(r, "key")
-	if err := sc.Config().ResetContext(r.Context(), key); err != nil {
+	if err := h.resetConfig(r, sc, key); err != nil {
 		h.back(w, r, h.scheduleURL(sc.Name()), err.Error(), true)
 		return
 	}
@@ -424,7 +439,7 @@ func (h *handler) formLogLevel(w http.ResponseWriter, r *http.Request) {
 	if sc == nil {
 		return
 	}
-	err := setLevel(sc, r.PostFormValue("level"))
+	err := h.changeLogLevel(r, sc, r.PostFormValue("level"))
 	if r.Header.Get("HX-Request") == "true" {
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"os"
 	"path/filepath"
@@ -189,4 +190,41 @@ func TestRelativeTimes(t *testing.T) {
 			t.Errorf("%v: %q, want %q", at, got, want)
 		}
 	}
+}
+
+// TestAuditTrail: every operator action, carried out or refused, is
+// recorded with who sent it and, for edits, the old and new values; the
+// page and the API show it, newest first (it is in the store, like edits).
+func TestAuditTrail(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Options{BasicAuthUser: "ops", BasicAuthPassword: "s3cret"})
+	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte("ops:s3cret"))
+	f.do("PATCH", "/fom/api/schedules/alpha/config", `{"threadMax":"4","remark":"nightly"}`, "Authorization", auth).expect(t, 200, "ok")
+	f.do("PATCH", "/fom/api/schedules/alpha/config", `{"threadMax":"0"}`, "Authorization", auth).expect(t, 400, "")
+	f.do("PUT", "/fom/api/schedules/alpha/log-level", `{"level":"warn"}`, "Authorization", auth).expect(t, 200, "ok")
+	f.do("POST", "/fom/api/schedules/alpha/stop", "", "Authorization", auth).expect(t, 200, "ok")
+	f.do("DELETE", "/fom/api/schedules/alpha/config/threadMax", "", "Authorization", auth).expect(t, 200, "ok")
+	var entries []store.AuditEntry
+	f.do("GET", "/fom/api/schedules/alpha/audit", "", "Authorization", auth).expect(t, 200, "ok").data(t, &entries)
+	want := []struct{ action, detail, outcome string }{
+		{"reset", `threadMax: "4" → "1"`, "ok"},
+		{"stop", "", "ok"},
+		{"logLevel", `level: "info" → "warn"`, "ok"},
+		{"config", `threadMax: "4" → "0"`, "must be between 1 and 10000"},
+		{"config", `remark: "<script>alert('remark')</script>" → "nightly"; threadMax: "1" → "4"`, "ok"},
+	}
+	if len(entries) != len(want) {
+		t.Fatalf("%d entries: %+v", len(entries), entries)
+	}
+	for i, w := range want {
+		e := entries[i]
+		if e.Action != w.action || e.Detail != w.detail || !strings.Contains(e.Outcome, w.outcome) || !strings.HasPrefix(e.Principal, "ops@") {
+			t.Errorf("entry %d: %+v, want %+v", i, e, w)
+		}
+	}
+	page := f.do("GET", "/fom/schedules/alpha", "", "Authorization", auth).body
+	if strings.Count(page, `data-testid="audit-row"`) != 5 {
+		t.Error("the page does not show the five actions")
+	}
+	f.do("GET", "/fom/api/schedules/alpha/audit?limit=0", "", "Authorization", auth).expect(t, 400, `limit "0": a number from 1 to 1000`)
 }

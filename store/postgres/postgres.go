@@ -509,6 +509,35 @@ func (s *Store) LoadFailures(ctx context.Context, schedule string, limit int) ([
 	return out, nil
 }
 
+// AppendAudit implements store.Store.
+func (s *Store) AppendAudit(ctx context.Context, e store.AuditEntry) error {
+	_, err := s.pool.Exec(ctx, "INSERT INTO "+s.t("audit")+" (schedule, at, action, principal, detail, outcome, instance) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+		e.Schedule, e.At, e.Action, e.Principal, e.Detail, e.Outcome, s.instanceID())
+	if err != nil {
+		return s.wrap(fmt.Sprintf("record an action on schedule %q", e.Schedule), err)
+	}
+	return nil
+}
+
+// LoadAudit implements store.Store.
+func (s *Store) LoadAudit(ctx context.Context, schedule string, limit int) ([]store.AuditEntry, error) {
+	rows, err := s.pool.Query(ctx, "SELECT at, action, principal, detail, outcome FROM "+s.t("audit")+" WHERE schedule = $1 ORDER BY id DESC LIMIT $2", schedule, limit)
+	if err != nil {
+		return nil, s.wrap(fmt.Sprintf("load audit of schedule %q", schedule), err)
+	}
+	var out []store.AuditEntry
+	e := store.AuditEntry{Schedule: schedule}
+	_, err = pgx.ForEachRow(rows, []any{&e.At, &e.Action, &e.Principal, &e.Detail, &e.Outcome}, func() error {
+		e.At = e.At.UTC()
+		out = append(out, e)
+		return nil
+	})
+	if err != nil {
+		return nil, s.wrap(fmt.Sprintf("load audit of schedule %q", schedule), err)
+	}
+	return out, nil
+}
+
 // Prune implements store.Store: schedules with the same rule share
 // statements; failures beyond the count go newest kept.
 func (s *Store) Prune(ctx context.Context, rules []store.Retention) error {
@@ -524,6 +553,15 @@ func (s *Store) Prune(ctx context.Context, rules []store.Retention) error {
 					return err
 				}
 				if _, err := tx.Exec(ctx, "DELETE FROM "+s.t("failures")+" WHERE at < $1 AND schedule = ANY($2)", g.Before.UnixNano(), names); err != nil {
+					return err
+				}
+				if _, err := tx.Exec(ctx, "DELETE FROM "+s.t("audit")+" WHERE at < $1 AND schedule = ANY($2)", g.Before, names); err != nil {
+					return err
+				}
+				q := "DELETE FROM " + s.t("audit") + ` WHERE id IN (SELECT id FROM (
+					SELECT id, row_number() OVER (PARTITION BY schedule ORDER BY id DESC) AS n
+					FROM ` + s.t("audit") + ` WHERE schedule = ANY($1)) AS r WHERE n > $2)`
+				if _, err := tx.Exec(ctx, q, names, store.MaxAudit); err != nil {
 					return err
 				}
 			}

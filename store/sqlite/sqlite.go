@@ -62,6 +62,16 @@ func migrations() []string {
 		CREATE INDEX failures_by_schedule ON failures (schedule, at);`,
 		// Pruning failures by count walks a schedule's newest ids.
 		`CREATE INDEX failures_by_schedule_id ON failures (schedule, id);`,
+		`CREATE TABLE audit (
+			id        INTEGER PRIMARY KEY AUTOINCREMENT,
+			schedule  TEXT NOT NULL,
+			at        INTEGER NOT NULL,
+			action    TEXT NOT NULL,
+			principal TEXT NOT NULL,
+			detail    TEXT NOT NULL,
+			outcome   TEXT NOT NULL
+		);
+		CREATE INDEX audit_by_schedule ON audit (schedule, id);`,
 	}
 }
 
@@ -445,6 +455,34 @@ func (s *Store) LoadFailures(ctx context.Context, schedule string, limit int) ([
 	return out, rows.Err()
 }
 
+// AppendAudit implements store.Store.
+func (s *Store) AppendAudit(ctx context.Context, e store.AuditEntry) error {
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		return s.exec(ctx, tx, "INSERT INTO audit (schedule, at, action, principal, detail, outcome) VALUES (?, ?, ?, ?, ?, ?)",
+			e.Schedule, e.At.UnixNano(), e.Action, e.Principal, e.Detail, e.Outcome)
+	})
+}
+
+// LoadAudit implements store.Store.
+func (s *Store) LoadAudit(ctx context.Context, schedule string, limit int) ([]store.AuditEntry, error) {
+	rows, err := s.db.QueryContext(ctx, "SELECT at, action, principal, detail, outcome FROM audit WHERE schedule = ? ORDER BY id DESC LIMIT ?", schedule, limit)
+	if err != nil {
+		return nil, fmt.Errorf("load audit of schedule %q: %w", schedule, err)
+	}
+	defer rows.Close()
+	var out []store.AuditEntry
+	for rows.Next() {
+		e := store.AuditEntry{Schedule: schedule}
+		var at int64
+		if err := rows.Scan(&at, &e.Action, &e.Principal, &e.Detail, &e.Outcome); err != nil {
+			return nil, err
+		}
+		e.At = time.Unix(0, at).UTC()
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
 // Prune implements store.Store: days and failures before each rule's
 // time, and failures beyond its count, newest kept. Schedules with the
 // same rule share statements.
@@ -466,6 +504,17 @@ func (s *Store) Prune(ctx context.Context, rules []store.Retention) error {
 						return err
 					}
 					if err := s.exec(ctx, tx, "DELETE FROM failures WHERE at < ? AND schedule IN "+in, append([]any{g.Before.UnixNano()}, names...)...); err != nil {
+						return err
+					}
+				}
+				if !g.Before.IsZero() {
+					if err := s.exec(ctx, tx, "DELETE FROM audit WHERE at < ? AND schedule IN "+in, append([]any{g.Before.UnixNano()}, names...)...); err != nil {
+						return err
+					}
+					q := `DELETE FROM audit WHERE id IN (SELECT id FROM (
+						SELECT id, row_number() OVER (PARTITION BY schedule ORDER BY id DESC) AS n
+						FROM audit WHERE schedule IN ` + in + `) WHERE n > ?)`
+					if err := s.exec(ctx, tx, q, append(names, store.MaxAudit)...); err != nil {
 						return err
 					}
 				}

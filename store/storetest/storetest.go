@@ -32,6 +32,7 @@ func Run(t *testing.T, open Open) {
 		{"LargeBatch", largeBatch},
 		{"ConcurrentWrites", concurrentWrites},
 		{"EmptyWritesAreNoOps", emptyWritesAreNoOps},
+		{"AuditNewestFirstAndPruned", auditNewestFirstAndPruned},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -256,5 +257,32 @@ func emptyWritesAreNoOps(t *testing.T, s store.Store) {
 	}
 	if err := s.Prune(ctx, nil); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func auditNewestFirstAndPruned(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	for i := range 5 {
+		e := store.AuditEntry{At: day0.AddDate(0, 0, i), Schedule: "a", Action: "config", Principal: "ops@127.0.0.1", Detail: fmt.Sprintf("threadMax: %d -> %d", i, i+1), Outcome: "ok"}
+		if err := s.AppendAudit(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.AppendAudit(ctx, store.AuditEntry{At: day0, Schedule: "b", Action: "stop", Principal: "x", Outcome: "refused"})
+	got, err := s.LoadAudit(ctx, "a", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || got[0].Detail != "threadMax: 4 -> 5" || !got[0].At.Equal(day0.AddDate(0, 0, 4)) || got[0].Principal != "ops@127.0.0.1" || got[0].Schedule != "a" {
+		t.Fatalf("newest three: %+v", got)
+	}
+	if err := s.Prune(ctx, []store.Retention{{Schedule: "a", Before: day0.AddDate(0, 0, 3), KeepFailures: 10}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ = s.LoadAudit(ctx, "a", 10); len(got) != 2 {
+		t.Fatalf("after pruning before day 3: %d entries", len(got))
+	}
+	if got, _ = s.LoadAudit(ctx, "b", 10); len(got) != 1 || got[0].Outcome != "refused" {
+		t.Fatalf("another schedule's entries: %+v", got)
 	}
 }

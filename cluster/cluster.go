@@ -39,6 +39,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 )
@@ -66,7 +67,8 @@ type Options struct {
 	Logger *zap.Logger
 	// Acquired is called (from the coordinator's goroutine) for each
 	// schedule whose lease this instance took, with the schedule's last
-	// recorded fire (zero if none).
+	// recorded fire, or when none was recorded the moment the previous
+	// owner's lease ended (zero for a lease never owned before).
 	Acquired func(schedule string, lastFire time.Time)
 	// Busy reports whether a schedule is in a round here; a busy
 	// schedule's lease is not given back to rebalance. Default: never.
@@ -391,14 +393,22 @@ func (c *Coordinator) Counters() Counters {
 func (c *Coordinator) acquire(ctx context.Context, sent time.Time, names []string, n int) {
 	c.tickStatements.Add(2)
 	rows, err := c.pool.Query(ctx, "UPDATE "+c.t("leases")+` AS l SET owner = $1, term = l.term + 1, expires_at = now() + $4::interval
-		FROM (SELECT schedule FROM `+c.t("leases")+` WHERE schedule = ANY($2) AND expires_at <= now()
+		FROM (SELECT schedule, expires_at FROM `+c.t("leases")+` WHERE schedule = ANY($2) AND expires_at <= now()
 		      ORDER BY random() LIMIT $3 FOR UPDATE SKIP LOCKED) AS free
-		WHERE l.schedule = free.schedule RETURNING l.schedule, l.term`, c.o.InstanceID, names, n, c.o.LeaseTTL)
+		WHERE l.schedule = free.schedule RETURNING l.schedule, l.term, free.expires_at`, c.o.InstanceID, names, n, c.o.LeaseTTL)
 	taken := map[string]int64{}
+	ended := map[string]time.Time{} // when the previous owner's lease ended; none for a lease never owned
 	if err == nil {
 		var s string
 		var term int64
-		_, err = pgx.ForEachRow(rows, []any{&s, &term}, func() error { taken[s] = term; return nil })
+		var prev pgtype.Timestamptz
+		_, err = pgx.ForEachRow(rows, []any{&s, &term, &prev}, func() error {
+			taken[s] = term
+			if prev.Valid && prev.InfinityModifier == pgtype.Finite {
+				ended[s] = prev.Time
+			}
+			return nil
+		})
 	}
 	if err != nil {
 		c.log.Warn("taking leases failed", zap.Error(err))
@@ -427,7 +437,14 @@ func (c *Coordinator) acquire(ctx context.Context, sent time.Time, names []strin
 	}
 	if c.o.Acquired != nil {
 		for _, s := range acquired {
-			c.o.Acquired(s, last[s])
+			// Without a recorded fire, the plan resumes from the moment the
+			// previous owner's lease ended: a fire due between that and now
+			// ran nowhere.
+			from := last[s]
+			if from.IsZero() {
+				from = ended[s]
+			}
+			c.o.Acquired(s, from)
 		}
 	}
 }
@@ -452,7 +469,9 @@ func (c *Coordinator) release(ctx context.Context, n int) {
 		return
 	}
 	c.tickStatements.Add(1)
-	if _, err := c.pool.Exec(ctx, "UPDATE "+c.t("leases")+" SET owner = '', expires_at = '-infinity' WHERE owner = $1 AND schedule = ANY($2)", c.o.InstanceID, give); err != nil {
+	// Expired now rather than never owned: the next owner resumes the plan
+	// from this instant when no fire was recorded yet.
+	if _, err := c.pool.Exec(ctx, "UPDATE "+c.t("leases")+" SET owner = '', expires_at = now() WHERE owner = $1 AND schedule = ANY($2)", c.o.InstanceID, give); err != nil {
 		c.log.Warn("giving leases back failed; they expire instead", zap.Error(err))
 		return
 	}
@@ -619,7 +638,7 @@ func (c *Coordinator) Stop(ctx context.Context) error {
 		return nil
 	}
 	var errs []error
-	if _, err := c.pool.Exec(ctx, "UPDATE "+c.t("leases")+" SET owner = '', expires_at = '-infinity' WHERE owner = $1", c.o.InstanceID); err != nil {
+	if _, err := c.pool.Exec(ctx, "UPDATE "+c.t("leases")+" SET owner = '', expires_at = now() WHERE owner = $1", c.o.InstanceID); err != nil {
 		errs = append(errs, fmt.Errorf("give leases back: %w", err))
 	}
 	if _, err := c.pool.Exec(ctx, "DELETE FROM "+c.t("task_claims")+" WHERE instance = $1", c.o.InstanceID); err != nil {

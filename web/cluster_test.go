@@ -69,7 +69,7 @@ func TestClusterPageAndAPI(t *testing.T) {
 		t.Fatalf("cluster view %+v", v)
 	}
 	page := f.do("GET", "/fom/", "").body
-	for _, want := range []string{`data-testid="cluster"`, `data-testid="instance-web-1"`, `data-testid="instance-web-2"`, `data-testid="orphaned"`, "lonely"} {
+	for _, want := range []string{`data-testid="cluster"`, `data-testid="instance-web-1"`, `data-testid="instance-web-2"`, `data-testid="orphaned"`, "lonely", `data-testid="owner"> on web-`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %s", want)
 		}

@@ -71,6 +71,7 @@ type rowView struct {
 	// LastTitle and NextTitle are the absolute times (with zone) behind
 	// the relative Last and Next; Outcome is the last round's.
 	LastTitle, NextTitle, Outcome string
+	Owner                         string // the instance that runs it, in a cluster
 }
 
 // relTime says how far t is from now ("3 min ago", "in 12 s"); "—" for none.
@@ -159,16 +160,31 @@ func (h *handler) rowOf(sc *fom.ScheduleContext) rowView {
 	}
 }
 
-func (h *handler) rows() []rowView {
+func (h *handler) rows(ctx context.Context) []rowView {
 	var out []rowView
+	owners := h.owners(ctx)
 	for _, sc := range h.app.Schedules() {
-		out = append(out, h.rowOf(sc))
+		row := h.rowOf(sc)
+		row.Owner = owners[sc.Name()]
+		out = append(out, row)
 	}
 	return out
 }
 
+// owners is who owns each schedule in a cluster (one query), or nil.
+func (h *handler) owners(ctx context.Context) map[string]string {
+	if h.app.InstanceID() == "" {
+		return nil
+	}
+	v, _, err := h.app.Cluster(ctx)
+	if err != nil {
+		return nil
+	}
+	return v.Owners
+}
+
 func (h *handler) pageIndex(w http.ResponseWriter, r *http.Request) {
-	h.render(w, r, indexPage(h.pageWithCSRF(w, r, "Schedules"), h.rows(), h.clusterOf(r)))
+	h.render(w, r, indexPage(h.pageWithCSRF(w, r, "Schedules"), h.rows(r.Context()), h.clusterOf(r)))
 }
 
 // clusterView is the index page's cluster card; Shown is false when the
@@ -218,7 +234,7 @@ func (h *handler) clusterOf(r *http.Request) clusterView {
 }
 
 func (h *handler) fragmentTable(w http.ResponseWriter, r *http.Request) {
-	h.render(w, r, tableBody(h.pageWithCSRF(w, r, "Schedules"), h.rows()))
+	h.render(w, r, tableBody(h.pageWithCSRF(w, r, "Schedules"), h.rows(r.Context())))
 }
 
 // cfgEntry is one config row of the editor.
@@ -273,7 +289,9 @@ type detailView struct {
 func (h *handler) detail(ctx context.Context, sc *fom.ScheduleContext, typed map[string]string, errs map[string]string) detailView {
 	i := sc.Info()
 	c := i.Counts
-	v := detailView{Row: h.rowOf(sc), Loaded: fmtTime(i.Loaded), Batches: i.Batches, ExportBase: h.base + "/api/schedules/" + url.PathEscape(i.Name) + "/export",
+	row := h.rowOf(sc)
+	row.Owner = h.owners(ctx)[sc.Name()]
+	v := detailView{Row: row, Loaded: fmtTime(i.Loaded), Batches: i.Batches, ExportBase: h.base + "/api/schedules/" + url.PathEscape(i.Name) + "/export",
 		Unsaved: sc.Stats().Unsaved(), KeptFailures: sc.Stats().Settings().Failures,
 		AuditURL: h.base + "/api/schedules/" + url.PathEscape(i.Name) + "/audit"}
 	v.Outcomes = "success " + strconv.FormatInt(c.Success, 10) + " · failed " + strconv.FormatInt(c.Failed, 10) + " · timeout " + strconv.FormatInt(c.Timeout, 10) +

@@ -190,6 +190,20 @@ func TestAdminPageInChromium(t *testing.T) {
 		return func(s string) bool { v, err := strconv.Atoi(s); return err == nil && v >= n }
 	}
 
+	// The schedules table fits common laptop widths: no horizontal scroll
+	// of the page or of any card.
+	for _, width := range []int64{1280, 1440} {
+		var fits bool
+		js := `document.documentElement.scrollWidth <= document.documentElement.clientWidth &&
+			[...document.querySelectorAll('.card')].every(c => c.scrollWidth <= c.clientWidth + 1)`
+		must(t, chromedp.Run(ctx, chromedp.EmulateViewport(width, 1000), chromedp.Navigate(run1.url+"/"),
+			chromedp.WaitVisible(`[data-testid="schedules"]`, chromedp.ByQuery), chromedp.Evaluate(js, &fits)))
+		if !fits {
+			t.Errorf("the schedules page scrolls sideways at %d px", width)
+		}
+	}
+	must(t, chromedp.Run(ctx, chromedp.EmulateViewport(1440, 1000)))
+
 	// The table: press "exec now" and watch the round count rise.
 	must(t, chromedp.Run(ctx, chromedp.Navigate(run1.url+"/"), chromedp.WaitVisible(`[data-testid="schedules"]`, chromedp.ByQuery)))
 	if got := textOf(row("importOrders", "rounds")); got != "0" {

@@ -420,6 +420,33 @@ func (c *Config) ApplyContext(ctx context.Context, changes map[string]string) er
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	old := c.cur.Load()
+	persist, err := c.edited(old, changes)
+	if err != nil {
+		return err
+	}
+	return c.commit(ctx, old, persist, changes)
+}
+
+// Check validates changes as Apply would, as a whole, and returns the
+// settings they would give, changing nothing: a preview.
+func (c *Config) Check(changes map[string]string) (Settings, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	persist, err := c.edited(c.cur.Load(), changes)
+	if err != nil {
+		return Settings{}, err
+	}
+	values := c.codeValues()
+	maps.Copy(values, persist)
+	if ps := crossCheck(values, changes); len(ps) > 0 {
+		return Settings{}, &ValidationError{Schedule: c.schedule, Problems: ps}
+	}
+	return settingsFrom(values)
+}
+
+// edited returns the operator edits old holds with changes applied, each
+// key checked. Called with c.mu held.
+func (c *Config) edited(old *snapshot, changes map[string]string) (map[string]string, error) {
 	var problems []Problem
 	persist := maps.Clone(old.persist)
 	for _, k := range sortedKeys(changes) {
@@ -440,9 +467,9 @@ func (c *Config) ApplyContext(ctx context.Context, changes map[string]string) er
 		}
 	}
 	if len(problems) > 0 {
-		return &ValidationError{Schedule: c.schedule, Problems: problems}
+		return nil, &ValidationError{Schedule: c.schedule, Problems: problems}
 	}
-	return c.commit(ctx, old, persist, changes)
+	return persist, nil
 }
 
 // ResetContext is Reset with a context for the save.

@@ -191,6 +191,25 @@ type funcPlan struct {
 func (p funcPlan) Next(prev Round) (time.Time, bool) { return p.fn(prev) }
 func (p funcPlan) String() string                    { return p.desc }
 
+// PlanOf builds the plan a settings value selects; nil means no plan.
+func PlanOf(s config.Settings) (Plan, error) { return planOf(s) }
+
+// NextFires returns up to n fires of plan after from, each computed from
+// the one before as if its round took no time.
+func NextFires(plan Plan, from time.Time, n int) []time.Time {
+	var out []time.Time
+	prev := Round{Planned: from, Start: from, End: from}
+	for range n {
+		next, ok := plan.Next(prev)
+		if !ok {
+			break
+		}
+		out = append(out, next)
+		prev = Round{Number: prev.Number + 1, Planned: next, Start: next, End: next}
+	}
+	return out
+}
+
 // planOf builds the plan a settings value selects; nil means no plan.
 func planOf(s config.Settings) (Plan, error) {
 	switch {

@@ -249,6 +249,23 @@ func TestAdminPageInChromium(t *testing.T) {
 		t.Fatalf("size after save: %s", v)
 	}
 
+	// The plan preview follows the plan fields as they are typed.
+	waitText(`[data-testid="plan-preview"]`, func(s string) bool { return strings.Contains(s, "fixedRate 1h") }, "preview of the saved plan")
+	typeInto := func(id, value string) chromedp.Action {
+		js := `(() => { const e = document.querySelector('[data-testid="input-` + id + `"]'); e.value = ` + strconv.Quote(value) +
+			`; e.dispatchEvent(new KeyboardEvent('keyup', {bubbles: true})); e.dispatchEvent(new Event('change', {bubbles: true})); return true })()`
+		return chromedp.Evaluate(js, nil)
+	}
+	must(t, chromedp.Run(ctx, typeInto("fixedRate", "")))
+	waitText(`[data-testid="plan-preview"]`, func(s string) bool { return strings.Contains(s, "managed pool") }, "preview without a plan")
+	must(t, chromedp.Run(ctx, typeInto("cron", "0 0 12 * * *")))
+	waitText(`[data-testid="plan-preview"]`, func(s string) bool {
+		return strings.Contains(s, "cron 0 0 12 * * *") && strings.Contains(s, "12:00:00")
+	}, "preview while typing a cron spec")
+	if v := run1.app.Schedule("alpha").Config().Get("cron"); v != "" {
+		t.Fatalf("the preview saved the cron: %q", v)
+	}
+
 	// Restart the app on the same data dir: the edit is still there.
 	run1.stop()
 	run2 := startBrowserApp(t, dir)

@@ -180,6 +180,7 @@ func (h *handler) routes() chi.Router {
 		r.Get("/metrics", h.metrics.ServeHTTP)
 		r.Route("/schedules/{name}", func(r chi.Router) {
 			r.Get("/", h.pageSchedule)
+			r.Get("/preview", h.fragmentPreview)
 			r.With(h.csrf).Post("/{action:start|stop|exec}", h.formAction)
 			r.With(h.csrf).Post("/config", h.formConfig)
 			r.With(h.csrf).Post("/config/{key}/reset", h.formReset)
@@ -202,6 +203,7 @@ func (h *handler) routes() chi.Router {
 				r.Get("/tasks", h.apiTasks)
 				r.Get("/export", h.apiExport)
 				r.Get("/audit", h.apiAudit)
+				r.Get("/preview", h.apiPreview)
 			})
 			r.Get("/cluster", h.apiCluster)
 		})

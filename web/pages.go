@@ -496,3 +496,8 @@ func (h *handler) formStatsSettings(w http.ResponseWriter, r *http.Request) {
 	}
 	h.back(w, r, h.scheduleURL(sc.Name()), "statistics settings saved", false)
 }
+
+// isPlanKey reports whether the editor previews a key's next fires.
+func isPlanKey(k string) bool {
+	return k == config.KeyCron || k == config.KeyFixedRate || k == config.KeyFixedDelay
+}

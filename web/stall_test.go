@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -227,4 +228,38 @@ func TestAuditTrail(t *testing.T) {
 		t.Error("the page does not show the five actions")
 	}
 	f.do("GET", "/fom/api/schedules/alpha/audit?limit=0", "", "Authorization", auth).expect(t, 400, `limit "0": a number from 1 to 1000`)
+}
+
+// TestPlanPreview: the next fires of a plan being edited, in the spec's
+// zone, before anything is saved; a plan fom would refuse says why.
+func TestPlanPreview(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Options{})
+	var pv planPreview
+	f.do("GET", "/fom/api/schedules/alpha/preview?"+url.Values{"cron": {"CRON_TZ=Europe/Berlin 0 30 9 * * MON-FRI"}, "fixedRate": {""}}.Encode(), "").expect(t, 200, "ok").data(t, &pv)
+	if pv.Zone != "Europe/Berlin" || len(pv.Fires) != 5 || !strings.HasPrefix(pv.Plan, "cron CRON_TZ=Europe/Berlin") {
+		t.Fatalf("preview %+v", pv)
+	}
+	berlin, _ := time.LoadLocation("Europe/Berlin")
+	for i, fire := range pv.Fires {
+		b := fire.In(berlin)
+		if b.Hour() != 9 || b.Minute() != 30 || b.Weekday() == time.Saturday || b.Weekday() == time.Sunday || (i > 0 && !fire.After(pv.Fires[i-1])) {
+			t.Fatalf("fire %d: %v", i, b)
+		}
+	}
+	if f.app.Schedule("alpha").Config().Get("cron") != "" {
+		t.Fatal("a preview saved the edit")
+	}
+	r := f.do("GET", "/fom/api/schedules/alpha/preview?"+url.Values{"cron": {"0 0 12 L * ?"}, "fixedRate": {""}}.Encode(), "")
+	if r.status != 400 || !strings.Contains(r.env.Msg, "Quartz's last-day (L) is not supported") {
+		t.Fatalf("bad cron: %d %s", r.status, r.body)
+	}
+	// The editor's fragment takes the form's fields.
+	frag := f.do("GET", "/fom/schedules/alpha/preview?"+url.Values{"cfg.cron": {""}, "cfg.fixedRate": {"90m"}}.Encode(), "").body
+	if !strings.Contains(frag, `data-testid="preview-fires"`) || strings.Count(frag, "<li>") != 5 || !strings.Contains(frag, "fixedRate 1h30m") {
+		t.Fatalf("fragment: %s", frag)
+	}
+	if frag := f.do("GET", "/fom/schedules/alpha/preview?"+url.Values{"cfg.cron": {"* * * * * *"}}.Encode(), "").body; !strings.Contains(frag, "at most one of cron, fixedRate, fixedDelay") {
+		t.Fatalf("two plans: %s", frag)
+	}
 }

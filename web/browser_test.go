@@ -190,16 +190,18 @@ func TestAdminPageInChromium(t *testing.T) {
 		return func(s string) bool { v, err := strconv.Atoi(s); return err == nil && v >= n }
 	}
 
-	// The schedules table fits common laptop widths: no horizontal scroll
-	// of the page or of any card.
+	// Both pages fit common laptop widths: no horizontal scroll of the
+	// page or of any card.
 	for _, width := range []int64{1280, 1440} {
-		var fits bool
-		js := `document.documentElement.scrollWidth <= document.documentElement.clientWidth &&
-			[...document.querySelectorAll('.card')].every(c => c.scrollWidth <= c.clientWidth + 1)`
-		must(t, chromedp.Run(ctx, chromedp.EmulateViewport(width, 1000), chromedp.Navigate(run1.url+"/"),
-			chromedp.WaitVisible(`[data-testid="schedules"]`, chromedp.ByQuery), chromedp.Evaluate(js, &fits)))
-		if !fits {
-			t.Errorf("the schedules page scrolls sideways at %d px", width)
+		for _, page := range []struct{ path, ready string }{{"/", `[data-testid="schedules"]`}, {"/schedules/alpha", `[data-testid="config-form"]`}} {
+			var fits bool
+			js := `document.documentElement.scrollWidth <= document.documentElement.clientWidth &&
+				[...document.querySelectorAll('.card')].every(c => c.scrollWidth <= c.clientWidth + 1)`
+			must(t, chromedp.Run(ctx, chromedp.EmulateViewport(width, 1000), chromedp.Navigate(run1.url+page.path),
+				chromedp.WaitVisible(page.ready, chromedp.ByQuery), chromedp.Evaluate(js, &fits)))
+			if !fits {
+				t.Errorf("page %s scrolls sideways at %d px", page.path, width)
+			}
 		}
 	}
 	must(t, chromedp.Run(ctx, chromedp.EmulateViewport(1440, 1000)))

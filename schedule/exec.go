@@ -164,7 +164,7 @@ func (c *Context) deliver(run *taskRun) {
 	if res.Started.IsZero() {
 		at = res.Submitted
 	}
-	c.stats.Record(statistics.Sample{At: at, TaskID: res.TaskID, Status: int(res.Status), Started: res.Started, Cost: res.Cost, Err: res.Err})
+	c.stats.Record(statistics.Sample{Round: run.group.number, Batch: run.group.batch, At: at, TaskID: res.TaskID, Status: int(res.Status), Started: res.Started, Cost: res.Cost, Err: res.Err})
 	c.rec.RecordResult(c.name, res)
 	if res.Status != StatusSuccess {
 		c.log.Warn("task "+res.Status.String(), zap.String("task", res.TaskID), zap.Duration("cost", res.Cost), zap.Error(res.Err))

@@ -71,9 +71,9 @@ func (s *Stats) WriteDaysCSV(w io.Writer) error {
 // WriteFailuresCSV writes the recent failures, newest first.
 func (s *Stats) WriteFailuresCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
-	cw.Write([]string{"schedule", "at", "task", "status", "cost_ms", "error", "stack"})
+	cw.Write([]string{"schedule", "round", "at", "task", "status", "cost_ms", "error", "stack"})
 	for _, f := range s.Failures() {
-		cw.Write([]string{s.schedule, f.At.UTC().Format(time.RFC3339Nano), f.TaskID, f.Status, ms(f.Cost), f.Error, f.Stack})
+		cw.Write([]string{s.schedule, strconv.FormatInt(f.Round, 10), f.At.UTC().Format(time.RFC3339Nano), f.TaskID, f.Status, ms(f.Cost), f.Error, f.Stack})
 	}
 	cw.Flush()
 	return cw.Error()

@@ -254,7 +254,7 @@ func (s *Stats) Load(ctx context.Context, st store.Store) (warnings []string, er
 	loaded := make([]Failure, 0, len(fs))
 	for i := len(fs) - 1; i >= 0; i-- { // oldest first
 		f := fs[i]
-		loaded = append(loaded, Failure{At: f.At, TaskID: f.TaskID, Status: f.Status, Error: f.Error, Stack: f.Stack, Cost: f.Cost})
+		loaded = append(loaded, Failure{Round: f.Round, At: f.At, TaskID: f.TaskID, Status: f.Status, Error: f.Error, Stack: f.Stack, Cost: f.Cost})
 	}
 	merged := append(loaded, s.failures.items()...)
 	s.failures = newRing[Failure](set.Failures)
@@ -357,7 +357,7 @@ func (s *Stats) Take() (*Changes, error) {
 	ch.taken = s.pending.take()
 	ch.Failures = make([]store.Failure, len(ch.taken))
 	for i, f := range ch.taken {
-		ch.Failures[i] = store.Failure{Schedule: s.schedule, At: f.At, TaskID: f.TaskID, Status: f.Status, Error: f.Error, Stack: f.Stack, Cost: f.Cost}
+		ch.Failures[i] = store.Failure{Schedule: s.schedule, Round: f.Round, At: f.At, TaskID: f.TaskID, Status: f.Status, Error: f.Error, Stack: f.Stack, Cost: f.Cost}
 	}
 	return ch, nil
 }

@@ -72,6 +72,8 @@ func (s Settings) Validate() error {
 
 // Sample is one task outcome.
 type Sample struct {
+	Round   int64     // the round's (or batch's) number
+	Batch   bool      // an ad-hoc batch rather than a scheduled round
 	At      time.Time // when the outcome was decided; zero: now
 	TaskID  string
 	Status  int // Success ... Canceled
@@ -82,6 +84,8 @@ type Sample struct {
 
 // Failure is a recorded failure with its error chain and, for a panic, the stack.
 type Failure struct {
+	Round  int64         `json:"round"` // of the round (or batch) it belonged to; 0 if unknown
+	Batch  bool          `json:"batch,omitempty"`
 	At     time.Time     `json:"at"`
 	TaskID string        `json:"taskId"`
 	Status string        `json:"status"`
@@ -233,7 +237,7 @@ func (s *Stats) Record(x Sample) {
 	d.buckets[bucketIndex(x.Cost, s.settings.Thresholds)]++
 	s.results.push(resultEntry{at: now.UnixNano(), cost: x.Cost, taskID: x.TaskID, err: x.Err, status: uint8(x.Status)})
 	if x.Status != Success {
-		f := Failure{At: now, TaskID: x.TaskID, Status: StatusNames()[x.Status], Cost: x.Cost}
+		f := Failure{Round: x.Round, Batch: x.Batch, At: now, TaskID: x.TaskID, Status: StatusNames()[x.Status], Cost: x.Cost}
 		if x.Err != nil {
 			f.Error = x.Err.Error()
 			f.Chain, f.Stack = chainOf(x.Err, f.Error)

@@ -223,7 +223,7 @@ func TestExport(t *testing.T) {
 		t.Fatalf("days csv %v %v", err, days)
 	}
 	fails, err := csv.NewReader(strings.NewReader(parts[1])).ReadAll()
-	if err != nil || len(fails) != 2 || fails[1][2] != "b,\"q\"" || fails[1][5] != "line1\nline2" {
+	if err != nil || len(fails) != 2 || fails[0][1] != "round" || fails[1][3] != "b,\"q\"" || fails[1][6] != "line1\nline2" {
 		t.Fatalf("failures csv %v %v", err, fails)
 	}
 }

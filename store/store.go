@@ -69,6 +69,7 @@ type Day struct {
 // Failure is one recorded failure.
 type Failure struct {
 	Schedule string
+	Round    int64 // the scheduled round (or ad-hoc batch) it belonged to; 0 if unknown
 	At       time.Time
 	TaskID   string
 	Status   string

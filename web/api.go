@@ -513,8 +513,12 @@ func (h *handler) apiExport(w http.ResponseWriter, r *http.Request) {
 	stamp := time.Now().UTC().Format("20060102")
 	var write func(io.Writer) error
 	switch {
-	case format == "json" && part == "":
+	case format == "json" && (part == "" || part == "all"):
 		write = stats.WriteJSON
+	case format == "json" && part == "days":
+		write = func(w io.Writer) error { return json.NewEncoder(w).Encode(stats.Days()) }
+	case format == "json" && part == "failures":
+		write = func(w io.Writer) error { return json.NewEncoder(w).Encode(stats.Failures()) }
 	case format == "csv" && (part == "" || part == "all"):
 		write = stats.WriteCSV
 	case format == "csv" && part == "days":
@@ -522,7 +526,7 @@ func (h *handler) apiExport(w http.ResponseWriter, r *http.Request) {
 	case format == "csv" && part == "failures":
 		write = stats.WriteFailuresCSV
 	default:
-		h.jsonError(w, http.StatusBadRequest, fmt.Sprintf("format %q part %q: use format=json, or format=csv with part=all|days|failures", format, part), nil)
+		h.jsonError(w, http.StatusBadRequest, fmt.Sprintf("format %q part %q: use format=json or csv, with part=all|days|failures", format, part), nil)
 		return
 	}
 	ctype := map[string]string{"json": "application/json; charset=utf-8", "csv": "text/csv; charset=utf-8"}[format]

@@ -2,9 +2,12 @@ package web
 
 import (
 	"encoding/base64"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/fom-go/fom/statistics"
 )
 
 func TestAPIReadRoutes(t *testing.T) {
@@ -129,17 +132,28 @@ func TestAPIExport(t *testing.T) {
 	f := newFixture(t, Options{})
 	r := f.do("GET", "/fom/api/schedules/alpha/export?format=csv", "")
 	if r.status != 200 || !strings.HasPrefix(r.header.Get("Content-Type"), "text/csv") || !strings.Contains(r.header.Get("Content-Disposition"), `filename="fom-alpha-`) ||
-		!strings.HasPrefix(r.body, "schedule,day,count,") || !strings.Contains(r.body, "\n\nschedule,at,task,status") {
+		!strings.HasPrefix(r.body, "schedule,day,count,") || !strings.Contains(r.body, "\n\nschedule,round,at,task,status") {
 		t.Fatalf("csv %d %v %q", r.status, r.header, r.body)
 	}
 	r = f.do("GET", "/fom/api/schedules/alpha/export?format=json", "")
 	if r.status != 200 || !strings.Contains(r.body, `"schedule": "alpha"`) {
 		t.Fatalf("json %d %q", r.status, r.body)
 	}
-	if r := f.do("GET", "/fom/api/schedules/alpha/export?format=csv&part=failures", ""); !strings.HasPrefix(r.body, "schedule,at,task") {
+	if r := f.do("GET", "/fom/api/schedules/alpha/export?format=csv&part=failures", ""); !strings.HasPrefix(r.body, "schedule,round,at,task") {
 		t.Fatalf("failures csv %q", r.body)
 	}
-	f.do("GET", "/fom/api/schedules/alpha/export?format=xml", "").expect(t, 400, `format "xml" part "": use format=json, or format=csv with part=all|days|failures`)
+	// Failures and days each on their own, as JSON too.
+	f.app.Schedule("alpha").Stats().Record(statistics.Sample{Round: 7, TaskID: "alpha", Status: statistics.Failed, Err: errors.New("boom")})
+	if r := f.do("GET", "/fom/api/schedules/alpha/export?format=json&part=failures", ""); !strings.HasPrefix(r.body, `[{"round":7,`) || !strings.Contains(r.body, `"error":"boom"`) {
+		t.Fatalf("failures json %q", r.body)
+	}
+	if r := f.do("GET", "/fom/api/schedules/alpha/export?format=json&part=days", ""); !strings.HasPrefix(r.body, `[{"day":`) {
+		t.Fatalf("days json %q", r.body)
+	}
+	if page := f.do("GET", "/fom/schedules/alpha", "").body; !strings.Contains(page, `data-testid="failure-round">7<`) || !strings.Contains(page, "part=failures") || !strings.Contains(page, "part=days") {
+		t.Fatal("the page's failures lack their round or the exports their part")
+	}
+	f.do("GET", "/fom/api/schedules/alpha/export?format=xml", "").expect(t, 400, `format "xml" part "": use format=json or csv, with part=all|days|failures`)
 }
 
 func TestAuth(t *testing.T) {

@@ -249,8 +249,8 @@ type dayRow struct {
 }
 
 type failureRow struct {
-	At, TaskID, Status, Cost, Error, Stack string
-	Chain                                  []string
+	At, Round, TaskID, Status, Cost, Error, Stack string
+	Chain                                         []string
 }
 
 type taskRow struct {
@@ -337,7 +337,14 @@ func (h *handler) detail(ctx context.Context, sc *fom.ScheduleContext, typed map
 	v.DayChart = dayChart(days)
 	v.BucketChart = bucketChart(st.BucketLabels(), buckets)
 	for _, fl := range st.Failures() {
-		v.Failures = append(v.Failures, failureRow{At: fmtTime(fl.At), TaskID: fl.TaskID, Status: fl.Status, Cost: shortDur(fl.Cost), Error: fl.Error, Stack: fl.Stack, Chain: fl.Chain})
+		round := "—"
+		if fl.Round > 0 {
+			round = strconv.FormatInt(fl.Round, 10)
+			if fl.Batch {
+				round = "batch " + round
+			}
+		}
+		v.Failures = append(v.Failures, failureRow{At: absTime(fl.At), Round: round, TaskID: fl.TaskID, Status: fl.Status, Cost: shortDur(fl.Cost), Error: fl.Error, Stack: fl.Stack, Chain: fl.Chain})
 	}
 	for _, t := range sc.ActiveTasks() {
 		v.Active = append(v.Active, taskRow{ID: t.ID, Round: roundName(t.Round, t.Batch), Started: fmtTime(t.Started), Elapsed: shortDur(t.Elapsed), Stack: t.Stack, Abandoned: t.Abandoned})

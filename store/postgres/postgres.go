@@ -439,13 +439,13 @@ func (s *Store) SaveStats(ctx context.Context, b store.StatsBatch) error {
 		if len(b.Failures) > 0 {
 			n := len(b.Failures)
 			names, tasks, statuses, errs, stacks := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-			ats, costs := make([]int64, n), make([]int64, n)
+			ats, costs, rounds := make([]int64, n), make([]int64, n), make([]int64, n)
 			for i, f := range b.Failures {
 				names[i], tasks[i], statuses[i], errs[i], stacks[i] = f.Schedule, f.TaskID, f.Status, f.Error, f.Stack
-				ats[i], costs[i] = f.At.UnixNano(), int64(f.Cost)
+				ats[i], costs[i], rounds[i] = f.At.UnixNano(), int64(f.Cost), f.Round
 			}
-			_, err := tx.Exec(ctx, "INSERT INTO "+s.t("failures")+" (schedule, at, task_id, status, error, stack, cost_ns, instance) SELECT s, a, t, st, e, sk, c, $8 FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[]) WITH ORDINALITY AS f(s, a, t, st, e, sk, c, n) ORDER BY n",
-				names, ats, tasks, statuses, errs, stacks, costs, s.instanceID())
+			_, err := tx.Exec(ctx, "INSERT INTO "+s.t("failures")+" (schedule, at, task_id, status, error, stack, cost_ns, round, instance) SELECT s, a, t, st, e, sk, c, r, $9 FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::bigint[]) WITH ORDINALITY AS f(s, a, t, st, e, sk, c, r, n) ORDER BY n",
+				names, ats, tasks, statuses, errs, stacks, costs, rounds, s.instanceID())
 			if err != nil {
 				return err
 			}
@@ -491,14 +491,14 @@ func (s *Store) loadDays(ctx context.Context, schedule string, from time.Time, a
 
 // LoadFailures implements store.Store.
 func (s *Store) LoadFailures(ctx context.Context, schedule string, limit int) ([]store.Failure, error) {
-	rows, err := s.pool.Query(ctx, "SELECT at, task_id, status, error, stack, cost_ns FROM "+s.t("failures")+" WHERE schedule = $1 ORDER BY at DESC, id DESC LIMIT $2", schedule, limit)
+	rows, err := s.pool.Query(ctx, "SELECT at, task_id, status, error, stack, cost_ns, round FROM "+s.t("failures")+" WHERE schedule = $1 ORDER BY at DESC, id DESC LIMIT $2", schedule, limit)
 	if err != nil {
 		return nil, s.wrap(fmt.Sprintf("load failures of schedule %q", schedule), err)
 	}
 	var out []store.Failure
 	var f store.Failure
 	var at, cost int64
-	_, err = pgx.ForEachRow(rows, []any{&at, &f.TaskID, &f.Status, &f.Error, &f.Stack, &cost}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&at, &f.TaskID, &f.Status, &f.Error, &f.Stack, &cost, &f.Round}, func() error {
 		f.Schedule, f.At, f.Cost = schedule, time.Unix(0, at).UTC(), time.Duration(cost)
 		out = append(out, f)
 		return nil

@@ -72,6 +72,7 @@ func migrations() []string {
 			outcome   TEXT NOT NULL
 		);
 		CREATE INDEX audit_by_schedule ON audit (schedule, id);`,
+		`ALTER TABLE failures ADD COLUMN round INTEGER NOT NULL DEFAULT 0;`,
 	}
 }
 
@@ -366,10 +367,10 @@ func (s *Store) SaveStats(ctx context.Context, b store.StatsBatch) error {
 			}
 		}
 		for fs := range slices.Chunk(b.Failures, failuresPerStatement) {
-			q := "INSERT INTO failures (schedule, at, task_id, status, error, stack, cost_ns) VALUES " + rows(len(fs), 7)
-			args := make([]any, 0, 7*len(fs))
+			q := "INSERT INTO failures (schedule, at, task_id, status, error, stack, cost_ns, round) VALUES " + rows(len(fs), 8)
+			args := make([]any, 0, 8*len(fs))
 			for _, f := range fs {
-				args = append(args, f.Schedule, f.At.UnixNano(), f.TaskID, f.Status, f.Error, f.Stack, int64(f.Cost))
+				args = append(args, f.Schedule, f.At.UnixNano(), f.TaskID, f.Status, f.Error, f.Stack, int64(f.Cost), f.Round)
 			}
 			if err := s.exec(ctx, tx, q, args...); err != nil {
 				return err
@@ -436,7 +437,7 @@ func (s *Store) LoadDays(ctx context.Context, schedule string, from time.Time) (
 
 // LoadFailures implements store.Store.
 func (s *Store) LoadFailures(ctx context.Context, schedule string, limit int) ([]store.Failure, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT at, task_id, status, error, stack, cost_ns FROM failures
+	rows, err := s.db.QueryContext(ctx, `SELECT at, task_id, status, error, stack, cost_ns, round FROM failures
 		WHERE schedule = ? ORDER BY at DESC, id DESC LIMIT ?`, schedule, limit)
 	if err != nil {
 		return nil, fmt.Errorf("load failures of schedule %q: %w", schedule, err)
@@ -446,7 +447,7 @@ func (s *Store) LoadFailures(ctx context.Context, schedule string, limit int) ([
 	for rows.Next() {
 		var f store.Failure
 		var at, cost int64
-		if err := rows.Scan(&at, &f.TaskID, &f.Status, &f.Error, &f.Stack, &cost); err != nil {
+		if err := rows.Scan(&at, &f.TaskID, &f.Status, &f.Error, &f.Stack, &cost, &f.Round); err != nil {
 			return nil, err
 		}
 		f.Schedule, f.At, f.Cost = schedule, time.Unix(0, at).UTC(), time.Duration(cost)

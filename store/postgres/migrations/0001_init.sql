@@ -28,7 +28,8 @@ CREATE TABLE {{schema}}.failures (
 	error    TEXT   NOT NULL,
 	stack    TEXT   NOT NULL,
 	cost_ns  BIGINT NOT NULL,
-	instance TEXT   NOT NULL DEFAULT ''
+	instance TEXT   NOT NULL DEFAULT '',
+	round    BIGINT NOT NULL DEFAULT 0
 );
 CREATE INDEX failures_by_schedule_at ON {{schema}}.failures (schedule, at);
 CREATE INDEX failures_by_schedule_id ON {{schema}}.failures (schedule, id);

@@ -233,7 +233,8 @@ func TestClusterFailover(t *testing.T) {
 	// the gap; the first runs at the takeover, the second is folded into it.
 	fires := log.check(t, from, to, 1)
 	t.Logf("crashed instance held %d leases; the survivor held all 6 after %s; %d fires", crashedWith, took.Round(time.Millisecond), fires)
-	if took > 1500*time.Millisecond+500*time.Millisecond+500*time.Millisecond {
+	// The lease TTL plus a renewal, with room for a loaded machine.
+	if took > 1500*time.Millisecond+500*time.Millisecond+1500*time.Millisecond {
 		t.Errorf("takeover took %s, more than the lease TTL plus a renewal", took)
 	}
 }
@@ -620,7 +621,9 @@ func TestClusterFailoverRepeated(t *testing.T) {
 		for i := 1; i < len(ps); i++ {
 			if d := ps[i].Sub(ps[i-1]); d > 200*time.Millisecond {
 				gaps++
-				if d > ttl+ttl/3+400*time.Millisecond {
+				// The lease TTL, a renewal and the rate, with room for a
+				// loaded machine (the race detector, tests in parallel).
+				if d > ttl+ttl/3+200*time.Millisecond+1500*time.Millisecond {
 					t.Errorf("%s: %s without a fire, from %s", name, d, ps[i-1].Format("15:04:05.000"))
 				}
 			}
@@ -735,8 +738,8 @@ func TestClusterSurvivesSIGKILL(t *testing.T) {
 	rows.Close()
 	recorded.check(t, from, to, 1)
 	t.Logf("killed with SIGKILL; the survivor held every lease %s later", took.Round(time.Millisecond))
-	if took > 1500*time.Millisecond+500*time.Millisecond+500*time.Millisecond {
-		t.Errorf("takeover took %s", took)
+	if took > 1500*time.Millisecond+500*time.Millisecond+1500*time.Millisecond {
+		t.Errorf("takeover took %s, more than the lease TTL plus a renewal", took)
 	}
 }
 

@@ -72,6 +72,7 @@ type rowView struct {
 	// the relative Last and Next; Outcome is the last round's.
 	LastTitle, NextTitle, Outcome string
 	Owner                         string // the instance that runs it, in a cluster
+	nextAt                        time.Time
 }
 
 // relTime says how far t is from now ("3 min ago", "in 12 s"); "—" for none.
@@ -154,21 +155,21 @@ func (h *handler) rowOf(sc *fom.ScheduleContext) rowView {
 	return rowView{
 		Name: i.Name, URL: h.scheduleURL(i.Name), State: i.State.String(), Plan: i.Plan, Remark: i.Remark,
 		Last: relTime(i.Last, now), Next: relTime(i.Next, now), LogLevel: sc.LogLevel().String(),
-		LastTitle: lastTitle(i), NextTitle: absTime(i.Next), Outcome: string(i.LastOutcome),
+		LastTitle: lastTitle(i), NextTitle: absTime(i.Next), Outcome: string(i.LastOutcome), nextAt: i.Next,
 		Rounds: i.Rounds, Success: i.Counts.Success, Failed: i.Counts.Total() - i.Counts.Success, Waiting: i.Waiting, Active: i.Active,
 		Abandoned: i.Abandoned, Stalled: i.Stalled,
 	}
 }
 
-func (h *handler) rows(ctx context.Context) []rowView {
+func (h *handler) rows(r *http.Request) []rowView {
 	var out []rowView
-	owners := h.owners(ctx)
+	owners := h.owners(r.Context())
 	for _, sc := range h.app.Schedules() {
 		row := h.rowOf(sc)
 		row.Owner = owners[sc.Name()]
 		out = append(out, row)
 	}
-	return out
+	return filterOf(r).apply(out)
 }
 
 // owners is who owns each schedule in a cluster (one query), or nil.
@@ -184,7 +185,7 @@ func (h *handler) owners(ctx context.Context) map[string]string {
 }
 
 func (h *handler) pageIndex(w http.ResponseWriter, r *http.Request) {
-	h.render(w, r, indexPage(h.pageWithCSRF(w, r, "Schedules"), h.rows(r.Context()), h.clusterOf(r)))
+	h.render(w, r, indexPage(h.pageWithCSRF(w, r, "Schedules"), h.rows(r), h.clusterOf(r), filterOf(r)))
 }
 
 // clusterView is the index page's cluster card; Shown is false when the
@@ -234,7 +235,7 @@ func (h *handler) clusterOf(r *http.Request) clusterView {
 }
 
 func (h *handler) fragmentTable(w http.ResponseWriter, r *http.Request) {
-	h.render(w, r, tableBody(h.pageWithCSRF(w, r, "Schedules"), h.rows(r.Context())))
+	h.render(w, r, tableBody(h.pageWithCSRF(w, r, "Schedules"), h.rows(r), filterOf(r)))
 }
 
 // cfgEntry is one config row of the editor.
@@ -507,4 +508,12 @@ func (h *handler) formStatsSettings(w http.ResponseWriter, r *http.Request) {
 // isPlanKey reports whether the editor previews a key's next fires.
 func isPlanKey(k string) bool {
 	return k == config.KeyCron || k == config.KeyFixedRate || k == config.KeyFixedDelay
+}
+
+// optionLabel shows an empty filter value as what it means.
+func optionLabel(v, empty string) string {
+	if v == "" {
+		return empty
+	}
+	return v
 }

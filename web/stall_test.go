@@ -263,3 +263,45 @@ func TestPlanPreview(t *testing.T) {
 		t.Fatalf("two plans: %s", frag)
 	}
 }
+
+// TestTableFilterAndSort: the table (and its self-refresh) filters by
+// name, state and health and sorts; with 1 000 schedules an operator finds
+// the one that fails.
+func TestTableFilterAndSort(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Options{})
+	if _, err := f.app.Register(&failsOnce{}); err != nil {
+		t.Fatal(err)
+	}
+	f.sleeping("flaky")
+	names := func(query string) []string {
+		body := f.do("GET", "/fom/fragments/schedules?"+query, "").body
+		var out []string
+		for _, part := range strings.Split(body, `data-testid="row-`)[1:] {
+			out = append(out, part[:strings.Index(part, `"`)])
+		}
+		return out
+	}
+	for query, want := range map[string]string{
+		"q=ALP":                  "alpha",
+		"state=INITED":           "beta",
+		"health=failing":         "flaky",
+		"health=ok&sort=name":    "alpha beta",
+		"sort=name":              "alpha beta flaky",
+		"sort=notok":             "flaky alpha beta",
+		"q=zzz":                  "",
+		"state=SLEEPING&q=flaky": "flaky",
+	} {
+		if got := strings.Join(names(query), " "); got != want {
+			t.Errorf("%s: %q, want %q", query, got, want)
+		}
+	}
+	if body := f.do("GET", "/fom/fragments/schedules?q=zzz", "").body; !strings.Contains(body, `data-testid="no-match"`) || !strings.Contains(body, `hx-include="#filter"`) {
+		t.Error("an empty filter result says nothing, or the refresh forgets the filter")
+	}
+	// Without JavaScript the form reloads the page with the same filter.
+	page := f.do("GET", "/fom/?health=failing", "").body
+	if !strings.Contains(page, `data-testid="row-flaky"`) || strings.Contains(page, `data-testid="row-alpha"`) || !strings.Contains(page, `<option value="failing" selected>`) {
+		t.Error("the page does not filter from its query")
+	}
+}

@@ -84,7 +84,7 @@ type Options struct {
 	DesiredChanged func(schedule string)
 	// Execute carries out an action forwarded to this instance as the
 	// schedule's owner; its error is the answer.
-	Execute func(schedule, action string) error
+	Execute func(schedule, action, by string) error
 }
 
 // Coordinator is one instance's part in the cluster. It implements

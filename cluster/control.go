@@ -65,17 +65,17 @@ func (c *Coordinator) Desired(ctx context.Context, schedules []string) (map[stri
 	return out, nil
 }
 
-// Forward asks the owner of schedule to carry out action and returns its
-// answer: nil when it was accepted, an error with the owner's reason when
-// refused, ErrNoOwner when no owner answered before ctx ended (or within
-// the lease TTL).
-func (c *Coordinator) Forward(ctx context.Context, schedule, action string) error {
+// Forward asks the owner of schedule to carry out action on behalf of by
+// (who asked, "" when unknown) and returns its answer: nil when it was
+// accepted, an error with the owner's reason when refused, ErrNoOwner when
+// no owner answered before ctx ended (or within the lease TTL).
+func (c *Coordinator) Forward(ctx context.Context, schedule, action, by string) error {
 	ctx, cancel := context.WithTimeout(ctx, c.o.LeaseTTL)
 	defer cancel()
 	answer := make(chan string, 1)
 	var id int64
 	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, "INSERT INTO "+c.t("requests")+" (schedule, action, requester) VALUES ($1, $2, $3) RETURNING id", schedule, action, c.o.InstanceID).Scan(&id); err != nil {
+		if err := tx.QueryRow(ctx, "INSERT INTO "+c.t("requests")+" (schedule, action, requester, principal) VALUES ($1, $2, $3, $4) RETURNING id", schedule, action, c.o.InstanceID, by).Scan(&id); err != nil {
 			return err
 		}
 		c.mu.Lock()
@@ -134,13 +134,13 @@ func (c *Coordinator) control(payload string) bool {
 func (c *Coordinator) serve(id int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.o.LeaseTTL)
 	defer cancel()
-	var schedule, action string
-	err := c.pool.QueryRow(ctx, "SELECT schedule, action FROM "+c.t("requests")+" WHERE id = $1 AND answered_at IS NULL", id).Scan(&schedule, &action)
+	var schedule, action, by string
+	err := c.pool.QueryRow(ctx, "SELECT schedule, action, principal FROM "+c.t("requests")+" WHERE id = $1 AND answered_at IS NULL", id).Scan(&schedule, &action, &by)
 	if err != nil {
 		return // answered already, or gone
 	}
 	answer := ""
-	if err := c.o.Execute(schedule, action); err != nil {
+	if err := c.o.Execute(schedule, action, by); err != nil {
 		answer = err.Error()
 	}
 	err = pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {

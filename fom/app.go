@@ -265,7 +265,7 @@ func (a *App) busy(name string) bool {
 func (a *App) Act(ctx context.Context, name, action string) error {
 	switch action {
 	case "start", "stop":
-		if err := a.actLocally(name, action); err != nil {
+		if err := a.actLocally(name, action, schedule.ActorOf(ctx)); err != nil {
 			return err
 		}
 		if a.coord != nil {
@@ -277,15 +277,16 @@ func (a *App) Act(ctx context.Context, name, action string) error {
 		return nil
 	case "exec":
 		if a.coord != nil && a.Schedule(name) != nil && !a.coord.Owner(name) {
-			return a.coord.Forward(ctx, name, action)
+			return a.coord.Forward(ctx, name, action, schedule.ActorOf(ctx))
 		}
-		return a.actLocally(name, action)
+		return a.actLocally(name, action, schedule.ActorOf(ctx))
 	}
 	return fmt.Errorf("fom: unknown action %q (start, stop or exec)", action)
 }
 
-// actLocally carries out an action on this instance's schedule context.
-func (a *App) actLocally(name, action string) error {
+// actLocally carries out an action on this instance's schedule context,
+// on behalf of by.
+func (a *App) actLocally(name, action, by string) error {
 	sc := a.Schedule(name)
 	if sc == nil {
 		return fmt.Errorf("fom: %w: %s", ErrUnknownSchedule, name)
@@ -296,7 +297,7 @@ func (a *App) actLocally(name, action string) error {
 	case "stop":
 		return sc.Shutdown()
 	case "exec":
-		return sc.ExecNow()
+		return sc.ExecNowBy(by)
 	}
 	return fmt.Errorf("fom: unknown action %q (start, stop or exec)", action)
 }
@@ -442,6 +443,36 @@ func (a *App) AuditLog(ctx context.Context, schedule string, limit int) ([]store
 		return nil, err
 	}
 	return st.LoadAudit(ctx, schedule, limit)
+}
+
+// History returns a schedule's most recent rounds and batches, newest
+// first, at most limit: cause, who asked, times, lateness and counts by
+// status. On a shared store the rounds of every instance are listed.
+func (a *App) History(ctx context.Context, name string, limit int) ([]statistics.RoundRecord, error) {
+	sc := a.Schedule(name)
+	if sc == nil {
+		return nil, fmt.Errorf("fom: %w: %s", ErrUnknownSchedule, name)
+	}
+	a.mu.Lock()
+	st := a.st
+	a.mu.Unlock()
+	return sc.Stats().History(ctx, st, limit)
+}
+
+// Round returns one round of a schedule's history with its tasks'
+// results: seq as History listed it, of instance ("" for this one).
+func (a *App) Round(ctx context.Context, name, instance string, seq int64) (statistics.RoundRecord, bool, error) {
+	sc := a.Schedule(name)
+	if sc == nil {
+		return statistics.RoundRecord{}, false, fmt.Errorf("fom: %w: %s", ErrUnknownSchedule, name)
+	}
+	if instance == a.InstanceID() {
+		instance = ""
+	}
+	a.mu.Lock()
+	st := a.st
+	a.mu.Unlock()
+	return sc.Stats().Round(ctx, st, instance, seq)
 }
 
 // InstanceID returns this App's id among the instances of a cluster, or
@@ -775,10 +806,14 @@ func (a *App) flush(ctx context.Context, per time.Duration) error {
 		wctx, cancel := context.WithTimeout(ctx, per)
 		err := st.SaveStats(wctx, batch)
 		cancel()
-		if err != nil {
-			for _, ch := range chunk {
+		for _, ch := range chunk {
+			if err != nil {
 				ch.Failed()
+			} else {
+				ch.Done()
 			}
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("save statistics of %d schedules: %w", len(chunk), err))
 		}
 		chunk, batch = chunk[:0], store.StatsBatch{}
@@ -795,12 +830,13 @@ func (a *App) flush(ctx context.Context, per time.Duration) error {
 		chunk = append(chunk, ch)
 		if len(ch.Failures) > 0 {
 			r := sc.Stats().Retention()
-			r.Before = time.Time{}
+			r.Before, r.KeepRounds = time.Time{}, 0 // rounds are bounded by their slots
 			byCount = append(byCount, r)
 		}
 		batch.Days = append(batch.Days, ch.Days...)
 		batch.Failures = append(batch.Failures, ch.Failures...)
-		if len(batch.Days)+len(batch.Failures) >= flushChunk {
+		batch.Rounds = append(batch.Rounds, ch.Rounds...)
+		if len(batch.Days)+len(batch.Failures)+len(batch.Rounds) >= flushChunk {
 			write()
 		}
 	}

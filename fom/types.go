@@ -76,3 +76,8 @@ func FromContext(ctx context.Context) *ScheduleContext { return schedule.FromCon
 // Logger returns the logger of the schedule a task runs in, carrying the
 // task id; a no-op logger outside a task.
 func Logger(ctx context.Context) *zap.Logger { return schedule.Logger(ctx) }
+
+// WithActor returns ctx carrying who acts: App.Act's exec-now on it names
+// them in the schedule's run history (the admin page passes the signed-in
+// user and address).
+func WithActor(ctx context.Context, who string) context.Context { return schedule.WithActor(ctx, who) }

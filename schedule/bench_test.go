@@ -30,7 +30,7 @@ func BenchmarkRound(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		now := time.Now()
-		r, _ := c.runRound(l, gen, now)
+		r, _ := c.runRound(l, gen, now, CausePlan, "")
 		plan.Next(r)
 	}
 }

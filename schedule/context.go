@@ -45,6 +45,7 @@ type Context struct {
 	loop          *loop
 	planVer       uint64    // bumped by each plan edit
 	execRequested bool      // RUNNING: one re-run queued
+	execBy        string    // who queued it
 	resumeFrom    time.Time // RUNNING: Resume asked for; applied after the round
 	resumeMissed  bool
 	lending       bool // RUNNING: the round goroutine runs tasks as a worker
@@ -94,8 +95,10 @@ type loop struct {
 	// closure per activation rather than one per fire.
 	planned time.Time
 	manual  bool // that round was asked for (ExecNow): not gated
+	by      string
 	rounds  func()
-	asked   bool // guarded by Context.mu: the next round goLocked starts is an ExecNow
+	asked   bool   // guarded by Context.mu: the next round goLocked starts is an ExecNow
+	askedBy string // and who asked
 }
 
 // stopper is an armed timer: a wheel timer or a clock's.
@@ -383,7 +386,11 @@ func (c *Context) notReturned(cause error) error {
 // ExecNow asks for a round now. SLEEPING: wakes at once. RUNNING: refused
 // when ignoreExecRequestWhenRunning, else exactly one re-run is queued and
 // starts right after the current round completes.
-func (c *Context) ExecNow() error {
+func (c *Context) ExecNow() error { return c.ExecNowBy("") }
+
+// ExecNowBy is ExecNow on behalf of by (an operator, a service): the
+// round's history names them.
+func (c *Context) ExecNowBy(by string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch c.state {
@@ -393,7 +400,7 @@ func (c *Context) ExecNow() error {
 		return c.refuse(ErrStopping)
 	case Sleeping:
 		c.disarmLocked(c.loop)
-		c.loop.asked = true
+		c.loop.asked, c.loop.askedBy = true, by
 		c.goLocked(c.loop, stepRound, c.clk.Now())
 		return nil
 	}
@@ -403,7 +410,7 @@ func (c *Context) ExecNow() error {
 	if c.execRequested {
 		return c.refuse(ErrExecAlreadyRequested)
 	}
-	c.execRequested = true
+	c.execRequested, c.execBy = true, by
 	return nil
 }
 

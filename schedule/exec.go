@@ -264,6 +264,19 @@ func safeCall(fn func()) (err error) {
 
 type scheduleKey struct{}
 type taskKey struct{}
+type actorKey struct{}
+
+// WithActor returns ctx carrying who acts (an operator, a service): an
+// exec-now asked for with it names them in the run history.
+func WithActor(ctx context.Context, who string) context.Context {
+	return context.WithValue(ctx, actorKey{}, who)
+}
+
+// ActorOf returns who ctx acts for, "" when nobody said.
+func ActorOf(ctx context.Context) string {
+	who, _ := ctx.Value(actorKey{}).(string)
+	return who
+}
 
 // runCtx is a task's context: one allocation instead of two WithValue.
 type runCtx struct {

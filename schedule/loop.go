@@ -3,6 +3,7 @@ package schedule
 import (
 	"context"
 	"fmt"
+	"github.com/fom-go/fom/statistics"
 	"time"
 
 	"github.com/fom-go/fom/config"
@@ -83,6 +84,7 @@ func (c *Context) goLocked(l *loop, st step, planned time.Time) {
 	case stepRound:
 		c.setState(Running) // the round goroutine owns the activation from here
 		l.manual, l.asked = l.asked, false
+		l.by, l.askedBy = l.askedBy, ""
 		if c.runners != nil {
 			if l.rounds == nil {
 				l.rounds = func() { c.runRounds(l, l.planned) }
@@ -154,6 +156,13 @@ func (c *Context) wake(l *loop, id uint64) {
 // round is over, or the activation stops.
 func (c *Context) runRounds(l *loop, planned time.Time) {
 	manual := l.manual
+	cause, by := CausePlan, ""
+	switch {
+	case manual:
+		cause, by = CauseExec, l.by
+	case l.pinned:
+		cause = CauseStart
+	}
 	for {
 		var r Round
 		if c.gate != nil && !manual && !c.admit(l, planned) {
@@ -169,7 +178,7 @@ func (c *Context) runRounds(l *loop, planned time.Time) {
 			c.mu.Unlock()
 		} else {
 			var ran bool
-			if r, ran = c.runRound(l, l.gen, planned); !ran {
+			if r, ran = c.runRound(l, l.gen, planned, cause, by); !ran {
 				c.finish(l)
 				return
 			}
@@ -177,6 +186,10 @@ func (c *Context) runRounds(l *loop, planned time.Time) {
 		c.mu.Lock()
 		again := c.execRequested
 		c.execRequested = false
+		cause, by = CausePlan, ""
+		if again {
+			cause, by = CauseRerun, c.execBy
+		}
 		plan, ver := c.plan, c.planVer
 		c.mu.Unlock()
 		var next time.Time
@@ -201,6 +214,7 @@ func (c *Context) runRounds(l *loop, planned time.Time) {
 		case c.execRequested: // asked for while the next fire was computed
 			c.execRequested = false
 			next, ok, manual = c.clk.Now(), true, true
+			cause, by = CauseRerun, c.execBy
 		case !again && ver != c.planVer: // edited while the round ran; config plans only
 			next, ok = time.Time{}, false
 			if c.plan != nil {
@@ -255,7 +269,7 @@ func (c *Context) selfStopLocked(l *loop) {
 
 // runRound runs one round: create tasks, submit them, wait on the latch,
 // call OnComplete. ran is false when a stop came before the round began.
-func (c *Context) runRound(l *loop, gen *generation, planned time.Time) (r Round, ran bool) {
+func (c *Context) runRound(l *loop, gen *generation, planned time.Time, cause Cause, by string) (r Round, ran bool) {
 	c.mu.Lock()
 	if c.state == Stopping {
 		c.mu.Unlock()
@@ -298,6 +312,7 @@ func (c *Context) runRound(l *loop, gen *generation, planned time.Time) (r Round
 	}
 	gen.tmo.remove(nil, g)
 	r = g.round(c.clk.Now())
+	r.Cause, r.By = cause, by
 	c.complete(l.ctx, r)
 	return r, true
 }
@@ -355,6 +370,7 @@ func (c *Context) complete(ctx context.Context, r Round) {
 	if !r.Batch {
 		c.stats.RecordLateness(r.Start, r.Start.Sub(r.Planned))
 	}
+	c.recordRound(r)
 	if ce := c.checkDebug("round completed"); ce != nil {
 		counts := map[string]int{}
 		for _, res := range r.Results {
@@ -363,6 +379,21 @@ func (c *Context) complete(ctx context.Context, r Round) {
 		ce.Write(zap.Int64("number", r.Number), zap.Bool("batch", r.Batch), zap.Int("tasks", len(r.Results)),
 			zap.Any("outcomes", counts), zap.Duration("took", r.End.Sub(r.Start)))
 	}
+}
+
+// recordRound adds the round to the run history. A round of one task (the
+// common case) passes its task without allocating.
+func (c *Context) recordRound(r Round) {
+	var one [1]statistics.TaskSample
+	ts := one[:0]
+	if len(r.Results) > 1 {
+		ts = make([]statistics.TaskSample, 0, len(r.Results))
+	}
+	for _, res := range r.Results {
+		ts = append(ts, statistics.TaskSample{ID: res.TaskID, Status: int(res.Status), Started: res.Started, Cost: res.Cost, Err: res.Err})
+	}
+	c.stats.RecordRound(statistics.RoundSample{Number: r.Number, Batch: r.Batch, Cause: r.Cause.String(), By: r.By,
+		Planned: r.Planned, Start: r.Start, End: r.End, Tasks: ts})
 }
 
 // terminate ends a generation: cancel what runs, drop what waits, wait for

@@ -197,5 +197,9 @@ func (g *group) unfinished() []*taskRun {
 func (g *group) round(end time.Time) Round {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return Round{Number: g.number, Batch: g.batch, Planned: g.planned, Start: g.start, End: end, Results: g.results}
+	r := Round{Number: g.number, Batch: g.batch, Planned: g.planned, Start: g.start, End: end, Results: g.results}
+	if g.batch {
+		r.Cause = CauseSubmit
+	}
+	return r
 }

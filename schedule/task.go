@@ -89,10 +89,40 @@ type Result struct {
 type Round struct {
 	Number  int64 // rounds and batches are numbered separately, from 1
 	Batch   bool  // an ad-hoc batch rather than a scheduled round
+	Cause   Cause // what started it
+	By      string
 	Planned time.Time
 	Start   time.Time
 	End     time.Time
 	Results []Result
+}
+
+// Cause is what started a round. By (on Round) names who asked for an
+// exec-now or re-run when the caller said (ExecNowBy).
+type Cause uint8
+
+const (
+	CausePlan   Cause = iota // the plan's fire
+	CauseStart               // the first round of a start, by execOnLoad or initialDelay
+	CauseExec                // ExecNow while the schedule slept
+	CauseRerun               // an ExecNow queued while a round ran, run right after it
+	CauseSubmit              // an ad-hoc batch (Submit, SubmitAt)
+)
+
+func (c Cause) String() string {
+	switch c {
+	case CausePlan:
+		return "plan"
+	case CauseStart:
+		return "start"
+	case CauseExec:
+		return "exec"
+	case CauseRerun:
+		return "rerun"
+	case CauseSubmit:
+		return "submit"
+	}
+	return "unknown"
 }
 
 // Summary is given to OnTerminate when a schedule stops.

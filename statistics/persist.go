@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -233,6 +234,10 @@ func (s *Stats) Load(ctx context.Context, st store.Store) (warnings []string, er
 	if err != nil {
 		return warnings, err
 	}
+	seq, err := st.LastRoundSeq(ctx, s.schedule)
+	if err != nil {
+		return warnings, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, d := range days {
@@ -262,6 +267,14 @@ func (s *Stats) Load(ctx context.Context, st store.Store) (warnings []string, er
 		s.failures.push(f)
 	}
 	s.results.resize(set.Results)
+	if seq > 0 { // rounds recorded before Load follow the stored ones
+		for i := range s.rounds.buf {
+			e := &s.rounds.buf[i]
+			e.seq += seq
+			e.slot = int(e.seq % int64(set.Rounds))
+		}
+		s.roundSeq += seq
+	}
 	return warnings, nil
 }
 
@@ -323,8 +336,10 @@ type Changes struct {
 	s        *Stats
 	Days     []store.Day
 	Failures []store.Failure
+	Rounds   []store.Round
 	taken    []Failure
 	days     []*day
+	rounds   int // how many of s.inflight this took
 }
 
 // Take returns what changed since the last Take, encoded for the store,
@@ -354,6 +369,16 @@ func (s *Stats) Take() (*Changes, error) {
 		ch.days = append(ch.days, d)
 		ch.Days = append(ch.Days, store.Day{Schedule: s.schedule, Day: k, Data: b})
 	}
+	if len(s.rounds.buf) > 0 {
+		es := s.rounds.take()
+		ch.rounds = len(es)
+		ch.Rounds = make([]store.Round, len(es))
+		for i := range es {
+			e := &es[i]
+			ch.Rounds[i] = store.Round{Schedule: s.schedule, Slot: e.slot, Seq: e.seq, Start: time.Unix(0, e.start).UTC(), Data: encodeRound(e.record())}
+		}
+		s.inflight = append(s.inflight, es...)
+	}
 	ch.taken = s.pending.take()
 	ch.Failures = make([]store.Failure, len(ch.taken))
 	for i, f := range ch.taken {
@@ -366,7 +391,7 @@ func (s *Stats) Take() (*Changes, error) {
 func (s *Stats) Retention() store.Retention {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return store.Retention{Schedule: s.schedule, Before: s.cutoffLocked(), KeepFailures: s.settings.Failures}
+	return store.Retention{Schedule: s.schedule, Before: s.cutoffLocked(), KeepFailures: s.settings.Failures, KeepRounds: s.settings.Rounds}
 }
 
 // cutoffLocked is the first day inside the retention window.
@@ -375,7 +400,38 @@ func (s *Stats) cutoffLocked() time.Time {
 }
 
 // Empty reports whether there is nothing to write.
-func (c *Changes) Empty() bool { return len(c.Days) == 0 && len(c.Failures) == 0 }
+func (c *Changes) Empty() bool { return len(c.Days) == 0 && len(c.Failures) == 0 && len(c.Rounds) == 0 }
+
+// Done tells the statistics that the changes were written: the rounds
+// they took leave memory.
+func (c *Changes) Done() {
+	if c.rounds == 0 {
+		return
+	}
+	s := c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inflight = dropSeqs(s.inflight, c.Rounds)
+}
+
+// dropSeqs removes the entries written as rs.
+func dropSeqs(es []roundEntry, rs []store.Round) []roundEntry {
+	written := make(map[int64]bool, len(rs))
+	for _, r := range rs {
+		written[r.Seq] = true
+	}
+	out := es[:0]
+	for _, e := range es {
+		if !written[e.seq] {
+			out = append(out, e)
+		}
+	}
+	clear(es[len(out):])
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
 
 // Failed puts the changes back, to be written by the next flush: the days
 // are marked changed again, and the failures go back ahead of newer ones
@@ -393,6 +449,21 @@ func (c *Changes) Failed() {
 			s.unsaved++
 		}
 	}
+	if c.rounds > 0 {
+		var back []roundEntry
+		for _, e := range s.inflight {
+			if slices.ContainsFunc(c.Rounds, func(r store.Round) bool { return r.Seq == e.seq }) {
+				back = append(back, e)
+			}
+		}
+		s.inflight = dropSeqs(s.inflight, c.Rounds)
+		newer := s.rounds.take()
+		for _, e := range append(back, newer...) {
+			if s.rounds.push(e) {
+				s.unsavedRounds++
+			}
+		}
+	}
 }
 
 // Flush writes this schedule's changes and applies its retention, as one
@@ -403,12 +474,13 @@ func (s *Stats) Flush(ctx context.Context, st store.Store) error {
 	if err != nil {
 		return err
 	}
-	err = st.SaveStats(ctx, store.StatsBatch{Days: ch.Days, Failures: ch.Failures})
-	if err == nil {
-		err = st.Prune(ctx, []store.Retention{s.Retention()})
-	}
+	err = st.SaveStats(ctx, store.StatsBatch{Days: ch.Days, Failures: ch.Failures, Rounds: ch.Rounds})
 	if err != nil {
 		ch.Failed()
+		return fmt.Errorf("flush statistics of schedule %q: %w", s.schedule, err)
+	}
+	ch.Done()
+	if err := st.Prune(ctx, []store.Retention{s.Retention()}); err != nil {
 		return fmt.Errorf("flush statistics of schedule %q: %w", s.schedule, err)
 	}
 	return nil

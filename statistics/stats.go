@@ -39,13 +39,16 @@ type Settings struct {
 	// Results is how many recent results are kept in memory. Default 16
 	// (about 56 bytes each; the failures ring keeps failures longer).
 	Results int `json:"results"`
+	// Rounds is how many recent rounds the run history keeps, with up to
+	// 100 task results each. Default 50.
+	Rounds int `json:"rounds"`
 }
 
 // DefaultSettings returns the defaults.
 func DefaultSettings() Settings {
 	return Settings{
 		Thresholds:    [5]time.Duration{time.Second, 10 * time.Second, time.Minute, 10 * time.Minute, time.Hour},
-		RetentionDays: 7, Failures: 100, Results: 16,
+		RetentionDays: 7, Failures: 100, Results: 16, Rounds: 50,
 	}
 }
 
@@ -66,6 +69,8 @@ func (s Settings) Validate() error {
 		return fmt.Errorf("statistics: failures = %d: must be between 1 and 100000", s.Failures)
 	case s.Results < 1 || s.Results > 100000:
 		return fmt.Errorf("statistics: results = %d: must be between 1 and 100000", s.Results)
+	case s.Rounds < 1 || s.Rounds > 10000:
+		return fmt.Errorf("statistics: rounds = %d: must be between 1 and 10000", s.Rounds)
 	}
 	return nil
 }
@@ -162,6 +167,12 @@ type Stats struct {
 	pending  ring[Failure] // not yet flushed: at most settings.Failures, the newest
 	unsaved  int64         // failures dropped from pending before a flush took them
 	results  ring[resultEntry]
+	// Run history not yet written: rounds waits for a flush, inflight is
+	// being written by one (see history.go).
+	rounds        ring[roundEntry]
+	inflight      []roundEntry
+	roundSeq      int64
+	unsavedRounds int64
 	today    time.Time // the day cur belongs to
 	cur      *day
 }
@@ -175,7 +186,7 @@ func New(schedule string, clk clockwork.Clock, s Settings) (*Stats, error) {
 		clk = clockwork.NewRealClock()
 	}
 	return &Stats{schedule: schedule, clk: clk, settings: s, days: map[time.Time]*day{},
-		failures: newRing[Failure](s.Failures), pending: newRing[Failure](s.Failures), results: newRing[resultEntry](s.Results)}, nil
+		failures: newRing[Failure](s.Failures), pending: newRing[Failure](s.Failures), results: newRing[resultEntry](s.Results), rounds: newRing[roundEntry](s.Rounds)}, nil
 }
 
 // Schedule returns the schedule's name.
@@ -382,6 +393,7 @@ func (s *Stats) SetSettings(n Settings) error {
 	s.failures.resize(n.Failures)
 	s.unsaved += int64(s.pending.resize(n.Failures))
 	s.results.resize(n.Results)
+	s.unsavedRounds += int64(s.rounds.resize(n.Rounds))
 	return nil
 }
 

@@ -45,6 +45,14 @@ type Store interface {
 	LoadDays(ctx context.Context, schedule string, from time.Time) ([]Day, error)
 	// LoadFailures returns a schedule's most recent failures, newest first.
 	LoadFailures(ctx context.Context, schedule string, limit int) ([]Failure, error)
+	// LoadRounds returns a schedule's most recent rounds of the run
+	// history, newest first, every instance's on a shared store.
+	LoadRounds(ctx context.Context, schedule string, limit int) ([]Round, error)
+	// LoadRound returns one round: seq of instance ("" is this store's own).
+	LoadRound(ctx context.Context, schedule, instance string, seq int64) (Round, bool, error)
+	// LastRoundSeq returns the highest round sequence number this store's
+	// instance wrote for schedule, 0 when none.
+	LastRoundSeq(ctx context.Context, schedule string) (int64, error)
 	// Prune applies retention rules, all in one unit (the audit trail
 	// included: entries before a rule's time go).
 	Prune(ctx context.Context, rules []Retention) error
@@ -78,6 +86,41 @@ type Failure struct {
 	Cost     time.Duration
 }
 
+// Round is one round of a schedule's run history. A store keeps a round
+// per (schedule, instance, slot): writing a slot again replaces the round
+// that was there. Data is the statistics package's encoding of it.
+type Round struct {
+	Schedule string
+	Instance string // the instance that ran it, on a shared store; "" otherwise
+	Slot     int
+	Seq      int64
+	Start    time.Time
+	Data     []byte
+}
+
+// LastPerSlot returns rs without the rounds a later one of the same
+// schedule, instance and slot replaces: what a store writes of a batch.
+func LastPerSlot(rs []Round) []Round {
+	type key struct {
+		schedule, instance string
+		slot               int
+	}
+	last := make(map[key]int, len(rs))
+	for i, r := range rs {
+		last[key{r.Schedule, r.Instance, r.Slot}] = i
+	}
+	if len(last) == len(rs) {
+		return rs
+	}
+	out := make([]Round, 0, len(last))
+	for i, r := range rs {
+		if last[key{r.Schedule, r.Instance, r.Slot}] == i {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // MaxAudit bounds the audit entries a store keeps per schedule (Prune).
 const MaxAudit = 1000
 
@@ -91,13 +134,14 @@ type AuditEntry struct {
 	Outcome   string    `json:"outcome"`   // "ok", or why it was refused
 }
 
-// Retention is what one schedule keeps: days and failures from Before on
-// (a zero Before keeps every age), and at most KeepFailures failures, the
-// newest.
+// Retention is what one schedule keeps: days, failures and rounds from
+// Before on (a zero Before keeps every age), and at most KeepFailures
+// failures and KeepRounds rounds, the newest (0: no bound).
 type Retention struct {
 	Schedule     string
 	Before       time.Time
 	KeepFailures int
+	KeepRounds   int
 }
 
 // RetentionGroup is the schedules that share one retention rule: a store
@@ -105,12 +149,13 @@ type Retention struct {
 type RetentionGroup struct {
 	Before       time.Time // zero: no deletion by age
 	KeepFailures int
+	KeepRounds   int
 	Schedules    []string
 }
 
 // GroupRetention groups rules by rule, in the order rules first give them.
 func GroupRetention(rules []Retention) []RetentionGroup {
-	index := map[[2]int64]int{}
+	index := map[[3]int64]int{}
 	var out []RetentionGroup
 	for _, r := range rules {
 		before := r.Before.UTC()
@@ -118,12 +163,12 @@ func GroupRetention(rules []Retention) []RetentionGroup {
 		if !before.IsZero() {
 			at = before.UnixNano()
 		}
-		k := [2]int64{at, int64(max(r.KeepFailures, 0))}
+		k := [3]int64{at, int64(max(r.KeepFailures, 0)), int64(max(r.KeepRounds, 0))}
 		i, ok := index[k]
 		if !ok {
 			i = len(out)
 			index[k] = i
-			out = append(out, RetentionGroup{Before: before, KeepFailures: int(k[1])})
+			out = append(out, RetentionGroup{Before: before, KeepFailures: int(k[1]), KeepRounds: int(k[2])})
 		}
 		out[i].Schedules = append(out[i].Schedules, r.Schedule)
 	}
@@ -135,4 +180,5 @@ func GroupRetention(rules []Retention) []RetentionGroup {
 type StatsBatch struct {
 	Days     []Day
 	Failures []Failure
+	Rounds   []Round
 }

@@ -383,10 +383,11 @@ type statsSettingsBody struct {
 	RetentionDays int      `json:"retentionDays"`
 	Failures      int      `json:"failures"`
 	Results       int      `json:"results"`
+	Rounds        int      `json:"rounds"`
 }
 
 func settingsBody(s statistics.Settings) statsSettingsBody {
-	b := statsSettingsBody{RetentionDays: s.RetentionDays, Failures: s.Failures, Results: s.Results}
+	b := statsSettingsBody{RetentionDays: s.RetentionDays, Failures: s.Failures, Results: s.Results, Rounds: s.Rounds}
 	for _, t := range s.Thresholds {
 		b.Thresholds = append(b.Thresholds, statistics.ShortDuration(t))
 	}
@@ -415,6 +416,9 @@ func (b statsSettingsBody) settings(cur statistics.Settings) (statistics.Setting
 	}
 	if b.Results != 0 {
 		s.Results = b.Results
+	}
+	if b.Rounds != 0 {
+		s.Rounds = b.Rounds
 	}
 	return s, s.Validate()
 }

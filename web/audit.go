@@ -65,7 +65,7 @@ func keysOf(m map[string]string) []string {
 // The operators' actions, shared by the API and the forms, each recorded.
 
 func (h *handler) act(r *http.Request, sc *fom.ScheduleContext, action string) error {
-	err := h.app.Act(r.Context(), sc.Name(), action)
+	err := h.app.Act(fom.WithActor(r.Context(), h.principal(r)), sc.Name(), action)
 	h.audit(r, sc.Name(), action, "", err)
 	return err
 }

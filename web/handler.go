@@ -181,6 +181,7 @@ func (h *handler) routes() chi.Router {
 		r.Route("/schedules/{name}", func(r chi.Router) {
 			r.Get("/", h.pageSchedule)
 			r.Get("/preview", h.fragmentPreview)
+			r.Get("/rounds/{seq}", h.fragmentRound)
 			r.With(h.csrf).Post("/{action:start|stop|exec}", h.formAction)
 			r.With(h.csrf).Post("/config", h.formConfig)
 			r.With(h.csrf).Post("/config/{key}/reset", h.formReset)
@@ -203,6 +204,8 @@ func (h *handler) routes() chi.Router {
 				r.Get("/tasks", h.apiTasks)
 				r.Get("/export", h.apiExport)
 				r.Get("/audit", h.apiAudit)
+				r.Get("/rounds", h.apiRounds)
+				r.Get("/rounds/{seq}", h.apiRound)
 				r.Get("/preview", h.apiPreview)
 			})
 			r.Get("/cluster", h.apiCluster)

@@ -282,6 +282,11 @@ type detailView struct {
 	Unsaved               int64 // failures dropped before they could be saved
 	Audit                 []auditRow
 	AuditURL              string
+	History               []roundRow
+	HistoryURL            string
+	HistoryError          string
+	HistoryKept           int
+	HistoryUnsaved        int64
 	KeptFailures          int
 	Active, Waiting       []taskRow
 	ExportBase            string
@@ -294,7 +299,13 @@ func (h *handler) detail(ctx context.Context, sc *fom.ScheduleContext, typed map
 	row.Owner = h.owners(ctx)[sc.Name()]
 	v := detailView{Row: row, Loaded: fmtTime(i.Loaded), Batches: i.Batches, ExportBase: h.base + "/api/schedules/" + url.PathEscape(i.Name) + "/export",
 		Unsaved: sc.Stats().Unsaved(), KeptFailures: sc.Stats().Settings().Failures,
-		AuditURL: h.base + "/api/schedules/" + url.PathEscape(i.Name) + "/audit"}
+		AuditURL: h.base + "/api/schedules/" + url.PathEscape(i.Name) + "/audit", HistoryURL: h.base + "/api/schedules/" + url.PathEscape(i.Name) + "/rounds",
+		HistoryKept: sc.Stats().Settings().Rounds, HistoryUnsaved: sc.Stats().UnsavedRounds()}
+	if rows, err := h.historyRows(ctx, sc, time.Now()); err == nil {
+		v.History = rows
+	} else {
+		v.HistoryError = err.Error()
+	}
 	v.Outcomes = "success " + strconv.FormatInt(c.Success, 10) + " · failed " + strconv.FormatInt(c.Failed, 10) + " · timeout " + strconv.FormatInt(c.Timeout, 10) +
 		" · rejected " + strconv.FormatInt(c.Rejected, 10) + " · conflict " + strconv.FormatInt(c.Conflict, 10) + " · canceled " + strconv.FormatInt(c.Canceled, 10)
 	for _, e := range entriesOf(sc) {
@@ -497,6 +508,14 @@ func (h *handler) formStatsSettings(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		b.RetentionDays = n
+	}
+	if d := strings.TrimSpace(r.PostFormValue("rounds")); d != "" {
+		n, err := strconv.Atoi(d)
+		if err != nil || n == 0 {
+			h.back(w, r, h.scheduleURL(sc.Name()), "rounds kept "+strconv.Quote(d)+" is not a positive whole number", true)
+			return
+		}
+		b.Rounds = n
 	}
 	if err := h.saveStatsSettings(r, sc, b); err != nil {
 		h.back(w, r, h.scheduleURL(sc.Name()), "statistics settings not saved: "+err.Error(), true)

@@ -413,10 +413,23 @@ func (s *Store) PutSetting(ctx context.Context, schedule, key, value string) err
 // SaveStats implements store.Store: the batch in one transaction, each
 // table in one statement over arrays.
 func (s *Store) SaveStats(ctx context.Context, b store.StatsBatch) error {
-	if len(b.Days) == 0 && len(b.Failures) == 0 {
+	if len(b.Days) == 0 && len(b.Failures) == 0 && len(b.Rounds) == 0 {
 		return nil
 	}
+	rounds := store.LastPerSlot(b.Rounds)
 	return s.tx(ctx, "save statistics", func(tx pgx.Tx) error {
+		if n := len(rounds); n > 0 {
+			names, datas := make([]string, n), make([][]byte, n)
+			slots, seqs, starts := make([]int32, n), make([]int64, n), make([]int64, n)
+			for i, r := range rounds {
+				names[i], datas[i], slots[i], seqs[i], starts[i] = r.Schedule, r.Data, int32(r.Slot), r.Seq, r.Start.UnixNano()
+			}
+			_, err := tx.Exec(ctx, "INSERT INTO "+s.t("rounds")+" (schedule, slot, seq, start, data, instance) SELECT r.*, $6 FROM unnest($1::text[], $2::int[], $3::bigint[], $4::bigint[], $5::bytea[]) AS r ON CONFLICT (schedule, instance, slot) DO UPDATE SET seq = excluded.seq, start = excluded.start, data = excluded.data",
+				names, slots, seqs, starts, datas, s.instanceID())
+			if err != nil {
+				return err
+			}
+		}
 		if len(b.Days) > 0 {
 			// One row per (schedule, day): a batch holding a day twice keeps the last.
 			last := map[[2]string]int{}
@@ -509,6 +522,58 @@ func (s *Store) LoadFailures(ctx context.Context, schedule string, limit int) ([
 	return out, nil
 }
 
+// LoadRounds implements store.Store: every instance's rounds.
+func (s *Store) LoadRounds(ctx context.Context, schedule string, limit int) ([]store.Round, error) {
+	rows, err := s.pool.Query(ctx, "SELECT instance, slot, seq, start, data FROM "+s.t("rounds")+" WHERE schedule = $1 ORDER BY start DESC, seq DESC LIMIT $2", schedule, limit)
+	if err != nil {
+		return nil, s.wrap(fmt.Sprintf("load the run history of schedule %q", schedule), err)
+	}
+	var out []store.Round
+	r := store.Round{Schedule: schedule}
+	var start int64
+	var slot int32
+	_, err = pgx.ForEachRow(rows, []any{&r.Instance, &slot, &r.Seq, &start, &r.Data}, func() error {
+		r.Start, r.Slot = time.Unix(0, start).UTC(), int(slot)
+		out = append(out, r)
+		return nil
+	})
+	if err != nil {
+		return nil, s.wrap(fmt.Sprintf("load the run history of schedule %q", schedule), err)
+	}
+	return out, nil
+}
+
+// LoadRound implements store.Store.
+func (s *Store) LoadRound(ctx context.Context, schedule, instance string, seq int64) (store.Round, bool, error) {
+	if instance == "" {
+		instance = s.instanceID()
+	}
+	r := store.Round{Schedule: schedule, Instance: instance, Seq: seq}
+	var start int64
+	var slot int32
+	err := s.pool.QueryRow(ctx, "SELECT slot, start, data FROM "+s.t("rounds")+" WHERE schedule = $1 AND instance = $2 AND seq = $3", schedule, instance, seq).Scan(&slot, &start, &r.Data)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, false, nil
+	}
+	if err != nil {
+		return r, false, s.wrap(fmt.Sprintf("load round #%d of schedule %q", seq, schedule), err)
+	}
+	r.Start, r.Slot = time.Unix(0, start).UTC(), int(slot)
+	return r, true, nil
+}
+
+// LastRoundSeq implements store.Store: this store's instance's.
+func (s *Store) LastRoundSeq(ctx context.Context, schedule string) (int64, error) {
+	var seq *int64
+	if err := s.pool.QueryRow(ctx, "SELECT max(seq) FROM "+s.t("rounds")+" WHERE schedule = $1 AND instance = $2", schedule, s.instanceID()).Scan(&seq); err != nil {
+		return 0, s.wrap(fmt.Sprintf("load the run history of schedule %q", schedule), err)
+	}
+	if seq == nil {
+		return 0, nil
+	}
+	return *seq, nil
+}
+
 // AppendAudit implements store.Store.
 func (s *Store) AppendAudit(ctx context.Context, e store.AuditEntry) error {
 	_, err := s.pool.Exec(ctx, "INSERT INTO "+s.t("audit")+" (schedule, at, action, principal, detail, outcome, instance) VALUES ($1, $2, $3, $4, $5, $6, $7)",
@@ -558,10 +623,21 @@ func (s *Store) Prune(ctx context.Context, rules []store.Retention) error {
 				if _, err := tx.Exec(ctx, "DELETE FROM "+s.t("audit")+" WHERE at < $1 AND schedule = ANY($2)", g.Before, names); err != nil {
 					return err
 				}
+				if _, err := tx.Exec(ctx, "DELETE FROM "+s.t("rounds")+" WHERE start < $1 AND schedule = ANY($2)", g.Before.UnixNano(), names); err != nil {
+					return err
+				}
 				q := "DELETE FROM " + s.t("audit") + ` WHERE id IN (SELECT id FROM (
 					SELECT id, row_number() OVER (PARTITION BY schedule ORDER BY id DESC) AS n
 					FROM ` + s.t("audit") + ` WHERE schedule = ANY($1)) AS r WHERE n > $2)`
 				if _, err := tx.Exec(ctx, q, names, store.MaxAudit); err != nil {
+					return err
+				}
+			}
+			if g.KeepRounds > 0 {
+				q := "DELETE FROM " + s.t("rounds") + ` WHERE (schedule, instance, slot) IN (SELECT schedule, instance, slot FROM (
+					SELECT schedule, instance, slot, row_number() OVER (PARTITION BY schedule ORDER BY start DESC, seq DESC) AS n
+					FROM ` + s.t("rounds") + ` WHERE schedule = ANY($1)) AS r WHERE n > $2)`
+				if _, err := tx.Exec(ctx, q, names, g.KeepRounds); err != nil {
 					return err
 				}
 			}

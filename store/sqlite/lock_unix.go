@@ -23,10 +23,18 @@ func lockFile(path string) (*os.File, error) {
 		return nil, fmt.Errorf("fom: store lock %s: %w", path, err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		holder, _ := os.ReadFile(path)
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			who := strings.TrimSpace(string(holder))
+			// The holder writes its name right after taking the lock: an
+			// empty file is a holder between the two, worth a short wait.
+			var who string
+			for range 40 {
+				holder, _ := os.ReadFile(path)
+				if who = strings.TrimSpace(string(holder)); who != "" {
+					break
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
 			if who == "" {
 				who = "a process that has not written its name yet"
 			}

@@ -73,6 +73,16 @@ func migrations() []string {
 		);
 		CREATE INDEX audit_by_schedule ON audit (schedule, id);`,
 		`ALTER TABLE failures ADD COLUMN round INTEGER NOT NULL DEFAULT 0;`,
+		// The run history: a slot per round, overwritten a lap later.
+		`CREATE TABLE rounds (
+			schedule TEXT NOT NULL,
+			slot     INTEGER NOT NULL,
+			seq      INTEGER NOT NULL,
+			start    INTEGER NOT NULL,
+			data     BLOB NOT NULL,
+			PRIMARY KEY (schedule, slot)
+		);
+		CREATE INDEX rounds_by_start ON rounds (schedule, start);`,
 	}
 }
 
@@ -345,16 +355,29 @@ func (s *Store) PutSetting(ctx context.Context, schedule, key, value string) err
 const (
 	daysPerStatement     = 500
 	failuresPerStatement = 200
+	roundsPerStatement   = 200
 	namesPerStatement    = 500
 )
 
 // SaveStats implements store.Store: every row of the batch in one
 // transaction, a few multi-row statements.
 func (s *Store) SaveStats(ctx context.Context, b store.StatsBatch) error {
-	if len(b.Days) == 0 && len(b.Failures) == 0 {
+	if len(b.Days) == 0 && len(b.Failures) == 0 && len(b.Rounds) == 0 {
 		return nil
 	}
+	rounds := store.LastPerSlot(b.Rounds)
 	return s.tx(ctx, func(tx *sql.Tx) error {
+		for rs := range slices.Chunk(rounds, roundsPerStatement) {
+			q := "INSERT INTO rounds (schedule, slot, seq, start, data) VALUES " + rows(len(rs), 5) +
+				" ON CONFLICT (schedule, slot) DO UPDATE SET seq = excluded.seq, start = excluded.start, data = excluded.data"
+			args := make([]any, 0, 5*len(rs))
+			for _, r := range rs {
+				args = append(args, r.Schedule, r.Slot, r.Seq, r.Start.UnixNano(), r.Data)
+			}
+			if err := s.exec(ctx, tx, q, args...); err != nil {
+				return err
+			}
+		}
 		for days := range slices.Chunk(b.Days, daysPerStatement) {
 			q := "INSERT INTO stats_days (schedule, day, data) VALUES " + rows(len(days), 3) +
 				" ON CONFLICT (schedule, day) DO UPDATE SET data = excluded.data"
@@ -456,6 +479,53 @@ func (s *Store) LoadFailures(ctx context.Context, schedule string, limit int) ([
 	return out, rows.Err()
 }
 
+// LoadRounds implements store.Store.
+func (s *Store) LoadRounds(ctx context.Context, schedule string, limit int) ([]store.Round, error) {
+	rows, err := s.db.QueryContext(ctx, "SELECT slot, seq, start, data FROM rounds WHERE schedule = ? ORDER BY start DESC, seq DESC LIMIT ?", schedule, limit)
+	if err != nil {
+		return nil, fmt.Errorf("load the run history of schedule %q: %w", schedule, err)
+	}
+	defer rows.Close()
+	var out []store.Round
+	for rows.Next() {
+		r := store.Round{Schedule: schedule}
+		var start int64
+		if err := rows.Scan(&r.Slot, &r.Seq, &start, &r.Data); err != nil {
+			return nil, err
+		}
+		r.Start = time.Unix(0, start).UTC()
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// LoadRound implements store.Store; an embedded store has one instance.
+func (s *Store) LoadRound(ctx context.Context, schedule, instance string, seq int64) (store.Round, bool, error) {
+	r := store.Round{Schedule: schedule, Seq: seq}
+	if instance != "" {
+		return r, false, nil
+	}
+	var start int64
+	err := s.db.QueryRowContext(ctx, "SELECT slot, start, data FROM rounds WHERE schedule = ? AND seq = ?", schedule, seq).Scan(&r.Slot, &start, &r.Data)
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, false, nil
+	}
+	if err != nil {
+		return r, false, fmt.Errorf("load round #%d of schedule %q: %w", seq, schedule, err)
+	}
+	r.Start = time.Unix(0, start).UTC()
+	return r, true, nil
+}
+
+// LastRoundSeq implements store.Store.
+func (s *Store) LastRoundSeq(ctx context.Context, schedule string) (int64, error) {
+	var seq sql.NullInt64
+	if err := s.db.QueryRowContext(ctx, "SELECT max(seq) FROM rounds WHERE schedule = ?", schedule).Scan(&seq); err != nil {
+		return 0, fmt.Errorf("load the run history of schedule %q: %w", schedule, err)
+	}
+	return seq.Int64, nil
+}
+
 // AppendAudit implements store.Store.
 func (s *Store) AppendAudit(ctx context.Context, e store.AuditEntry) error {
 	return s.tx(ctx, func(tx *sql.Tx) error {
@@ -507,6 +577,9 @@ func (s *Store) Prune(ctx context.Context, rules []store.Retention) error {
 					if err := s.exec(ctx, tx, "DELETE FROM failures WHERE at < ? AND schedule IN "+in, append([]any{g.Before.UnixNano()}, names...)...); err != nil {
 						return err
 					}
+					if err := s.exec(ctx, tx, "DELETE FROM rounds WHERE start < ? AND schedule IN "+in, append([]any{g.Before.UnixNano()}, names...)...); err != nil {
+						return err
+					}
 				}
 				if !g.Before.IsZero() {
 					if err := s.exec(ctx, tx, "DELETE FROM audit WHERE at < ? AND schedule IN "+in, append([]any{g.Before.UnixNano()}, names...)...); err != nil {
@@ -516,6 +589,14 @@ func (s *Store) Prune(ctx context.Context, rules []store.Retention) error {
 						SELECT id, row_number() OVER (PARTITION BY schedule ORDER BY id DESC) AS n
 						FROM audit WHERE schedule IN ` + in + `) WHERE n > ?)`
 					if err := s.exec(ctx, tx, q, append(names, store.MaxAudit)...); err != nil {
+						return err
+					}
+				}
+				if g.KeepRounds > 0 {
+					q := `DELETE FROM rounds WHERE rowid IN (SELECT rowid FROM (
+						SELECT rowid, row_number() OVER (PARTITION BY schedule ORDER BY start DESC, seq DESC) AS n
+						FROM rounds WHERE schedule IN ` + in + `) WHERE n > ?)`
+					if err := s.exec(ctx, tx, q, append(names, g.KeepRounds)...); err != nil {
 						return err
 					}
 				}

@@ -33,6 +33,8 @@ func Run(t *testing.T, open Open) {
 		{"ConcurrentWrites", concurrentWrites},
 		{"EmptyWritesAreNoOps", emptyWritesAreNoOps},
 		{"AuditNewestFirstAndPruned", auditNewestFirstAndPruned},
+		{"RoundsInSlotsNewestFirst", roundsInSlotsNewestFirst},
+		{"RoundsPrunedByAgeAndCount", roundsPrunedByAgeAndCount},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -284,5 +286,84 @@ func auditNewestFirstAndPruned(t *testing.T, s store.Store) {
 	}
 	if got, _ = s.LoadAudit(ctx, "b", 10); len(got) != 1 || got[0].Outcome != "refused" {
 		t.Fatalf("another schedule's entries: %+v", got)
+	}
+}
+
+// rounds returns n rounds of schedule with sequence numbers from, a minute
+// apart from start, in slots of a history of keep.
+func rounds(schedule string, from, n int64, keep int, start time.Time) []store.Round {
+	var out []store.Round
+	for seq := from; seq < from+n; seq++ {
+		out = append(out, store.Round{Schedule: schedule, Slot: int(seq % int64(keep)), Seq: seq,
+			Start: start.Add(time.Duration(seq) * time.Minute), Data: []byte(fmt.Sprintf("round %d", seq))})
+	}
+	return out
+}
+
+func roundsInSlotsNewestFirst(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	if seq, err := s.LastRoundSeq(ctx, "a"); err != nil || seq != 0 {
+		t.Fatalf("empty history: last seq %d, %v", seq, err)
+	}
+	// Two flushes of a history of 5: rounds 1-4, then 5-9 (one batch
+	// holding slot 4 twice: 4 is written by round 4, then 9).
+	if err := s.SaveStats(ctx, store.StatsBatch{Rounds: rounds("a", 1, 4, 5, day0)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SaveStats(ctx, store.StatsBatch{Rounds: append(rounds("a", 5, 5, 5, day0), rounds("b", 1, 1, 5, day0)...)}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.LoadRounds(ctx, "a", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seqs []int64
+	for _, r := range got {
+		seqs = append(seqs, r.Seq)
+		if want := fmt.Sprintf("round %d", r.Seq); string(r.Data) != want || !r.Start.Equal(day0.Add(time.Duration(r.Seq)*time.Minute)) || r.Schedule != "a" {
+			t.Fatalf("round %d: %q at %s", r.Seq, r.Data, r.Start)
+		}
+	}
+	if fmt.Sprint(seqs) != "[9 8 7 6 5]" {
+		t.Fatalf("history of 5 after 9 rounds: %v, want [9 8 7 6 5]", seqs)
+	}
+	if got, _ := s.LoadRounds(ctx, "a", 2); len(got) != 2 || got[0].Seq != 9 {
+		t.Fatalf("limit 2: %v", got)
+	}
+	if seq, err := s.LastRoundSeq(ctx, "a"); err != nil || seq != 9 {
+		t.Fatalf("last seq %d, %v; want 9", seq, err)
+	}
+	r, ok, err := s.LoadRound(ctx, "a", "", 7)
+	if err != nil || !ok || string(r.Data) != "round 7" {
+		t.Fatalf("round 7: %v %v %q", ok, err, r.Data)
+	}
+	if _, ok, err := s.LoadRound(ctx, "a", "", 2); err != nil || ok {
+		t.Fatalf("round 2 was overwritten by round 7, found %v (%v)", ok, err)
+	}
+	if got, _ := s.LoadRounds(ctx, "b", 10); len(got) != 1 {
+		t.Fatalf("schedule b: %d rounds", len(got))
+	}
+}
+
+func roundsPrunedByAgeAndCount(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	// 20 rounds a minute apart in slots of 100, then a smaller history.
+	if err := s.SaveStats(ctx, store.StatsBatch{Rounds: append(rounds("a", 1, 20, 100, day0), rounds("b", 1, 20, 100, day0)...)}); err != nil {
+		t.Fatal(err)
+	}
+	err := s.Prune(ctx, []store.Retention{
+		{Schedule: "a", Before: day0.Add(11 * time.Minute), KeepFailures: 1, KeepRounds: 100},
+		{Schedule: "b", KeepFailures: 1, KeepRounds: 3},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := s.LoadRounds(ctx, "a", 100)
+	b, _ := s.LoadRounds(ctx, "b", 100)
+	if len(a) != 10 || a[len(a)-1].Seq != 11 {
+		t.Fatalf("a by age: %d rounds, want 10 from seq 11", len(a))
+	}
+	if len(b) != 3 || b[0].Seq != 20 || b[2].Seq != 18 {
+		t.Fatalf("b by count: %d rounds, want 20, 19, 18", len(b))
 	}
 }

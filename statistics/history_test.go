@@ -1,0 +1,224 @@
+package statistics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/fom-go/fom/store"
+	"github.com/fom-go/fom/store/sqlite"
+)
+
+func round(n int64, at time.Time, cause string, tasks ...TaskSample) RoundSample {
+	return RoundSample{Number: n, Cause: cause, Planned: at, Start: at.Add(3 * time.Millisecond), End: at.Add(50 * time.Millisecond), Tasks: tasks}
+}
+
+// TestRunHistorySurvivesARestart records rounds of every cause, flushes
+// some, restarts on the same file: the history lists them all newest
+// first with their causes, counts and outcomes; a round opens to its
+// tasks (errors and panics' stacks included); numbering goes on after
+// the stored rounds.
+func TestRunHistorySurvivesARestart(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := sqlite.Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clockwork.NewFakeClockAt(day1)
+	s, _ := New("job", clk, DefaultSettings())
+	at := day1.Add(time.Hour)
+	s.RecordRound(round(1, at, "start", TaskSample{ID: "a", Status: Success, Started: at, Cost: time.Millisecond}))
+	s.RecordRound(round(2, at.Add(time.Minute), "plan",
+		TaskSample{ID: "a", Status: Success, Cost: time.Millisecond},
+		TaskSample{ID: "b", Status: Failed, Cost: 2 * time.Millisecond, Err: fmt.Errorf("import: %w", errors.New("no such file"))},
+		TaskSample{ID: "c", Status: Failed, Err: stackErr{}}))
+	if err := s.Flush(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(s.RecentRounds()); n != 0 {
+		t.Fatalf("%d rounds still in memory after a flush", n)
+	}
+	s.RecordRound(RoundSample{Number: 3, Cause: "exec", By: "alice@127.0.0.1", Planned: at.Add(2 * time.Minute), Start: at.Add(2 * time.Minute), End: at.Add(3 * time.Minute),
+		Tasks: []TaskSample{{ID: "a", Status: Timeout, Cost: time.Minute}}})
+	hist, err := s.History(ctx, st, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range hist {
+		got = append(got, fmt.Sprintf("%d:%d %s %s %v", r.Seq, r.Number, r.Cause, r.Outcome, r.Counts))
+	}
+	want := "[3:3 exec timeout map[timeout:1] 2:2 plan partial map[failed:2 success:1] 1:1 start success map[success:1]]"
+	if fmt.Sprint(got) != want {
+		t.Fatalf("history (memory and store):\n got %v\nwant %s", got, want)
+	}
+	if hist[0].By != "alice@127.0.0.1" || hist[1].Late != 3*time.Millisecond || hist[1].Duration != 47*time.Millisecond {
+		t.Fatalf("by %q, late %s, duration %s", hist[0].By, hist[1].Late, hist[1].Duration)
+	}
+	if err := s.Flush(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+
+	st, err = sqlite.Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	again, _ := New("job", clk, DefaultSettings())
+	if _, err := again.Load(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	r, ok, err := again.Round(ctx, st, "", 2)
+	if err != nil || !ok {
+		t.Fatalf("round 2 after restart: %v %v", ok, err)
+	}
+	if len(r.Tasks) != 3 || r.Tasks[1].Error != "import: no such file" || r.Tasks[2].Stack == "" || r.Tasks[0].Status != "success" || r.Tasks[1].Cost != 2*time.Millisecond {
+		t.Fatalf("round 2's tasks: %+v", r.Tasks)
+	}
+	again.RecordRound(round(1, at.Add(time.Hour), "plan"))
+	hist, _ = again.History(ctx, st, 10)
+	if len(hist) != 4 || hist[0].Seq != 4 || hist[0].Outcome != "success" {
+		t.Fatalf("after restart: %d rounds, newest seq %d (%s); want 4, seq 4", len(hist), hist[0].Seq, hist[0].Outcome)
+	}
+}
+
+// TestRunHistoryIsBounded: a history of 5 keeps the newest 5 in the store
+// whatever the number of rounds and flushes; between two flushes memory
+// keeps at most 5, counting what it dropped.
+func TestRunHistoryIsBounded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	set := DefaultSettings()
+	set.Rounds = 5
+	s, _ := New("job", clockwork.NewFakeClockAt(day1), set)
+	at := day1
+	for i := range 23 {
+		at = at.Add(time.Second)
+		s.RecordRound(round(int64(i+1), at, "plan", TaskSample{ID: "t"}))
+		if i%4 == 3 {
+			if err := s.Flush(ctx, st); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for range 9 { // three waiting and nine more, no flush: seven dropped
+		at = at.Add(time.Second)
+		s.RecordRound(round(0, at, "plan"))
+	}
+	if u := s.UnsavedRounds(); u != 7 {
+		t.Fatalf("unsaved rounds %d, want 7", u)
+	}
+	if err := s.Flush(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	stored, _ := st.LoadRounds(ctx, "job", 100)
+	if len(stored) != 5 || stored[0].Seq != 32 || stored[4].Seq != 28 {
+		t.Fatalf("stored %d rounds (newest %d)", len(stored), stored[0].Seq)
+	}
+}
+
+// TestRunHistoryOfAFailedFlush: the rounds of a flush that failed are
+// written by the next one, and stay listed in between.
+func TestRunHistoryOfAFailedFlush(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	real, err := sqlite.Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer real.Close()
+	st := &failingStore{Store: real, broken: true}
+	s, _ := New("job", clockwork.NewFakeClockAt(day1), DefaultSettings())
+	s.RecordRound(round(1, day1, "plan"))
+	if err := s.Flush(ctx, st); err == nil {
+		t.Fatal("flush to a failing store succeeded")
+	}
+	s.RecordRound(round(2, day1.Add(time.Second), "plan"))
+	if h, _ := s.History(ctx, st, 10); len(h) != 2 {
+		t.Fatalf("%d rounds listed after a failed flush, want 2", len(h))
+	}
+	st.broken = false
+	if err := s.Flush(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	if stored, _ := real.LoadRounds(ctx, "job", 10); len(stored) != 2 || stored[0].Seq != 2 {
+		t.Fatalf("stored %d rounds after healing", len(stored))
+	}
+}
+
+// TestALargeRoundKeepsItsFailures: of a round of 1 000 tasks, 30 failed,
+// the record details the 30 failures and 70 successes and counts all.
+func TestALargeRoundKeepsItsFailures(t *testing.T) {
+	t.Parallel()
+	s, _ := New("job", clockwork.NewFakeClockAt(day1), DefaultSettings())
+	var tasks []TaskSample
+	for i := range 1000 {
+		task := TaskSample{ID: fmt.Sprint(i), Status: Success}
+		if i%33 == 32 {
+			task.Status, task.Err = Failed, errors.New(strings.Repeat("x", 5000))
+		}
+		tasks = append(tasks, task)
+	}
+	s.RecordRound(round(1, day1, "plan", tasks...))
+	r := s.RecentRounds()[0]
+	failed := 0
+	for _, task := range r.Tasks {
+		if task.Status == "failed" {
+			failed++
+			if len(task.Error) > maxTaskError+len("…") {
+				t.Fatalf("an error of %d bytes kept whole", len(task.Error))
+			}
+		}
+	}
+	if len(r.Tasks) != MaxRoundTasks || failed != 30 || r.Omitted != 900 || r.Counts["success"] != 970 || r.Outcome != "partial" {
+		t.Fatalf("%d tasks detailed (%d failed), %d omitted, counts %v", len(r.Tasks), failed, r.Omitted, r.Counts)
+	}
+	back, err := DecodeRound(store.Round{Schedule: "job", Seq: r.Seq, Start: r.Start, Data: encodeRound(r)})
+	if err != nil || len(back.Tasks) != len(r.Tasks) || back.Omitted != r.Omitted || back.Counts["failed"] != 30 {
+		t.Fatalf("decoded: %v, %d tasks", err, len(back.Tasks))
+	}
+}
+
+// TestUnreadableRoundsAreNamed: a corrupt record is an error naming the
+// schedule and round; in a listing it shows as unreadable, the others
+// still listed.
+func TestUnreadableRoundsAreNamed(t *testing.T) {
+	t.Parallel()
+	for _, data := range [][]byte{nil, {9}, {roundVersion1}, {roundVersion1, 2, 0, 0, 0}, append(encodeRound(RoundRecord{Tasks: []TaskRecord{{ID: "x", Status: "failed"}}}), 0)[:20]} {
+		_, err := DecodeRound(store.Round{Schedule: "job", Seq: 7, Data: data})
+		if err == nil || !strings.Contains(err.Error(), `schedule "job": round #7`) {
+			t.Fatalf("%v: %v", data, err)
+		}
+	}
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	good := encodeRound(RoundRecord{Cause: "plan", Counts: map[string]int64{"success": 1}})
+	if err := st.SaveStats(ctx, store.StatsBatch{Rounds: []store.Round{
+		{Schedule: "job", Slot: 1, Seq: 1, Start: day1, Data: good},
+		{Schedule: "job", Slot: 2, Seq: 2, Start: day1.Add(time.Second), Data: []byte{1, 2, 3}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := New("job", clockwork.NewFakeClockAt(day1), DefaultSettings())
+	h, err := s.History(ctx, st, 10)
+	if err != nil || len(h) != 2 || h[0].Cause != "unreadable" || h[1].Outcome != "success" {
+		t.Fatalf("%v %+v", err, h)
+	}
+}

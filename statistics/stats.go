@@ -173,8 +173,8 @@ type Stats struct {
 	inflight      []roundEntry
 	roundSeq      int64
 	unsavedRounds int64
-	today    time.Time // the day cur belongs to
-	cur      *day
+	today         time.Time // the day cur belongs to
+	cur           *day
 }
 
 // New returns empty statistics for schedule.

@@ -297,6 +297,17 @@ func TestAdminPageInChromium(t *testing.T) {
 	if n := len(textOf(`[data-testid="failures"]`)); n == 0 || !strings.Contains(textOf(`[data-testid="failures"]`), "shop API answered 503") {
 		t.Fatal("failures list lacks the recorded failure")
 	}
+	// So did the run history: the three exec-now rounds, newest first,
+	// each opening to its tasks.
+	var rounds int
+	must(t, chromedp.Run(ctx, chromedp.Evaluate(`document.querySelectorAll('[data-testid="round"]').length`, &rounds)))
+	if rounds < 3 || !strings.HasPrefix(textOf(`[data-testid="round-cause"]`), "exec by ") {
+		t.Fatalf("history after restart: %d rounds, newest cause %q", rounds, textOf(`[data-testid="round-cause"]`))
+	}
+	must(t, chromedp.Run(ctx, click(`[data-testid="round"] summary`), chromedp.WaitVisible(`[data-testid="round-task"]`, chromedp.ByQuery)))
+	if got := textOf(`[data-testid="round-task"]`); !strings.Contains(got, "shop API answered 503") && !strings.Contains(got, "success") {
+		t.Fatalf("the round's task row: %q", got)
+	}
 	screenshot(t, ctx, filepath.Join(shots, "schedule.png"))
 
 	// Stop a schedule from the table and watch it reach STOPPED.

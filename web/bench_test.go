@@ -10,7 +10,8 @@ import (
 )
 
 // BenchmarkTableRefresh1000 is one self-refresh of the schedules table of
-// an app with 1 000 schedules: its time and its bytes.
+// an app with 1 000 schedules, as the page sends it (the first page of
+// 100 rows): its time and its bytes.
 //
 //	go test -run '^$' -bench TableRefresh -benchmem ./web
 func BenchmarkTableRefresh1000(b *testing.B) {

@@ -218,7 +218,7 @@ func TestAdminPageInChromium(t *testing.T) {
 	waitText(row("importOrders", "failed"), atLeast(1), "failures counted")
 	// The start button of a started schedule is disabled; a post anyway
 	// (a stale page, say) shows the engine's refusal.
-	js := "document.querySelector(" + strconv.Quote(row("alpha", "start")) + ").form.submit()"
+	js := "(() => { const b = document.querySelector(" + strconv.Quote(row("alpha", "start")) + "); b.form.action = b.formAction; b.form.submit() })()"
 	must(t, chromedp.Run(ctx, chromedp.Evaluate(js, nil), chromedp.WaitVisible(`.flash.error`, chromedp.ByQuery)))
 	if got := textOf(`[data-testid="flash"]`); got != "schedule alpha is already started" {
 		t.Fatalf("refusal flash %q", got)

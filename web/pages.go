@@ -161,7 +161,8 @@ func (h *handler) rowOf(sc *fom.ScheduleContext) rowView {
 	}
 }
 
-func (h *handler) rows(r *http.Request) []rowView {
+// rows is the page of the table a request asks for.
+func (h *handler) rows(r *http.Request) ([]rowView, pager) {
 	var out []rowView
 	owners := h.owners(r.Context())
 	for _, sc := range h.app.Schedules() {
@@ -169,7 +170,8 @@ func (h *handler) rows(r *http.Request) []rowView {
 		row.Owner = owners[sc.Name()]
 		out = append(out, row)
 	}
-	return filterOf(r).apply(out)
+	f := filterOf(r)
+	return f.pageOf(f.apply(out))
 }
 
 // owners is who owns each schedule in a cluster (one query), or nil.
@@ -185,7 +187,8 @@ func (h *handler) owners(ctx context.Context) map[string]string {
 }
 
 func (h *handler) pageIndex(w http.ResponseWriter, r *http.Request) {
-	h.render(w, r, indexPage(h.pageWithCSRF(w, r, "Schedules"), h.rows(r), h.clusterOf(r), filterOf(r)))
+	rows, pg := h.rows(r)
+	h.render(w, r, indexPage(h.pageWithCSRF(w, r, "Schedules"), rows, pg, h.clusterOf(r)))
 }
 
 // clusterView is the index page's cluster card; Shown is false when the
@@ -235,7 +238,8 @@ func (h *handler) clusterOf(r *http.Request) clusterView {
 }
 
 func (h *handler) fragmentTable(w http.ResponseWriter, r *http.Request) {
-	h.render(w, r, tableBody(h.pageWithCSRF(w, r, "Schedules"), h.rows(r), filterOf(r)))
+	rows, pg := h.rows(r)
+	h.render(w, r, tableBody(h.page(r, "Schedules"), rows, pg))
 }
 
 // cfgEntry is one config row of the editor.

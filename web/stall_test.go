@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -303,5 +306,58 @@ func TestTableFilterAndSort(t *testing.T) {
 	page := f.do("GET", "/fom/?health=failing", "").body
 	if !strings.Contains(page, `data-testid="row-flaky"`) || strings.Contains(page, `data-testid="row-alpha"`) || !strings.Contains(page, `<option value="failing" selected>`) {
 		t.Error("the page does not filter from its query")
+	}
+}
+
+// TestTablePages: the table shows and refreshes one page (100 rows by
+// default, ?per= from 10 to 1000); a page past the end shows the last;
+// the pager's links keep the filter; rows carry no form of their own, and
+// their buttons post through the page's one form with its CSRF token.
+func TestTablePages(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Options{})
+	for i := range 248 { // with alpha and beta: 250
+		if _, err := f.app.Register(&beta{}, fom.Named(fmt.Sprintf("job-%03d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows := func(query string) (int, string) {
+		body := f.do("GET", "/fom/fragments/schedules?"+query, "").body
+		_, pager, _ := strings.Cut(body, `data-testid="pager">`)
+		pager, _, _ = strings.Cut(pager, "</td>")
+		return strings.Count(body, `data-testid="row-`), pager
+	}
+	for query, want := range map[string]string{
+		"":                      "100 rows 1–100 of 250 · page 1 of 3",
+		"page=3":                "50 rows 201–250 of 250 · page 3 of 3",
+		"page=9":                "50 rows 201–250 of 250 · page 3 of 3",
+		"page=2&per=10":         "10 rows 11–20 of 250 · page 2 of 25",
+		"per=5":                 "10 rows 1–10 of 250 · page 1 of 25",
+		"per=5000":              "250 ",
+		"q=job-1&page=2&per=50": "50 rows 51–100 of 100 · page 2 of 2",
+	} {
+		n, pager := rows(query)
+		text := regexp.MustCompile(`<[^>]*>`).ReplaceAllString(pager, "")
+		text = strings.TrimSpace(strings.NewReplacer("‹ previous", "", "next ›", "").Replace(text))
+		if got := fmt.Sprintf("%d %s", n, text); got != want {
+			t.Errorf("%q: %q, want %q", query, got, want)
+		}
+	}
+	body := f.do("GET", "/fom/fragments/schedules?q=job&page=2", "").body
+	if !strings.Contains(body, `href="/fom/?page=3&amp;q=job"`) || !strings.Contains(body, `hx-get="/fom/fragments/schedules?page=2"`) {
+		t.Errorf("the pager or the refresh forgets the filter or the page")
+	}
+	if strings.Contains(body, "<form") || strings.Contains(body, "csrf_token") {
+		t.Error("a refresh of the rows carries forms or tokens")
+	}
+	// A row's exec button posts through #row-actions: the page's token works.
+	cookie, token := f.csrf()
+	r := f.do("POST", "/fom/schedules/alpha/exec", "csrf_token="+token, "Cookie", cookie, "Content-Type", "application/x-www-form-urlencoded")
+	if r.status != http.StatusSeeOther {
+		t.Fatalf("exec through the page's form: %d %s", r.status, r.body)
+	}
+	r = f.do("POST", "/fom/schedules/alpha/log-level", "csrf_token="+token+"&level=debug", "Cookie", cookie, "Content-Type", "application/x-www-form-urlencoded", "HX-Request", "true")
+	if r.status >= 400 || f.app.Schedule("alpha").LogLevel().String() != "debug" {
+		t.Fatalf("log level through the page's form: %d %s", r.status, r.body)
 	}
 }

@@ -38,7 +38,9 @@ func filterOf(r *http.Request) tableFilter {
 }
 
 // active reports whether the filter hides or reorders anything.
-func (f tableFilter) active() bool { return f.Q != "" || f.State != "" || f.Health != "" || f.Sort != "" }
+func (f tableFilter) active() bool {
+	return f.Q != "" || f.State != "" || f.Health != "" || f.Sort != ""
+}
 
 // pageOf cuts the filtered rows to the filter's page (the last one when
 // it is past the end) and says where it is.

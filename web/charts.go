@@ -66,7 +66,8 @@ func niceMax(v float64) float64 {
 func fmtCount(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
 // dayChart draws tasks per day as bars (not-successful part in red) with
-// the average and p95 cost as lines on a second axis.
+// the average and p95 cost as lines on a second axis. A day without tasks
+// is a gap in the lines and a dashed mark, not a cost of 0 ms.
 func dayChart(days []statistics.DaySummary) svgChart {
 	c := svgChart{Title: "tasks and cost per day", W: chartW, H: chartH}
 	maxCount, maxCost := 0.0, time.Duration(0)
@@ -87,6 +88,15 @@ func dayChart(days []statistics.DaySummary) svgChart {
 	n := float64(max(len(days), 1))
 	slot := plotW / n
 	var avg, p95 []string
+	flush := func() { // ends the lines' current segment
+		if len(avg) == 1 { // one day alone: a dot (round caps) rather than nothing
+			avg, p95 = append(avg, avg[0]), append(p95, p95[0])
+		}
+		if len(avg) > 0 {
+			c.Lines = append(c.Lines, line{strings.Join(avg, " "), "line-avg"}, line{strings.Join(p95, " "), "line-p95"})
+		}
+		avg, p95 = nil, nil
+	}
 	for i, d := range days {
 		x := padL + float64(i)*slot
 		bw := slot * 0.6
@@ -98,11 +108,16 @@ func dayChart(days []statistics.DaySummary) svgChart {
 			c.Bars = append(c.Bars, bar{x + slot*0.2, base - bad, bw, bad, "bar-bad", title})
 		}
 		cx := x + slot/2
+		c.Labels = append(c.Labels, label{cx, base + 16, d.Day.Format("01-02"), "middle"})
+		if d.Count == 0 {
+			flush()
+			c.Bars = append(c.Bars, bar{x + slot*0.2, base - 3, bw, 3, "bar-none", d.Day.Format(time.DateOnly) + ": no tasks ran"})
+			continue
+		}
 		avg = append(avg, f(cx)+","+f(base-ms(d.Avg)/costMax*plotH))
 		p95 = append(p95, f(cx)+","+f(base-ms(d.P95)/costMax*plotH))
-		c.Labels = append(c.Labels, label{cx, base + 16, d.Day.Format("01-02"), "middle"})
 	}
-	c.Lines = append(c.Lines, line{strings.Join(avg, " "), "line-avg"}, line{strings.Join(p95, " "), "line-p95"})
+	flush()
 	return c
 }
 

@@ -349,6 +349,13 @@ func (h *handler) detail(ctx context.Context, sc *fom.ScheduleContext, typed map
 			Min: shortDur(d.Min), Avg: shortDur(d.Avg), P50: shortDur(d.P50), P95: shortDur(d.P95), P99: shortDur(d.P99), Max: shortDur(d.Max),
 			Rounds: strconv.FormatInt(d.Rounds, 10), LateP99: shortDur(d.LateP99),
 		})
+		row := &v.Days[len(v.Days)-1]
+		if d.Count == 0 { // no cost measured: not a cost of 0
+			row.Min, row.Avg, row.P50, row.P95, row.P99, row.Max = "—", "—", "—", "—", "—", "—"
+		}
+		if d.Rounds == 0 {
+			row.LateP99 = "—"
+		}
 	}
 	v.DayChart = dayChart(days)
 	v.BucketChart = bucketChart(st.BucketLabels(), buckets)

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +17,7 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/fom-go/fom/fom"
+	"github.com/fom-go/fom/statistics"
 )
 
 // byTestID returns the text of every element with data-testid=id.
@@ -234,5 +236,35 @@ func TestLogLevelAndStatsSettingsForms(t *testing.T) {
 	}
 	if r := form("/fom/schedules/alpha/stats-settings", url.Values{"retentionDays": {"a week"}}); !strings.Contains(r.header.Get("Location"), "level=error") {
 		t.Fatalf("bad retention %v", r.header)
+	}
+}
+
+// TestDayChartGaps: days without tasks break the cost lines and carry a
+// dashed mark, instead of drawing a cost of 0 ms.
+func TestDayChartGaps(t *testing.T) {
+	t.Parallel()
+	day := func(i int, count int64, avg time.Duration) statistics.DaySummary {
+		return statistics.DaySummary{Day: time.Date(2026, 11, 17+i, 0, 0, 0, 0, time.UTC), Count: count, Avg: avg, P95: 2 * avg, ByStatus: map[string]int64{"success": count}}
+	}
+	c := dayChart([]statistics.DaySummary{
+		day(0, 5, time.Second), day(1, 6, time.Second), day(2, 0, 0), day(3, 0, 0), day(4, 4, 2*time.Second), day(5, 0, 0), day(6, 3, time.Second),
+	})
+	var segments []int
+	for _, l := range c.Lines {
+		if l.Class == "line-avg" {
+			segments = append(segments, len(strings.Fields(l.Points)))
+		}
+	}
+	if fmt.Sprint(segments) != "[2 2 2]" { // days 0-1, day 4 alone (a dot), day 6 alone
+		t.Fatalf("avg line segments of %v points", segments)
+	}
+	var marks []string
+	for _, b := range c.Bars {
+		if b.Class == "bar-none" {
+			marks = append(marks, b.Title)
+		}
+	}
+	if fmt.Sprint(marks) != "[2026-11-19: no tasks ran 2026-11-20: no tasks ran 2026-11-22: no tasks ran]" {
+		t.Fatalf("marks %v", marks)
 	}
 }

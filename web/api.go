@@ -77,6 +77,9 @@ type entryView struct {
 	Editable bool   `json:"editable"`
 	Custom   bool   `json:"custom"`
 	Doc      string `json:"doc"`
+	Group    string `json:"group"`          // job, plan, pool, timeouts, behaviour
+	Kind     string `json:"kind"`           // bool, duration, int, text
+	Hint     string `json:"hint,omitempty"` // unit and bounds
 }
 
 type taskView struct {
@@ -111,7 +114,10 @@ func viewOf(sc *fom.ScheduleContext) scheduleView {
 func entriesOf(sc *fom.ScheduleContext) []entryView {
 	var out []entryView
 	for _, e := range sc.Config().Entries() {
-		out = append(out, entryView{Key: e.Key, Value: e.Value, Default: e.Default, Source: e.Source.String(), Editable: e.Editable, Custom: e.Custom, Doc: e.Doc})
+		v := entryView{Key: e.Key, Value: e.Value, Default: e.Default, Source: e.Source.String(), Editable: e.Editable, Custom: e.Custom, Doc: e.Doc}
+		m := metaOf(v)
+		v.Group, v.Kind, v.Hint = m.Group, m.Kind, m.Hint
+		out = append(out, v)
 	}
 	return out
 }

@@ -279,6 +279,7 @@ type detailView struct {
 	Loaded, Outcomes      string
 	Batches               int64
 	Config                []cfgEntry
+	Groups                []cfgGroup // Config as the editor groups it
 	Stats                 statsView
 	DayChart, BucketChart svgChart
 	Days                  []dayRow
@@ -319,6 +320,7 @@ func (h *handler) detail(ctx context.Context, sc *fom.ScheduleContext, typed map
 		}
 		v.Config = append(v.Config, ce)
 	}
+	v.Groups = groupEntries(v.Config)
 	st := sc.Stats()
 	set := st.Settings()
 	v.Stats = statsView{RetentionDays: set.RetentionDays, Thresholds: strings.Join(settingsBody(set).Thresholds, ", ")}
@@ -434,6 +436,10 @@ func (h *handler) formConfig(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Only send what changed, so an untouched field never fails an edit.
+	kinds := map[string]string{}
+	for _, e := range entriesOf(sc) {
+		kinds[e.Key] = e.Kind
+	}
 	typed := map[string]string{}
 	changes := map[string]string{}
 	for k, vs := range r.PostForm {
@@ -441,9 +447,10 @@ func (h *handler) formConfig(w http.ResponseWriter, r *http.Request) {
 		if !ok || len(vs) == 0 {
 			continue
 		}
-		typed[key] = vs[0]
-		if sc.Config().Get(key) != vs[0] || !sc.Config().Has(key) {
-			changes[key] = vs[0]
+		v := vs[len(vs)-1] // a toggle sends "false" (hidden) then "true" when on
+		typed[key] = v
+		if !sc.Config().Has(key) || !sameValue(kinds[key], sc.Config().Get(key), v) {
+			changes[key] = v
 		}
 	}
 	if len(changes) == 0 {

@@ -4,7 +4,7 @@ GO       ?= go
 TEMPL    := $(GO) tool templ
 PKGS     := ./...
 
-.PHONY: run test bench generate check fmt vet
+.PHONY: run test bench generate check fmt vet screenshots
 
 run: ## run the quickstart app with its admin page on http://127.0.0.1:8080/fom/
 	$(GO) run ./examples/quickstart
@@ -22,6 +22,9 @@ bench: ## benchmark suite (about 10 minutes): micro-benchmarks, then fom against
 	./bin/fombench -only memory
 	./bin/fombench -only periodic -trials 2
 	./bin/fombench -only throughput
+
+screenshots: ## retake docs/*.png from a real run of the quickstart (needs Chromium; about a minute)
+	$(GO) run ./internal/screenshots
 
 generate: ## regenerate templ code
 	@if ls web/*.templ >/dev/null 2>&1; then $(TEMPL) generate; fi

@@ -148,12 +148,12 @@ func TestTableAndMetricsTellTheLastRound(t *testing.T) {
 		return r[:strings.Index(r, "</tr>")]
 	}
 	r := row("flaky")
-	for _, want := range []string{`data-testid="outcome">failed<`, `class="num bad" data-testid="failed">1<`, `data-testid="last" title="20`, "no full success since the start", " ms late"} {
+	for _, want := range []string{`data-testid="outcome">failed<`, `class="num bad" data-label="not ok" data-testid="failed">1<`, `data-testid="last" title="20`, "no full success since the start", " ms late"} {
 		if !strings.Contains(r, want) {
 			t.Errorf("row lacks %q: %s", want, r)
 		}
 	}
-	if a := row("alpha"); !strings.Contains(a, `class="num" data-testid="failed">0<`) {
+	if a := row("alpha"); !strings.Contains(a, `class="num" data-label="not ok" data-testid="failed">0<`) {
 		t.Errorf("a zero is coloured: %s", a)
 	}
 	metrics := f.do("GET", "/fom/metrics", "").body

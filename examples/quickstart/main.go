@@ -1,6 +1,7 @@
 // Command quickstart is a small fom application: four jobs in an fx app,
 // logging to the console, with the admin page on
-// http://127.0.0.1:8080/fom/. Run it with `make run`.
+// http://127.0.0.1:8080/fom/ (or the address in FOM_ADDR). Run it with
+// `make run`.
 package main
 
 import (
@@ -8,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"time"
 
 	"go.uber.org/fx"
@@ -100,8 +102,9 @@ func main() {
 			return &fxevent.ZapLogger{Logger: l.Named("fx").WithOptions(zap.IncreaseLevel(zap.WarnLevel))}
 		}),
 		fom.Module,
-		web.Module, // the admin page on http://127.0.0.1:8080/fom/
+		web.Module, // the admin page on http://127.0.0.1:8080/fom/ (FOM_ADDR overrides the address)
 		fx.Supply(&fom.Config{DataDir: "fom-data"}),
+		fx.Supply(web.Config{Addr: os.Getenv("FOM_ADDR")}),
 		fom.Job(func() *Heartbeat { return &Heartbeat{} }),
 		fom.Job(func() *ImportOrders { return &ImportOrders{} }),
 		fom.Job(func() *SlowReport { return &SlowReport{} }),

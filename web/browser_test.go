@@ -50,13 +50,13 @@ type browserApp struct {
 	url string
 }
 
-func startBrowserApp(t *testing.T, dir string) *browserApp {
+func startBrowserApp(t *testing.T, dir string, extra ...any) *browserApp {
 	t.Helper()
 	app, err := fom.New(fom.WithDataDir(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, j := range []any{&alpha{}, &beta{}, &flaky{}} {
+	for _, j := range append([]any{&alpha{}, &beta{}, &flaky{}}, extra...) {
 		if _, err := app.Register(j); err != nil {
 			t.Fatal(err)
 		}
@@ -101,7 +101,12 @@ func chromium(t *testing.T) string {
 func TestAdminPageInChromium(t *testing.T) {
 	path := chromium(t)
 	dir := t.TempDir()
-	run1 := startBrowserApp(t, dir)
+	// The first run has a schedule whose task ignores its timeout: stalled.
+	stuck := &stuckJob{release: make(chan struct{})}
+	var freeOnce sync.Once
+	free := func() { freeOnce.Do(func() { close(stuck.release) }) }
+	run1 := startBrowserApp(t, dir, stuck)
+	t.Cleanup(free) // before run1 stops
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.DisableGPU,
@@ -220,8 +225,11 @@ func TestAdminPageInChromium(t *testing.T) {
 	}
 	must(t, chromedp.Run(ctx, chromedp.EmulateViewport(1440, 1000)))
 
-	// The table: press "exec now" and watch the round count rise.
+	// The table: the stuck schedule shows as stalled.
 	must(t, chromedp.Run(ctx, chromedp.Navigate(run1.url+"/"), chromedp.WaitVisible(`[data-testid="schedules"]`, chromedp.ByQuery)))
+	waitText(row("stuck", "stalled"), func(s string) bool { return s == "STALLED" }, "the stuck schedule's badge")
+
+	// Press "exec now" and watch the round count rise.
 	if got := textOf(row("importOrders", "rounds")); got != "0" {
 		t.Fatalf("rounds before exec: %q", got)
 	}
@@ -263,6 +271,8 @@ func TestAdminPageInChromium(t *testing.T) {
 	if v := run1.app.Schedule("alpha").Config().Get("size"); v != "42" {
 		t.Fatalf("size after save: %s", v)
 	}
+	// The edit is in the audit trail, with the old and new values.
+	waitText(`[data-testid="audit-row"]`, func(s string) bool { return strings.Contains(s, "config") && strings.Contains(s, `size: "10" → "42"`) }, "the edit in the audit trail")
 
 	// The plan preview follows the plan fields as they are typed.
 	waitText(`[data-testid="plan-preview"]`, func(s string) bool { return strings.Contains(s, "fixedRate 1h") }, "preview of the saved plan")
@@ -282,6 +292,7 @@ func TestAdminPageInChromium(t *testing.T) {
 	}
 
 	// Restart the app on the same data dir: the edit is still there.
+	free()
 	run1.stop()
 	run2 := startBrowserApp(t, dir)
 	var size string

@@ -199,7 +199,7 @@ func main() {
 			fmt.Fprintf(&out, "memory scenario failed: %v\n\n", err)
 		} else {
 			fmt.Fprintf(&out, "### Memory per schedule of a default App (%d schedules, heap + stacks)\n\n| | per schedule | target |\n|---|---|---|\n", n)
-			fmt.Fprintf(&out, "| sleeping, before its first round | %.1f KiB | ≤ 4 KB |\n| after %d rounds | %.1f KiB | ≤ 8 KB |\n\n", before/1024, rounds, after/1024)
+			fmt.Fprintf(&out, "| sleeping, before its first round | %.0f B | ≤ 4 000 B |\n| after %d rounds | %.0f B | ≤ 8 000 B |\n\n", before, rounds, after)
 		}
 		runtime.GC()
 	}

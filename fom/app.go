@@ -760,17 +760,25 @@ func (a *App) Stop(ctx context.Context) error {
 	return nil
 }
 
-// flushLoop writes statistics every flushInterval until stop is closed.
+// flushEvery is how often statistics are written.
+func (a *App) flushEvery() time.Duration {
+	if a.o.flushEvery > 0 {
+		return a.o.flushEvery
+	}
+	return flushInterval
+}
+
+// flushLoop writes statistics every flushEvery until stop is closed.
 func (a *App) flushLoop(stop, done chan struct{}) {
 	defer close(done)
-	t := a.o.clock.NewTicker(flushInterval)
+	t := a.o.clock.NewTicker(a.flushEvery())
 	defer t.Stop()
 	for {
 		select {
 		case <-stop:
 			return
 		case <-t.Chan():
-			if err := a.flush(context.Background(), flushInterval); err != nil {
+			if err := a.flush(context.Background(), a.flushEvery()); err != nil {
 				a.log.Warn("statistics flush failed; will retry", zap.Error(err))
 			}
 		}

@@ -389,3 +389,63 @@ func TestRegisterAfterStartAndIdempotentStartStop(t *testing.T) {
 		t.Fatalf("after restart %s", sc.State())
 	}
 }
+
+type everyHour struct {
+	Schedule `name:"hourly" execOnLoad:"true" fixedRate:"1h"`
+}
+
+func (*everyHour) Run(context.Context) (any, error) { return nil, nil }
+
+// TestFlushInterval: WithFlushInterval is bounded, and the app writes its
+// statistics and run history on that period of its clock.
+func TestFlushInterval(t *testing.T) {
+	t.Parallel()
+	for _, d := range []time.Duration{time.Millisecond, 2 * time.Hour} {
+		if _, err := New(WithFlushInterval(d)); err == nil || !strings.Contains(err.Error(), "flush interval "+d.String()+": from 100ms to 1h") {
+			t.Errorf("%s: %v", d, err)
+		}
+	}
+	clk := clockwork.NewFakeClock()
+	app, err := New(WithDataDir(t.TempDir()), WithClock(clk), WithFlushInterval(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := app.Register(&everyHour{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer app.Stop(context.Background())
+	st, err := app.Store()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := func() int {
+		rs, err := st.LoadRounds(context.Background(), "hourly", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(rs)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for sc.Info().Rounds < 1 || sc.State() != Sleeping {
+		if time.Now().After(deadline) {
+			t.Fatal("the first round did not complete")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	clk.Advance(59 * time.Second)
+	time.Sleep(20 * time.Millisecond) // a flush, had one been due, would have started
+	if n := stored(); n != 0 {
+		t.Fatalf("%d rounds written before the interval", n)
+	}
+	clk.Advance(time.Second)
+	for stored() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the round was not written after the interval")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

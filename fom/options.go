@@ -22,6 +22,7 @@ type options struct {
 	// On a cluster store (PostgreSQL):
 	instanceID string
 	leaseTTL   time.Duration
+	flushEvery time.Duration // 0: flushInterval
 }
 
 // DefaultDataDir is where the SQLite store lives unless WithDataDir or
@@ -97,6 +98,20 @@ func WithLeaseTTL(d time.Duration) Option {
 			return fmt.Errorf("fom: lease TTL %s: at least 300ms", d)
 		}
 		o.leaseTTL = d
+		return nil
+	}
+}
+
+// WithFlushInterval sets how often statistics and the run history are
+// written to the store (and at Stop). Default 5s; from 100ms to 1h. A
+// longer interval writes fewer, larger transactions and keeps more in
+// memory between them (at most a schedule's failures and rounds settings).
+func WithFlushInterval(d time.Duration) Option {
+	return func(o *options) error {
+		if d < 100*time.Millisecond || d > time.Hour {
+			return fmt.Errorf("fom: flush interval %s: from 100ms to 1h", d)
+		}
+		o.flushEvery = d
 		return nil
 	}
 }

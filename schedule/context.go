@@ -38,17 +38,19 @@ type Context struct {
 	runners   *Runners     // shared round goroutines, or nil for plain ones
 	gate      Gate         // admits planned rounds, or nil
 
+	// The small fields sit together: with no padding between them a
+	// Context fits a smaller allocation size class (every schedule has one).
 	mu            sync.Mutex
 	state         State
+	execRequested bool // RUNNING: one re-run queued
+	resumeMissed  bool
+	lending       bool // RUNNING: the round goroutine runs tasks as a worker
 	plan          Plan
 	gen           *generation
 	loop          *loop
 	planVer       uint64    // bumped by each plan edit
-	execRequested bool      // RUNNING: one re-run queued
-	execBy        string    // who queued it
+	execBy        *string   // who queued the re-run (a pointer: 8 bytes a schedule, not 16)
 	resumeFrom    time.Time // RUNNING: Resume asked for; applied after the round
-	resumeMissed  bool
-	lending       bool // RUNNING: the round goroutine runs tasks as a worker
 	loaded        time.Time
 	last          time.Time
 	next          time.Time
@@ -95,10 +97,9 @@ type loop struct {
 	// closure per activation rather than one per fire.
 	planned time.Time
 	manual  bool // that round was asked for (ExecNow): not gated
-	by      string
 	rounds  func()
-	asked   bool   // guarded by Context.mu: the next round goLocked starts is an ExecNow
-	askedBy string // and who asked
+	asked   bool    // guarded by Context.mu: the next round goLocked starts is an ExecNow
+	askedBy *string // and who asked: written by ExecNow while SLEEPING, read by that round
 }
 
 // stopper is an armed timer: a wheel timer or a clock's.
@@ -388,6 +389,22 @@ func (c *Context) notReturned(cause error) error {
 // starts right after the current round completes.
 func (c *Context) ExecNow() error { return c.ExecNowBy("") }
 
+// whoOf keeps who asked for a round; nil for nobody named.
+func whoOf(by string) *string {
+	if by == "" {
+		return nil
+	}
+	return &by
+}
+
+// nameOf is who whoOf kept.
+func nameOf(who *string) string {
+	if who == nil {
+		return ""
+	}
+	return *who
+}
+
 // ExecNowBy is ExecNow on behalf of by (an operator, a service): the
 // round's history names them.
 func (c *Context) ExecNowBy(by string) error {
@@ -400,7 +417,7 @@ func (c *Context) ExecNowBy(by string) error {
 		return c.refuse(ErrStopping)
 	case Sleeping:
 		c.disarmLocked(c.loop)
-		c.loop.asked, c.loop.askedBy = true, by
+		c.loop.asked, c.loop.askedBy = true, whoOf(by)
 		c.goLocked(c.loop, stepRound, c.clk.Now())
 		return nil
 	}
@@ -410,7 +427,7 @@ func (c *Context) ExecNowBy(by string) error {
 	if c.execRequested {
 		return c.refuse(ErrExecAlreadyRequested)
 	}
-	c.execRequested, c.execBy = true, by
+	c.execRequested, c.execBy = true, whoOf(by)
 	return nil
 }
 

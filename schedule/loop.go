@@ -84,7 +84,6 @@ func (c *Context) goLocked(l *loop, st step, planned time.Time) {
 	case stepRound:
 		c.setState(Running) // the round goroutine owns the activation from here
 		l.manual, l.asked = l.asked, false
-		l.by, l.askedBy = l.askedBy, ""
 		if c.runners != nil {
 			if l.rounds == nil {
 				l.rounds = func() { c.runRounds(l, l.planned) }
@@ -159,7 +158,7 @@ func (c *Context) runRounds(l *loop, planned time.Time) {
 	cause, by := CausePlan, ""
 	switch {
 	case manual:
-		cause, by = CauseExec, l.by
+		cause, by = CauseExec, nameOf(l.askedBy) // written only while sleeping
 	case l.pinned:
 		cause = CauseStart
 	}
@@ -188,7 +187,7 @@ func (c *Context) runRounds(l *loop, planned time.Time) {
 		c.execRequested = false
 		cause, by = CausePlan, ""
 		if again {
-			cause, by = CauseRerun, c.execBy
+			cause, by = CauseRerun, nameOf(c.execBy)
 		}
 		plan, ver := c.plan, c.planVer
 		c.mu.Unlock()
@@ -214,7 +213,7 @@ func (c *Context) runRounds(l *loop, planned time.Time) {
 		case c.execRequested: // asked for while the next fire was computed
 			c.execRequested = false
 			next, ok, manual = c.clk.Now(), true, true
-			cause, by = CauseRerun, c.execBy
+			cause, by = CauseRerun, nameOf(c.execBy)
 		case !again && ver != c.planVer: // edited while the round ran; config plans only
 			next, ok = time.Time{}, false
 			if c.plan != nil {

@@ -77,26 +77,36 @@ type TaskRecord struct {
 
 type taskEntry struct {
 	id      string
-	status  uint8
+	err     error
 	started int64
 	cost    time.Duration
-	err     error
+	status  uint8
 }
 
 // roundEntry is a round as kept until it is written: errors are formatted
 // then, not on the round's path.
 type roundEntry struct {
-	seq                 int64
-	slot                int
-	number              int64
-	batch               bool
-	cause, by           string
+	seq, number         int64
 	planned, start, end int64
-	byStatus            [numStatus]int64
-	omitted             int64
+	byStatus            [numStatus]uint32
+	omitted             int32
+	slot                int32
+	batch, single       bool
+	cause               uint8 // index in causeNames
+	by                  string
 	tasks               []taskEntry
 	one                 taskEntry // a round of one task keeps it here, not in tasks
-	single              bool
+}
+
+// causeNames are the causes a round can have, as schedule.Cause names them.
+func causeNames() [5]string { return [5]string{"plan", "start", "exec", "rerun", "submit"} }
+
+func causeIndex(name string) uint8 {
+	names := causeNames()
+	if i := slices.Index(names[:], name); i > 0 {
+		return uint8(i)
+	}
+	return 0
 }
 
 func (e *roundEntry) list() []taskEntry {
@@ -108,7 +118,31 @@ func (e *roundEntry) list() []taskEntry {
 
 // RecordRound adds a completed round to the history.
 func (s *Stats) RecordRound(x RoundSample) {
-	e := roundEntry{number: x.Number, batch: x.Batch, cause: x.Cause, by: x.By,
+	e := newRoundEntry(x)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := s.histLocked()
+	h.seq++
+	e.seq = h.seq
+	e.slot = int32(e.seq % int64(s.settings.Rounds))
+	if h.rounds.push(e) {
+		h.unsaved++
+	}
+}
+
+// history is a schedule's rounds not yet in the store: rounds waits for a
+// flush (the newest Settings.Rounds), inflight is being written by one.
+type history struct {
+	seq      int64 // the last round's sequence number
+	rounds   ring[roundEntry]
+	inflight []roundEntry
+	unsaved  int64 // rounds dropped before a flush took them
+}
+
+// newRoundEntry keeps what the history needs of a round, its tasks' errors
+// unformatted.
+func newRoundEntry(x RoundSample) roundEntry {
+	e := roundEntry{number: x.Number, batch: x.Batch, cause: causeIndex(x.Cause), by: x.By,
 		planned: x.Planned.UnixNano(), start: x.Start.UnixNano(), end: x.End.UnixNano()}
 	for _, t := range x.Tasks {
 		if t.Status >= 0 && t.Status < numStatus {
@@ -128,23 +162,13 @@ func (s *Stats) RecordRound(x RoundSample) {
 		}
 	default:
 		keep := pickTasks(x.Tasks)
-		e.omitted = int64(len(x.Tasks) - len(keep))
+		e.omitted = int32(len(x.Tasks) - len(keep))
 		e.tasks = make([]taskEntry, len(keep))
 		for i, k := range keep {
 			e.tasks[i] = entry(x.Tasks[k])
 		}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.roundSeq++
-	e.seq = s.roundSeq
-	e.slot = int(e.seq % int64(s.settings.Rounds))
-	if s.rounds.cap != s.settings.Rounds {
-		s.unsavedRounds += int64(s.rounds.resize(s.settings.Rounds))
-	}
-	if s.rounds.push(e) {
-		s.unsavedRounds++
-	}
+	return e
 }
 
 func unixOrZero(t time.Time) int64 {
@@ -183,19 +207,40 @@ func pickTasks(ts []TaskSample) []int {
 	return out
 }
 
+func (s *Stats) histLocked() *history {
+	if s.hist == nil {
+		s.hist = &history{rounds: newRing[roundEntry](s.settings.Rounds)}
+	}
+	return s.hist
+}
+
 // UnsavedRounds counts rounds dropped from memory before a flush took
 // them (more rounds between two flushes than the history keeps).
 func (s *Stats) UnsavedRounds() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.unsavedRounds
+	if s.hist == nil {
+		return 0
+	}
+	return s.hist.unsaved
 }
 
 // record converts an entry, formatting its errors.
 func (e *roundEntry) record() RoundRecord {
-	r := RoundRecord{Seq: e.seq, Number: e.number, Batch: e.batch, Cause: e.cause, By: e.by,
-		Planned: timeOrZero(e.planned), Start: timeOrZero(e.start), End: timeOrZero(e.end), Omitted: e.omitted}
-	r.fill(e.byStatus)
+	r := RoundRecord{Seq: e.seq, Number: e.number, Batch: e.batch, Cause: causeNames()[e.cause], By: e.by,
+		Planned: timeOrZero(e.planned), Start: timeOrZero(e.start), End: timeOrZero(e.end), Omitted: int64(e.omitted)}
+	var byStatus [numStatus]int64
+	for i, n := range e.byStatus {
+		byStatus[i] = int64(n)
+	}
+	r.fill(byStatus)
+	e.details(func(t TaskRecord) { r.Tasks = append(r.Tasks, t) }, func() { r.Omitted++ })
+	return r
+}
+
+// details gives each task's record, its error formatted and clipped, to
+// keep, and counts with omit the tasks past the round's byte bound.
+func (e *roundEntry) details(keep func(TaskRecord), omit func()) {
 	size := 0
 	for _, t := range e.list() {
 		tr := TaskRecord{ID: t.id, Status: StatusNames()[min(int(t.status), numStatus-1)], Started: timeOrZero(t.started), Cost: t.cost}
@@ -206,12 +251,11 @@ func (e *roundEntry) record() RoundRecord {
 		}
 		size += len(tr.ID) + len(tr.Error) + len(tr.Stack) + 32
 		if size > maxRoundBytes {
-			r.Omitted++
+			omit()
 			continue
 		}
-		r.Tasks = append(r.Tasks, tr)
+		keep(tr)
 	}
-	return r
 }
 
 // fill sets the derived fields from the counts by status.
@@ -259,33 +303,48 @@ func clip(s string, n int) string {
 // columns of their own.
 const roundVersion1 = 1
 
-func encodeRound(r RoundRecord) []byte {
-	b := make([]byte, 0, 64+len(r.Tasks)*48)
+// encode is the stored form of the round, written without building its
+// record first (a flush encodes every round).
+func (e *roundEntry) encode() []byte {
+	n := len(e.tasks)
+	if e.single {
+		n = 1
+	}
+	cause := causeNames()[e.cause]
+	b := make([]byte, 0, 48+len(cause)+len(e.by)+n*32)
 	b = append(b, roundVersion1)
 	batch := int64(0)
-	if r.Batch {
+	if e.batch {
 		batch = 1
 	}
-	for _, v := range []int64{r.Number, batch, r.Planned.UnixNano(), r.End.UnixNano()} {
+	for _, v := range []int64{e.number, batch, e.planned, e.end} {
 		b = binary.AppendVarint(b, v)
 	}
+	for _, c := range e.byStatus {
+		b = binary.AppendVarint(b, int64(c))
+	}
+	omitted, at := int64(e.omitted), len(b)
+	var tasks []byte
+	count := 0
+	e.details(func(t TaskRecord) {
+		count++
+		tasks = appendString(tasks, t.ID)
+		tasks = binary.AppendUvarint(tasks, uint64(statusIndex(t.Status)))
+		tasks = binary.AppendVarint(tasks, unixOrZero(t.Started))
+		tasks = binary.AppendVarint(tasks, int64(t.Cost))
+		tasks = appendString(tasks, t.Error)
+		tasks = appendString(tasks, t.Stack)
+	}, func() { omitted++ })
+	b = binary.AppendVarint(b[:at], omitted)
+	b = appendString(b, cause)
+	b = appendString(b, e.by)
+	b = binary.AppendUvarint(b, uint64(count))
+	return append(b, tasks...)
+}
+
+func statusIndex(name string) int {
 	names := StatusNames()
-	for _, name := range names {
-		b = binary.AppendVarint(b, r.Counts[name])
-	}
-	b = binary.AppendVarint(b, r.Omitted)
-	b = appendString(b, r.Cause)
-	b = appendString(b, r.By)
-	b = binary.AppendUvarint(b, uint64(len(r.Tasks)))
-	for _, t := range r.Tasks {
-		b = appendString(b, t.ID)
-		b = binary.AppendUvarint(b, uint64(slices.Index(names[:], t.Status)))
-		b = binary.AppendVarint(b, unixOrZero(t.Started))
-		b = binary.AppendVarint(b, int64(t.Cost))
-		b = appendString(b, t.Error)
-		b = appendString(b, t.Stack)
-	}
-	return b
+	return slices.Index(names[:], name)
 }
 
 func appendString(b []byte, s string) []byte {
@@ -353,8 +412,11 @@ func DecodeRound(sr store.Round) (RoundRecord, error) {
 // RecentRounds returns the rounds not yet written to the store, newest
 // first, with their tasks: without a store, the whole history.
 func (s *Stats) RecentRounds() []RoundRecord {
+	var es []roundEntry
 	s.mu.Lock()
-	es := append(s.rounds.items(), s.inflight...)
+	if s.hist != nil {
+		es = append(s.hist.rounds.items(), s.hist.inflight...)
+	}
 	s.mu.Unlock()
 	slices.SortFunc(es, func(a, b roundEntry) int { return int(b.seq - a.seq) })
 	out := make([]RoundRecord, len(es))

@@ -186,7 +186,8 @@ func TestALargeRoundKeepsItsFailures(t *testing.T) {
 	if len(r.Tasks) != MaxRoundTasks || failed != 30 || r.Omitted != 900 || r.Counts["success"] != 970 || r.Outcome != "partial" {
 		t.Fatalf("%d tasks detailed (%d failed), %d omitted, counts %v", len(r.Tasks), failed, r.Omitted, r.Counts)
 	}
-	back, err := DecodeRound(store.Round{Schedule: "job", Seq: r.Seq, Start: r.Start, Data: encodeRound(r)})
+	ch, _ := s.Take()
+	back, err := DecodeRound(ch.Rounds[0])
 	if err != nil || len(back.Tasks) != len(r.Tasks) || back.Omitted != r.Omitted || back.Counts["failed"] != 30 {
 		t.Fatalf("decoded: %v, %d tasks", err, len(back.Tasks))
 	}
@@ -197,7 +198,8 @@ func TestALargeRoundKeepsItsFailures(t *testing.T) {
 // still listed.
 func TestUnreadableRoundsAreNamed(t *testing.T) {
 	t.Parallel()
-	for _, data := range [][]byte{nil, {9}, {roundVersion1}, {roundVersion1, 2, 0, 0, 0}, append(encodeRound(RoundRecord{Tasks: []TaskRecord{{ID: "x", Status: "failed"}}}), 0)[:20]} {
+	taskRound := newRoundEntry(round(1, day1, "plan", TaskSample{ID: strings.Repeat("x", 30), Status: Failed}))
+	for _, data := range [][]byte{nil, {9}, {roundVersion1}, {roundVersion1, 2, 0, 0, 0}, taskRound.encode()[:20]} {
 		_, err := DecodeRound(store.Round{Schedule: "job", Seq: 7, Data: data})
 		if err == nil || !strings.Contains(err.Error(), `schedule "job": round #7`) {
 			t.Fatalf("%v: %v", data, err)
@@ -209,7 +211,8 @@ func TestUnreadableRoundsAreNamed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	good := encodeRound(RoundRecord{Cause: "plan", Counts: map[string]int64{"success": 1}})
+	plain := newRoundEntry(round(1, day1, "plan", TaskSample{ID: "t"}))
+	good := plain.encode()
 	if err := st.SaveStats(ctx, store.StatsBatch{Rounds: []store.Round{
 		{Schedule: "job", Slot: 1, Seq: 1, Start: day1, Data: good},
 		{Schedule: "job", Slot: 2, Seq: 2, Start: day1.Add(time.Second), Data: []byte{1, 2, 3}},

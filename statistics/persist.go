@@ -268,12 +268,13 @@ func (s *Stats) Load(ctx context.Context, st store.Store) (warnings []string, er
 	}
 	s.results.resize(set.Results)
 	if seq > 0 { // rounds recorded before Load follow the stored ones
-		for i := range s.rounds.buf {
-			e := &s.rounds.buf[i]
+		h := s.histLocked()
+		for i := range h.rounds.buf {
+			e := &h.rounds.buf[i]
 			e.seq += seq
-			e.slot = int(e.seq % int64(set.Rounds))
+			e.slot = int32(e.seq % int64(set.Rounds))
 		}
-		s.roundSeq += seq
+		h.seq += seq
 	}
 	return warnings, nil
 }
@@ -369,15 +370,15 @@ func (s *Stats) Take() (*Changes, error) {
 		ch.days = append(ch.days, d)
 		ch.Days = append(ch.Days, store.Day{Schedule: s.schedule, Day: k, Data: b})
 	}
-	if len(s.rounds.buf) > 0 {
-		es := s.rounds.take()
+	if h := s.hist; h != nil && len(h.rounds.buf) > 0 {
+		es := h.rounds.take()
 		ch.rounds = len(es)
 		ch.Rounds = make([]store.Round, len(es))
 		for i := range es {
 			e := &es[i]
-			ch.Rounds[i] = store.Round{Schedule: s.schedule, Slot: e.slot, Seq: e.seq, Start: time.Unix(0, e.start).UTC(), Data: encodeRound(e.record())}
+			ch.Rounds[i] = store.Round{Schedule: s.schedule, Slot: int(e.slot), Seq: e.seq, Start: time.Unix(0, e.start).UTC(), Data: e.encode()}
 		}
-		s.inflight = append(s.inflight, es...)
+		h.inflight = append(h.inflight, es...)
 	}
 	ch.taken = s.pending.take()
 	ch.Failures = make([]store.Failure, len(ch.taken))
@@ -411,7 +412,7 @@ func (c *Changes) Done() {
 	s := c.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.inflight = dropSeqs(s.inflight, c.Rounds)
+	s.hist.inflight = dropSeqs(s.hist.inflight, c.Rounds)
 }
 
 // dropSeqs removes the entries written as rs.
@@ -450,17 +451,18 @@ func (c *Changes) Failed() {
 		}
 	}
 	if c.rounds > 0 {
+		h := s.hist
 		var back []roundEntry
-		for _, e := range s.inflight {
+		for _, e := range h.inflight {
 			if slices.ContainsFunc(c.Rounds, func(r store.Round) bool { return r.Seq == e.seq }) {
 				back = append(back, e)
 			}
 		}
-		s.inflight = dropSeqs(s.inflight, c.Rounds)
-		newer := s.rounds.take()
+		h.inflight = dropSeqs(h.inflight, c.Rounds)
+		newer := h.rounds.take()
 		for _, e := range append(back, newer...) {
-			if s.rounds.push(e) {
-				s.unsavedRounds++
+			if h.rounds.push(e) {
+				h.unsaved++
 			}
 		}
 	}

@@ -272,7 +272,9 @@ func TestAdminPageInChromium(t *testing.T) {
 		t.Fatalf("size after save: %s", v)
 	}
 	// The edit is in the audit trail, with the old and new values.
-	waitText(`[data-testid="audit-row"]`, func(s string) bool { return strings.Contains(s, "config") && strings.Contains(s, `size: "10" → "42"`) }, "the edit in the audit trail")
+	waitText(`[data-testid="audit-row"]`, func(s string) bool {
+		return strings.Contains(s, "config") && strings.Contains(s, `size: "10" → "42"`)
+	}, "the edit in the audit trail")
 
 	// The plan preview follows the plan fields as they are typed.
 	waitText(`[data-testid="plan-preview"]`, func(s string) bool { return strings.Contains(s, "fixedRate 1h") }, "preview of the saved plan")

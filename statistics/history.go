@@ -63,6 +63,8 @@ type RoundRecord struct {
 	Counts   map[string]int64 `json:"counts"`  // tasks by status, the non-zero ones
 	Tasks    []TaskRecord     `json:"tasks,omitempty"`
 	Omitted  int64            `json:"omittedTasks,omitempty"` // tasks counted but not detailed
+
+	byStatus [numStatus]int64
 }
 
 // TaskRecord is one task of a recorded round.
@@ -90,7 +92,6 @@ type roundEntry struct {
 	planned, start, end int64
 	byStatus            [numStatus]uint32
 	omitted             int32
-	slot                int32
 	batch, single       bool
 	cause               uint8 // index in causeNames
 	by                  string
@@ -124,7 +125,6 @@ func (s *Stats) RecordRound(x RoundSample) {
 	h := s.histLocked()
 	h.seq++
 	e.seq = h.seq
-	e.slot = int32(e.seq % int64(s.settings.Rounds))
 	if h.rounds.push(e) {
 		h.unsaved++
 	}
@@ -229,11 +229,10 @@ func (s *Stats) UnsavedRounds() int64 {
 func (e *roundEntry) record() RoundRecord {
 	r := RoundRecord{Seq: e.seq, Number: e.number, Batch: e.batch, Cause: causeNames()[e.cause], By: e.by,
 		Planned: timeOrZero(e.planned), Start: timeOrZero(e.start), End: timeOrZero(e.end), Omitted: int64(e.omitted)}
-	var byStatus [numStatus]int64
 	for i, n := range e.byStatus {
-		byStatus[i] = int64(n)
+		r.byStatus[i] = int64(n)
 	}
-	r.fill(byStatus)
+	r.fill(r.byStatus)
 	e.details(func(t TaskRecord) { r.Tasks = append(r.Tasks, t) }, func() { r.Omitted++ })
 	return r
 }
@@ -366,47 +365,97 @@ func (r *reader) string() string {
 	return s
 }
 
-// DecodeRound reads a stored round; an unreadable one is an error naming
-// the schedule and the round.
-func DecodeRound(sr store.Round) (RoundRecord, error) {
-	bad := func(err error) (RoundRecord, error) {
-		return RoundRecord{}, fmt.Errorf("schedule %q: round #%d of the history unreadable: %w", sr.Schedule, sr.Seq, err)
+// The stored form of a flush's rounds of one schedule (a page): a version
+// byte, the round count, then per round its sequence number, start (Unix
+// ns) and the length of its encoding, then that encoding.
+const pageVersion1 = 1
+
+// encodePage writes es (oldest first) as one page.
+func encodePage(es []roundEntry) []byte {
+	b := make([]byte, 0, 16+len(es)*64)
+	b = append(b, pageVersion1)
+	b = binary.AppendUvarint(b, uint64(len(es)))
+	for i := range es {
+		body := es[i].encode()
+		b = binary.AppendUvarint(b, uint64(es[i].seq))
+		b = binary.AppendVarint(b, es[i].start)
+		b = binary.AppendUvarint(b, uint64(len(body)))
+		b = append(b, body...)
 	}
-	if len(sr.Data) == 0 || sr.Data[0] != roundVersion1 {
+	return b
+}
+
+// DecodePage reads a stored page of rounds, oldest first; an unreadable
+// one is an error naming the schedule and its rounds.
+func DecodePage(sr store.Round) ([]RoundRecord, error) {
+	bad := func(err error) ([]RoundRecord, error) {
+		return nil, fmt.Errorf("schedule %q: rounds #%d-#%d of the history unreadable: %w", sr.Schedule, sr.First, sr.Seq, err)
+	}
+	if len(sr.Data) == 0 || sr.Data[0] != pageVersion1 {
 		return bad(fmt.Errorf("%w: unknown encoding", store.ErrCorrupt))
 	}
 	rd := &reader{b: sr.Data[1:]}
-	r := RoundRecord{Seq: sr.Seq, Instance: sr.Instance, Start: sr.Start.UTC()}
+	n := rd.uvarint()
+	if rd.err == nil && n > uint64(len(rd.b)) {
+		return bad(fmt.Errorf("%d rounds in %d bytes", n, len(rd.b)))
+	}
+	out := make([]RoundRecord, 0, n)
+	for i := uint64(0); i < n && rd.err == nil; i++ {
+		seq, start := int64(rd.uvarint()), rd.varint()
+		size := rd.uvarint()
+		if rd.err != nil {
+			break
+		}
+		if size > uint64(len(rd.b)) {
+			return bad(fmt.Errorf("round of %d bytes in %d", size, len(rd.b)))
+		}
+		r, err := decodeRound(rd.b[:size])
+		if err != nil {
+			return bad(fmt.Errorf("round #%d: %w", seq, err))
+		}
+		rd.b = rd.b[size:]
+		r.Seq, r.Instance, r.Start = seq, sr.Instance, time.Unix(0, start).UTC()
+		r.fill(r.byStatus)
+		out = append(out, r)
+	}
+	if rd.err != nil {
+		return bad(rd.err)
+	}
+	return out, nil
+}
+
+// decodeRound reads one round's encoding (encode).
+func decodeRound(b []byte) (RoundRecord, error) {
+	if len(b) == 0 || b[0] != roundVersion1 {
+		return RoundRecord{}, fmt.Errorf("%w: unknown encoding", store.ErrCorrupt)
+	}
+	rd := &reader{b: b[1:]}
+	var r RoundRecord
 	r.Number = rd.varint()
 	r.Batch = rd.varint() == 1
 	r.Planned, r.End = time.Unix(0, rd.varint()).UTC(), time.Unix(0, rd.varint()).UTC()
-	var byStatus [numStatus]int64
-	for i := range byStatus {
-		byStatus[i] = rd.varint()
+	for i := range r.byStatus {
+		r.byStatus[i] = rd.varint()
 	}
 	r.Omitted = rd.varint()
 	r.Cause, r.By = rd.string(), rd.string()
 	n := rd.uvarint()
 	if rd.err == nil && n > MaxRoundTasks {
-		return bad(fmt.Errorf("%d tasks", n))
+		return r, fmt.Errorf("%d tasks", n)
 	}
 	names := StatusNames()
 	for i := uint64(0); i < n && rd.err == nil; i++ {
 		t := TaskRecord{ID: rd.string()}
 		st := rd.uvarint()
 		if st >= numStatus {
-			return bad(fmt.Errorf("task status %d", st))
+			return r, fmt.Errorf("task status %d", st)
 		}
 		t.Status = names[st]
 		t.Started, t.Cost = timeOrZero(rd.varint()), time.Duration(rd.varint())
 		t.Error, t.Stack = rd.string(), rd.string()
 		r.Tasks = append(r.Tasks, t)
 	}
-	if rd.err != nil {
-		return bad(rd.err)
-	}
-	r.fill(byStatus)
-	return r, nil
+	return r, rd.err
 }
 
 // RecentRounds returns the rounds not yet written to the store, newest
@@ -447,16 +496,18 @@ func (s *Stats) History(ctx context.Context, st store.Store, limit int) ([]Round
 		out = append(out, r)
 	}
 	for _, sr := range stored {
-		if seen[[2]int64{sr.Seq, sr.Start.UnixNano()}] {
-			continue
-		}
-		r, err := DecodeRound(sr)
+		rs, err := DecodePage(sr)
 		if err != nil {
-			// One unreadable record does not hide the rest.
-			r = RoundRecord{Seq: sr.Seq, Instance: sr.Instance, Start: sr.Start, Cause: "unreadable", Outcome: "unknown", Counts: map[string]int64{}}
+			// One unreadable page does not hide the rest.
+			rs = []RoundRecord{{Seq: sr.Seq, Instance: sr.Instance, Start: sr.Start, Cause: "unreadable", Outcome: "unknown", Counts: map[string]int64{}}}
 		}
-		r.Tasks = nil
-		out = append(out, r)
+		for _, r := range rs {
+			if seen[[2]int64{r.Seq, r.Start.UnixNano()}] {
+				continue
+			}
+			r.Tasks = nil
+			out = append(out, r)
+		}
 	}
 	slices.SortStableFunc(out, func(a, b RoundRecord) int { return b.Start.Compare(a.Start) })
 	return out[:min(limit, len(out))], nil
@@ -479,6 +530,14 @@ func (s *Stats) Round(ctx context.Context, st store.Store, instance string, seq 
 	if err != nil || !ok {
 		return RoundRecord{}, false, err
 	}
-	r, err := DecodeRound(sr)
-	return r, err == nil, err
+	rs, err := DecodePage(sr)
+	if err != nil {
+		return RoundRecord{}, false, err
+	}
+	for _, r := range rs {
+		if r.Seq == seq {
+			return r, true, nil
+		}
+	}
+	return RoundRecord{}, false, nil
 }

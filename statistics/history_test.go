@@ -124,9 +124,12 @@ func TestRunHistoryIsBounded(t *testing.T) {
 	if err := s.Flush(ctx, st); err != nil {
 		t.Fatal(err)
 	}
-	stored, _ := st.LoadRounds(ctx, "job", 100)
-	if len(stored) != 5 || stored[0].Seq != 32 || stored[4].Seq != 28 {
-		t.Fatalf("stored %d rounds (newest %d)", len(stored), stored[0].Seq)
+	// The store holds at most 5 pages (one per flush), and the newest 5
+	// rounds among them.
+	pages, _ := st.LoadRounds(ctx, "job", 100)
+	hist, _ := s.History(ctx, st, 5)
+	if len(pages) > 5 || len(hist) != 5 || hist[0].Seq != 32 || hist[4].Seq != 28 {
+		t.Fatalf("%d pages stored; history of %d rounds", len(pages), len(hist))
 	}
 }
 
@@ -154,8 +157,11 @@ func TestRunHistoryOfAFailedFlush(t *testing.T) {
 	if err := s.Flush(ctx, st); err != nil {
 		t.Fatal(err)
 	}
-	if stored, _ := real.LoadRounds(ctx, "job", 10); len(stored) != 2 || stored[0].Seq != 2 {
-		t.Fatalf("stored %d rounds after healing", len(stored))
+	if n := len(s.RecentRounds()); n != 0 {
+		t.Fatalf("%d rounds still in memory after healing", n)
+	}
+	if h, _ := s.History(ctx, real, 10); len(h) != 2 || h[0].Seq != 2 {
+		t.Fatalf("stored %d rounds after healing", len(h))
 	}
 }
 
@@ -187,9 +193,12 @@ func TestALargeRoundKeepsItsFailures(t *testing.T) {
 		t.Fatalf("%d tasks detailed (%d failed), %d omitted, counts %v", len(r.Tasks), failed, r.Omitted, r.Counts)
 	}
 	ch, _ := s.Take()
-	back, err := DecodeRound(ch.Rounds[0])
-	if err != nil || len(back.Tasks) != len(r.Tasks) || back.Omitted != r.Omitted || back.Counts["failed"] != 30 {
-		t.Fatalf("decoded: %v, %d tasks", err, len(back.Tasks))
+	page, err := DecodePage(ch.Rounds[0])
+	if err != nil || len(page) != 1 {
+		t.Fatalf("decoded: %v, %d rounds", err, len(page))
+	}
+	if back := page[0]; len(back.Tasks) != len(r.Tasks) || back.Omitted != r.Omitted || back.Counts["failed"] != 30 || back.Seq != r.Seq || !back.Start.Equal(r.Start) {
+		t.Fatalf("decoded: %d tasks, %d omitted, %v", len(back.Tasks), back.Omitted, back.Counts)
 	}
 }
 
@@ -199,9 +208,11 @@ func TestALargeRoundKeepsItsFailures(t *testing.T) {
 func TestUnreadableRoundsAreNamed(t *testing.T) {
 	t.Parallel()
 	taskRound := newRoundEntry(round(1, day1, "plan", TaskSample{ID: strings.Repeat("x", 30), Status: Failed}))
-	for _, data := range [][]byte{nil, {9}, {roundVersion1}, {roundVersion1, 2, 0, 0, 0}, taskRound.encode()[:20]} {
-		_, err := DecodeRound(store.Round{Schedule: "job", Seq: 7, Data: data})
-		if err == nil || !strings.Contains(err.Error(), `schedule "job": round #7`) {
+	taskRound.seq = 7
+	whole := encodePage([]roundEntry{taskRound})
+	for _, data := range [][]byte{nil, {9}, {pageVersion1}, {pageVersion1, 1, 7, 0, 200}, whole[:len(whole)-5], {pageVersion1, 1, 7, 0, 2, roundVersion1, 1}} {
+		_, err := DecodePage(store.Round{Schedule: "job", First: 7, Seq: 7, Data: data})
+		if err == nil || !strings.Contains(err.Error(), `schedule "job": rounds #7-#7 of the history unreadable`) {
 			t.Fatalf("%v: %v", data, err)
 		}
 	}
@@ -212,10 +223,10 @@ func TestUnreadableRoundsAreNamed(t *testing.T) {
 	}
 	defer st.Close()
 	plain := newRoundEntry(round(1, day1, "plan", TaskSample{ID: "t"}))
-	good := plain.encode()
+	plain.seq = 1
 	if err := st.SaveStats(ctx, store.StatsBatch{Rounds: []store.Round{
-		{Schedule: "job", Slot: 1, Seq: 1, Start: day1, Data: good},
-		{Schedule: "job", Slot: 2, Seq: 2, Start: day1.Add(time.Second), Data: []byte{1, 2, 3}},
+		{Schedule: "job", Slot: 1, First: 1, Seq: 1, Start: day1, Data: encodePage([]roundEntry{plain})},
+		{Schedule: "job", Slot: 2, First: 2, Seq: 2, Start: day1.Add(time.Second), Data: []byte{1, 2, 3}},
 	}}); err != nil {
 		t.Fatal(err)
 	}

@@ -270,9 +270,7 @@ func (s *Stats) Load(ctx context.Context, st store.Store) (warnings []string, er
 	if seq > 0 { // rounds recorded before Load follow the stored ones
 		h := s.histLocked()
 		for i := range h.rounds.buf {
-			e := &h.rounds.buf[i]
-			e.seq += seq
-			e.slot = int32(e.seq % int64(set.Rounds))
+			h.rounds.buf[i].seq += seq
 		}
 		h.seq += seq
 	}
@@ -371,13 +369,14 @@ func (s *Stats) Take() (*Changes, error) {
 		ch.Days = append(ch.Days, store.Day{Schedule: s.schedule, Day: k, Data: b})
 	}
 	if h := s.hist; h != nil && len(h.rounds.buf) > 0 {
+		// One page for the rounds since the last flush, in the slot of its
+		// last round: a page that slot held ended at least Settings.Rounds
+		// rounds earlier, so none of its rounds is among the newest kept.
 		es := h.rounds.take()
+		first, last := es[0], es[len(es)-1]
+		ch.Rounds = []store.Round{{Schedule: s.schedule, Slot: int(last.seq % int64(s.settings.Rounds)), Seq: last.seq, First: first.seq,
+			Start: time.Unix(0, last.start).UTC(), Data: encodePage(es)}}
 		ch.rounds = len(es)
-		ch.Rounds = make([]store.Round, len(es))
-		for i := range es {
-			e := &es[i]
-			ch.Rounds[i] = store.Round{Schedule: s.schedule, Slot: int(e.slot), Seq: e.seq, Start: time.Unix(0, e.start).UTC(), Data: e.encode()}
-		}
 		h.inflight = append(h.inflight, es...)
 	}
 	ch.taken = s.pending.take()
@@ -415,16 +414,17 @@ func (c *Changes) Done() {
 	s.hist.inflight = dropSeqs(s.hist.inflight, c.Rounds)
 }
 
+// written reports whether the pages rs hold e.
+func written(e *roundEntry, rs []store.Round) bool {
+	return slices.ContainsFunc(rs, func(r store.Round) bool { return r.First <= e.seq && e.seq <= r.Seq })
+}
+
 // dropSeqs removes the entries written as rs.
 func dropSeqs(es []roundEntry, rs []store.Round) []roundEntry {
-	written := make(map[int64]bool, len(rs))
-	for _, r := range rs {
-		written[r.Seq] = true
-	}
 	out := es[:0]
-	for _, e := range es {
-		if !written[e.seq] {
-			out = append(out, e)
+	for i := range es {
+		if !written(&es[i], rs) {
+			out = append(out, es[i])
 		}
 	}
 	clear(es[len(out):])
@@ -453,9 +453,9 @@ func (c *Changes) Failed() {
 	if c.rounds > 0 {
 		h := s.hist
 		var back []roundEntry
-		for _, e := range h.inflight {
-			if slices.ContainsFunc(c.Rounds, func(r store.Round) bool { return r.Seq == e.seq }) {
-				back = append(back, e)
+		for i := range h.inflight {
+			if written(&h.inflight[i], c.Rounds) {
+				back = append(back, h.inflight[i])
 			}
 		}
 		h.inflight = dropSeqs(h.inflight, c.Rounds)

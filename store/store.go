@@ -45,10 +45,12 @@ type Store interface {
 	LoadDays(ctx context.Context, schedule string, from time.Time) ([]Day, error)
 	// LoadFailures returns a schedule's most recent failures, newest first.
 	LoadFailures(ctx context.Context, schedule string, limit int) ([]Failure, error)
-	// LoadRounds returns a schedule's most recent rounds of the run
-	// history, newest first, every instance's on a shared store.
+	// LoadRounds returns a schedule's most recent pages of the run
+	// history, at most limit, newest first, every instance's on a shared
+	// store.
 	LoadRounds(ctx context.Context, schedule string, limit int) ([]Round, error)
-	// LoadRound returns one round: seq of instance ("" is this store's own).
+	// LoadRound returns the page holding round seq of instance ("" is this
+	// store's own).
 	LoadRound(ctx context.Context, schedule, instance string, seq int64) (Round, bool, error)
 	// LastRoundSeq returns the highest round sequence number this store's
 	// instance wrote for schedule, 0 when none.
@@ -86,13 +88,16 @@ type Failure struct {
 	Cost     time.Duration
 }
 
-// Round is one round of a schedule's run history. A store keeps a round
-// per (schedule, instance, slot): writing a slot again replaces the round
-// that was there. Data is the statistics package's encoding of it.
+// Round is a page of a schedule's run history: the rounds First to Seq
+// (sequence numbers of one instance) that one flush wrote. A store keeps a
+// page per (schedule, instance, slot): writing a slot again replaces the
+// page that was there. Start is the start of its last round; Data is the
+// statistics package's encoding of the rounds.
 type Round struct {
 	Schedule string
-	Instance string // the instance that ran it, on a shared store; "" otherwise
+	Instance string // the instance that ran them, on a shared store; "" otherwise
 	Slot     int
+	First    int64
 	Seq      int64
 	Start    time.Time
 	Data     []byte
@@ -134,9 +139,9 @@ type AuditEntry struct {
 	Outcome   string    `json:"outcome"`   // "ok", or why it was refused
 }
 
-// Retention is what one schedule keeps: days, failures and rounds from
-// Before on (a zero Before keeps every age), and at most KeepFailures
-// failures and KeepRounds rounds, the newest (0: no bound).
+// Retention is what one schedule keeps: days, failures and run history
+// from Before on (a zero Before keeps every age), and at most KeepFailures
+// failures and KeepRounds pages of rounds, the newest (0: no bound).
 type Retention struct {
 	Schedule     string
 	Before       time.Time

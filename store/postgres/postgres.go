@@ -420,12 +420,12 @@ func (s *Store) SaveStats(ctx context.Context, b store.StatsBatch) error {
 	return s.tx(ctx, "save statistics", func(tx pgx.Tx) error {
 		if n := len(rounds); n > 0 {
 			names, datas := make([]string, n), make([][]byte, n)
-			slots, seqs, starts := make([]int32, n), make([]int64, n), make([]int64, n)
+			slots, firsts, seqs, starts := make([]int32, n), make([]int64, n), make([]int64, n), make([]int64, n)
 			for i, r := range rounds {
-				names[i], datas[i], slots[i], seqs[i], starts[i] = r.Schedule, r.Data, int32(r.Slot), r.Seq, r.Start.UnixNano()
+				names[i], datas[i], slots[i], firsts[i], seqs[i], starts[i] = r.Schedule, r.Data, int32(r.Slot), r.First, r.Seq, r.Start.UnixNano()
 			}
-			_, err := tx.Exec(ctx, "INSERT INTO "+s.t("rounds")+" (schedule, slot, seq, start, data, instance) SELECT r.*, $6 FROM unnest($1::text[], $2::int[], $3::bigint[], $4::bigint[], $5::bytea[]) AS r ON CONFLICT (schedule, instance, slot) DO UPDATE SET seq = excluded.seq, start = excluded.start, data = excluded.data",
-				names, slots, seqs, starts, datas, s.instanceID())
+			_, err := tx.Exec(ctx, "INSERT INTO "+s.t("rounds")+" (schedule, slot, first_seq, seq, start, data, instance) SELECT r.*, $7 FROM unnest($1::text[], $2::int[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bytea[]) AS r ON CONFLICT (schedule, instance, slot) DO UPDATE SET first_seq = excluded.first_seq, seq = excluded.seq, start = excluded.start, data = excluded.data",
+				names, slots, firsts, seqs, starts, datas, s.instanceID())
 			if err != nil {
 				return err
 			}
@@ -524,7 +524,7 @@ func (s *Store) LoadFailures(ctx context.Context, schedule string, limit int) ([
 
 // LoadRounds implements store.Store: every instance's rounds.
 func (s *Store) LoadRounds(ctx context.Context, schedule string, limit int) ([]store.Round, error) {
-	rows, err := s.pool.Query(ctx, "SELECT instance, slot, seq, start, data FROM "+s.t("rounds")+" WHERE schedule = $1 ORDER BY start DESC, seq DESC LIMIT $2", schedule, limit)
+	rows, err := s.pool.Query(ctx, "SELECT instance, slot, first_seq, seq, start, data FROM "+s.t("rounds")+" WHERE schedule = $1 ORDER BY start DESC, seq DESC LIMIT $2", schedule, limit)
 	if err != nil {
 		return nil, s.wrap(fmt.Sprintf("load the run history of schedule %q", schedule), err)
 	}
@@ -532,7 +532,7 @@ func (s *Store) LoadRounds(ctx context.Context, schedule string, limit int) ([]s
 	r := store.Round{Schedule: schedule}
 	var start int64
 	var slot int32
-	_, err = pgx.ForEachRow(rows, []any{&r.Instance, &slot, &r.Seq, &start, &r.Data}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&r.Instance, &slot, &r.First, &r.Seq, &start, &r.Data}, func() error {
 		r.Start, r.Slot = time.Unix(0, start).UTC(), int(slot)
 		out = append(out, r)
 		return nil
@@ -548,10 +548,10 @@ func (s *Store) LoadRound(ctx context.Context, schedule, instance string, seq in
 	if instance == "" {
 		instance = s.instanceID()
 	}
-	r := store.Round{Schedule: schedule, Instance: instance, Seq: seq}
+	r := store.Round{Schedule: schedule, Instance: instance}
 	var start int64
 	var slot int32
-	err := s.pool.QueryRow(ctx, "SELECT slot, start, data FROM "+s.t("rounds")+" WHERE schedule = $1 AND instance = $2 AND seq = $3", schedule, instance, seq).Scan(&slot, &start, &r.Data)
+	err := s.pool.QueryRow(ctx, "SELECT slot, first_seq, seq, start, data FROM "+s.t("rounds")+" WHERE schedule = $1 AND instance = $2 AND first_seq <= $3 AND seq >= $3 ORDER BY seq DESC LIMIT 1", schedule, instance, seq).Scan(&slot, &r.First, &r.Seq, &start, &r.Data)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, false, nil
 	}

@@ -73,16 +73,18 @@ func migrations() []string {
 		);
 		CREATE INDEX audit_by_schedule ON audit (schedule, id);`,
 		`ALTER TABLE failures ADD COLUMN round INTEGER NOT NULL DEFAULT 0;`,
-		// The run history: a slot per round, overwritten a lap later.
+		// The run history: a page of rounds per flush and schedule, in a
+		// slot overwritten a lap later. One B-tree (WITHOUT ROWID, no
+		// other index): a schedule has at most its history's size of rows.
 		`CREATE TABLE rounds (
-			schedule TEXT NOT NULL,
-			slot     INTEGER NOT NULL,
-			seq      INTEGER NOT NULL,
-			start    INTEGER NOT NULL,
-			data     BLOB NOT NULL,
+			schedule  TEXT NOT NULL,
+			slot      INTEGER NOT NULL,
+			first_seq INTEGER NOT NULL,
+			seq       INTEGER NOT NULL,
+			start     INTEGER NOT NULL,
+			data      BLOB NOT NULL,
 			PRIMARY KEY (schedule, slot)
-		);
-		CREATE INDEX rounds_by_start ON rounds (schedule, start);`,
+		) WITHOUT ROWID;`,
 	}
 }
 
@@ -368,11 +370,11 @@ func (s *Store) SaveStats(ctx context.Context, b store.StatsBatch) error {
 	rounds := store.LastPerSlot(b.Rounds)
 	return s.tx(ctx, func(tx *sql.Tx) error {
 		for rs := range slices.Chunk(rounds, roundsPerStatement) {
-			q := "INSERT INTO rounds (schedule, slot, seq, start, data) VALUES " + rows(len(rs), 5) +
-				" ON CONFLICT (schedule, slot) DO UPDATE SET seq = excluded.seq, start = excluded.start, data = excluded.data"
-			args := make([]any, 0, 5*len(rs))
+			q := "INSERT INTO rounds (schedule, slot, first_seq, seq, start, data) VALUES " + rows(len(rs), 6) +
+				" ON CONFLICT (schedule, slot) DO UPDATE SET first_seq = excluded.first_seq, seq = excluded.seq, start = excluded.start, data = excluded.data"
+			args := make([]any, 0, 6*len(rs))
 			for _, r := range rs {
-				args = append(args, r.Schedule, r.Slot, r.Seq, r.Start.UnixNano(), r.Data)
+				args = append(args, r.Schedule, r.Slot, r.First, r.Seq, r.Start.UnixNano(), r.Data)
 			}
 			if err := s.exec(ctx, tx, q, args...); err != nil {
 				return err
@@ -481,7 +483,7 @@ func (s *Store) LoadFailures(ctx context.Context, schedule string, limit int) ([
 
 // LoadRounds implements store.Store.
 func (s *Store) LoadRounds(ctx context.Context, schedule string, limit int) ([]store.Round, error) {
-	rows, err := s.db.QueryContext(ctx, "SELECT slot, seq, start, data FROM rounds WHERE schedule = ? ORDER BY start DESC, seq DESC LIMIT ?", schedule, limit)
+	rows, err := s.db.QueryContext(ctx, "SELECT slot, first_seq, seq, start, data FROM rounds WHERE schedule = ? ORDER BY start DESC, seq DESC LIMIT ?", schedule, limit)
 	if err != nil {
 		return nil, fmt.Errorf("load the run history of schedule %q: %w", schedule, err)
 	}
@@ -490,7 +492,7 @@ func (s *Store) LoadRounds(ctx context.Context, schedule string, limit int) ([]s
 	for rows.Next() {
 		r := store.Round{Schedule: schedule}
 		var start int64
-		if err := rows.Scan(&r.Slot, &r.Seq, &start, &r.Data); err != nil {
+		if err := rows.Scan(&r.Slot, &r.First, &r.Seq, &start, &r.Data); err != nil {
 			return nil, err
 		}
 		r.Start = time.Unix(0, start).UTC()
@@ -501,12 +503,12 @@ func (s *Store) LoadRounds(ctx context.Context, schedule string, limit int) ([]s
 
 // LoadRound implements store.Store; an embedded store has one instance.
 func (s *Store) LoadRound(ctx context.Context, schedule, instance string, seq int64) (store.Round, bool, error) {
-	r := store.Round{Schedule: schedule, Seq: seq}
+	r := store.Round{Schedule: schedule}
 	if instance != "" {
 		return r, false, nil
 	}
 	var start int64
-	err := s.db.QueryRowContext(ctx, "SELECT slot, start, data FROM rounds WHERE schedule = ? AND seq = ?", schedule, seq).Scan(&r.Slot, &start, &r.Data)
+	err := s.db.QueryRowContext(ctx, "SELECT slot, first_seq, seq, start, data FROM rounds WHERE schedule = ? AND first_seq <= ? AND seq >= ? ORDER BY seq DESC LIMIT 1", schedule, seq, seq).Scan(&r.Slot, &r.First, &r.Seq, &start, &r.Data)
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, false, nil
 	}
@@ -593,8 +595,8 @@ func (s *Store) Prune(ctx context.Context, rules []store.Retention) error {
 					}
 				}
 				if g.KeepRounds > 0 {
-					q := `DELETE FROM rounds WHERE rowid IN (SELECT rowid FROM (
-						SELECT rowid, row_number() OVER (PARTITION BY schedule ORDER BY start DESC, seq DESC) AS n
+					q := `DELETE FROM rounds WHERE (schedule, slot) IN (SELECT schedule, slot FROM (
+						SELECT schedule, slot, row_number() OVER (PARTITION BY schedule ORDER BY start DESC, seq DESC) AS n
 						FROM rounds WHERE schedule IN ` + in + `) WHERE n > ?)`
 					if err := s.exec(ctx, tx, q, append(names, g.KeepRounds)...); err != nil {
 						return err

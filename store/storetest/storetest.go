@@ -294,7 +294,7 @@ func auditNewestFirstAndPruned(t *testing.T, s store.Store) {
 func rounds(schedule string, from, n int64, keep int, start time.Time) []store.Round {
 	var out []store.Round
 	for seq := from; seq < from+n; seq++ {
-		out = append(out, store.Round{Schedule: schedule, Slot: int(seq % int64(keep)), Seq: seq,
+		out = append(out, store.Round{Schedule: schedule, Slot: int(seq % int64(keep)), First: seq, Seq: seq,
 			Start: start.Add(time.Duration(seq) * time.Minute), Data: []byte(fmt.Sprintf("round %d", seq))})
 	}
 	return out
@@ -342,6 +342,23 @@ func roundsInSlotsNewestFirst(t *testing.T, s store.Store) {
 	}
 	if got, _ := s.LoadRounds(ctx, "b", 10); len(got) != 1 {
 		t.Fatalf("schedule b: %d rounds", len(got))
+	}
+	// A page of rounds 10 to 14 (slot 4) is found by any of them.
+	page := store.Round{Schedule: "a", Slot: 4, First: 10, Seq: 14, Start: day0.Add(14 * time.Minute), Data: []byte("rounds 10-14")}
+	if err := s.SaveStats(ctx, store.StatsBatch{Rounds: []store.Round{page}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, seq := range []int64{10, 12, 14} {
+		r, ok, err := s.LoadRound(ctx, "a", "", seq)
+		if err != nil || !ok || r.First != 10 || r.Seq != 14 || string(r.Data) != "rounds 10-14" {
+			t.Fatalf("round %d: %v %v %+v", seq, ok, err, r)
+		}
+	}
+	if _, ok, _ := s.LoadRound(ctx, "a", "", 15); ok {
+		t.Fatal("round 15 found in no page")
+	}
+	if seq, _ := s.LastRoundSeq(ctx, "a"); seq != 14 {
+		t.Fatalf("last seq %d after the page, want 14", seq)
 	}
 }
 

@@ -141,7 +141,8 @@ type AuditEntry struct {
 
 // Retention is what one schedule keeps: days, failures and run history
 // from Before on (a zero Before keeps every age), and at most KeepFailures
-// failures and KeepRounds pages of rounds, the newest (0: no bound).
+// failures, the newest, and no page of rounds in a slot from KeepRounds on
+// (a history made smaller; 0: no bound).
 type Retention struct {
 	Schedule     string
 	Before       time.Time

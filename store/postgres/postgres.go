@@ -633,11 +633,8 @@ func (s *Store) Prune(ctx context.Context, rules []store.Retention) error {
 					return err
 				}
 			}
-			if g.KeepRounds > 0 {
-				q := "DELETE FROM " + s.t("rounds") + ` WHERE (schedule, instance, slot) IN (SELECT schedule, instance, slot FROM (
-					SELECT schedule, instance, slot, row_number() OVER (PARTITION BY schedule ORDER BY start DESC, seq DESC) AS n
-					FROM ` + s.t("rounds") + ` WHERE schedule = ANY($1)) AS r WHERE n > $2)`
-				if _, err := tx.Exec(ctx, q, names, g.KeepRounds); err != nil {
+			if g.KeepRounds > 0 { // slots past the history's size: it shrank
+				if _, err := tx.Exec(ctx, "DELETE FROM "+s.t("rounds")+" WHERE slot >= $1 AND schedule = ANY($2)", g.KeepRounds, names); err != nil {
 					return err
 				}
 			}

@@ -74,8 +74,8 @@ func migrations() []string {
 		CREATE INDEX audit_by_schedule ON audit (schedule, id);`,
 		`ALTER TABLE failures ADD COLUMN round INTEGER NOT NULL DEFAULT 0;`,
 		// The run history: a page of rounds per flush and schedule, in a
-		// slot overwritten a lap later. One B-tree (WITHOUT ROWID, no
-		// other index): a schedule has at most its history's size of rows.
+		// slot overwritten a lap later (WITHOUT ROWID: the pages live in
+		// the key's B-tree); by start for pruning by age.
 		`CREATE TABLE rounds (
 			schedule  TEXT NOT NULL,
 			slot      INTEGER NOT NULL,
@@ -84,7 +84,8 @@ func migrations() []string {
 			start     INTEGER NOT NULL,
 			data      BLOB NOT NULL,
 			PRIMARY KEY (schedule, slot)
-		) WITHOUT ROWID;`,
+		) WITHOUT ROWID;
+		CREATE INDEX rounds_by_start ON rounds (start);`,
 	}
 }
 
@@ -594,11 +595,8 @@ func (s *Store) Prune(ctx context.Context, rules []store.Retention) error {
 						return err
 					}
 				}
-				if g.KeepRounds > 0 {
-					q := `DELETE FROM rounds WHERE (schedule, slot) IN (SELECT schedule, slot FROM (
-						SELECT schedule, slot, row_number() OVER (PARTITION BY schedule ORDER BY start DESC, seq DESC) AS n
-						FROM rounds WHERE schedule IN ` + in + `) WHERE n > ?)`
-					if err := s.exec(ctx, tx, q, append(names, g.KeepRounds)...); err != nil {
+				if g.KeepRounds > 0 { // slots past the history's size: it shrank
+					if err := s.exec(ctx, tx, "DELETE FROM rounds WHERE slot >= ? AND schedule IN "+in, append([]any{g.KeepRounds}, names...)...); err != nil {
 						return err
 					}
 				}

@@ -11,3 +11,4 @@ CREATE TABLE {{schema}}.rounds (
 	data      BYTEA  NOT NULL,
 	PRIMARY KEY (schedule, instance, slot)
 );
+CREATE INDEX rounds_by_start ON {{schema}}.rounds (start);

@@ -3,6 +3,7 @@ package statistics
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -12,10 +13,12 @@ import (
 
 // Run history: every completed round (or batch) is one record, with its
 // cause, times, counts by status and the results of up to MaxRoundTasks of
-// its tasks. Memory holds only the records not yet written; the store keeps
-// the newest Settings.Rounds per schedule, each in a slot (its sequence
-// number modulo Settings.Rounds) that the next lap overwrites, so a flush
-// writes one row per round and never deletes to stay within the bound.
+// its tasks. A round is encoded once, when it completes, onto the page the
+// next flush writes: memory holds only those bytes (about 50 for a round of
+// one successful task), and a flush hands the page over without encoding.
+// The store keeps a page per flush and schedule in a slot (the page's last
+// sequence number modulo Settings.Rounds) that a later lap overwrites, so
+// it stays bounded without deletes.
 
 // Bounds of one round's record.
 const (
@@ -77,98 +80,60 @@ type TaskRecord struct {
 	Stack   string        `json:"stack,omitempty"`
 }
 
-type taskEntry struct {
-	id      string
-	err     error
-	started int64
-	cost    time.Duration
-	status  uint8
-}
-
-// roundEntry is a round as kept until it is written: errors are formatted
-// then, not on the round's path.
-type roundEntry struct {
-	seq, number         int64
-	planned, start, end int64
-	byStatus            [numStatus]uint32
-	omitted             int32
-	batch, single       bool
-	cause               uint8 // index in causeNames
-	by                  string
-	tasks               []taskEntry
-	one                 taskEntry // a round of one task keeps it here, not in tasks
-}
-
 // causeNames are the causes a round can have, as schedule.Cause names them.
 func causeNames() [5]string { return [5]string{"plan", "start", "exec", "rerun", "submit"} }
 
-func causeIndex(name string) uint8 {
-	names := causeNames()
-	if i := slices.Index(names[:], name); i > 0 {
-		return uint8(i)
-	}
-	return 0
-}
-
-func (e *roundEntry) list() []taskEntry {
-	if e.single {
-		return []taskEntry{e.one}
-	}
-	return e.tasks
+// history is a schedule's rounds not yet in the store, each encoded as a
+// page holds it (appendRound): page waits for a flush (the newest
+// Settings.Rounds), taken is being written by one.
+type history struct {
+	seq       int64 // the last round's sequence number
+	lastStart int64 // and its start
+	page      []byte
+	n         int
+	taken     []byte
+	takenN    int
+	unsaved   int64 // rounds dropped before a flush took them
 }
 
 // RecordRound adds a completed round to the history.
 func (s *Stats) RecordRound(x RoundSample) {
-	e := newRoundEntry(x)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	h := s.histLocked()
 	h.seq++
-	e.seq = h.seq
-	if h.rounds.push(e) {
+	h.page = appendRound(h.page, h.seq, &x)
+	h.n++
+	h.lastStart = x.Start.UnixNano()
+	h.trim(s.settings.Rounds)
+}
+
+// trim drops the oldest rounds past keep (more rounds since the last flush
+// than the history keeps).
+func (h *history) trim(keep int) {
+	for h.n > keep {
+		h.page = h.page[:copy(h.page, skipRound(h.page))]
+		h.n--
 		h.unsaved++
 	}
 }
 
-// history is a schedule's rounds not yet in the store: rounds waits for a
-// flush (the newest Settings.Rounds), inflight is being written by one.
-type history struct {
-	seq      int64 // the last round's sequence number
-	rounds   ring[roundEntry]
-	inflight []roundEntry
-	unsaved  int64 // rounds dropped before a flush took them
+func (s *Stats) histLocked() *history {
+	if s.hist == nil {
+		s.hist = &history{}
+	}
+	return s.hist
 }
 
-// newRoundEntry keeps what the history needs of a round, its tasks' errors
-// unformatted.
-func newRoundEntry(x RoundSample) roundEntry {
-	e := roundEntry{number: x.Number, batch: x.Batch, cause: causeIndex(x.Cause), by: x.By,
-		planned: x.Planned.UnixNano(), start: x.Start.UnixNano(), end: x.End.UnixNano()}
-	for _, t := range x.Tasks {
-		if t.Status >= 0 && t.Status < numStatus {
-			e.byStatus[t.Status]++
-		}
+// UnsavedRounds counts rounds dropped from memory before a flush took
+// them (more rounds between two flushes than the history keeps).
+func (s *Stats) UnsavedRounds() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.hist == nil {
+		return 0
 	}
-	entry := func(t TaskSample) taskEntry {
-		return taskEntry{id: t.ID, status: uint8(t.Status), started: unixOrZero(t.Started), cost: t.Cost, err: t.Err}
-	}
-	switch {
-	case len(x.Tasks) == 1:
-		e.one, e.single = entry(x.Tasks[0]), true
-	case len(x.Tasks) <= MaxRoundTasks:
-		e.tasks = make([]taskEntry, len(x.Tasks))
-		for i, t := range x.Tasks {
-			e.tasks[i] = entry(t)
-		}
-	default:
-		keep := pickTasks(x.Tasks)
-		e.omitted = int32(len(x.Tasks) - len(keep))
-		e.tasks = make([]taskEntry, len(keep))
-		for i, k := range keep {
-			e.tasks[i] = entry(x.Tasks[k])
-		}
-	}
-	return e
+	return s.hist.unsaved
 }
 
 func unixOrZero(t time.Time) int64 {
@@ -205,56 +170,6 @@ func pickTasks(ts []TaskSample) []int {
 		}
 	}
 	return out
-}
-
-func (s *Stats) histLocked() *history {
-	if s.hist == nil {
-		s.hist = &history{rounds: newRing[roundEntry](s.settings.Rounds)}
-	}
-	return s.hist
-}
-
-// UnsavedRounds counts rounds dropped from memory before a flush took
-// them (more rounds between two flushes than the history keeps).
-func (s *Stats) UnsavedRounds() int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.hist == nil {
-		return 0
-	}
-	return s.hist.unsaved
-}
-
-// record converts an entry, formatting its errors.
-func (e *roundEntry) record() RoundRecord {
-	r := RoundRecord{Seq: e.seq, Number: e.number, Batch: e.batch, Cause: causeNames()[e.cause], By: e.by,
-		Planned: timeOrZero(e.planned), Start: timeOrZero(e.start), End: timeOrZero(e.end), Omitted: int64(e.omitted)}
-	for i, n := range e.byStatus {
-		r.byStatus[i] = int64(n)
-	}
-	r.fill(r.byStatus)
-	e.details(func(t TaskRecord) { r.Tasks = append(r.Tasks, t) }, func() { r.Omitted++ })
-	return r
-}
-
-// details gives each task's record, its error formatted and clipped, to
-// keep, and counts with omit the tasks past the round's byte bound.
-func (e *roundEntry) details(keep func(TaskRecord), omit func()) {
-	size := 0
-	for _, t := range e.list() {
-		tr := TaskRecord{ID: t.id, Status: StatusNames()[min(int(t.status), numStatus-1)], Started: timeOrZero(t.started), Cost: t.cost}
-		if t.err != nil {
-			msg := t.err.Error()
-			_, stack := chainOf(t.err, msg)
-			tr.Error, tr.Stack = clip(msg, maxTaskError), clip(stack, maxTaskStack)
-		}
-		size += len(tr.ID) + len(tr.Error) + len(tr.Stack) + 32
-		if size > maxRoundBytes {
-			omit()
-			continue
-		}
-		keep(tr)
-	}
 }
 
 // fill sets the derived fields from the counts by status.
@@ -295,55 +210,179 @@ func clip(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// The stored form of a round (version 1): a version byte, then varints:
-// number, batch, planned, end, the six status counts, omitted, the cause
-// and by as strings (length, bytes), the task count and per task: id,
-// status, started, cost, error, stack. Start and the sequence number are
-// columns of their own.
-const roundVersion1 = 1
+// A page (version 1): a version byte and the round count, then the rounds.
+// A round: its sequence number and start (Unix ns) as varints, then a
+// version byte and varints: number, batch, planned, end, the six status
+// counts, the cause's index and who asked (length, bytes); then per task
+// detailed a 1 byte and its id, status, started, cost, error and stack;
+// a 0 byte and the count of tasks not detailed.
+const (
+	pageVersion1  = 1
+	roundVersion1 = 1
+)
 
-// encode is the stored form of the round, written without building its
-// record first (a flush encodes every round).
-func (e *roundEntry) encode() []byte {
-	n := len(e.tasks)
-	if e.single {
-		n = 1
-	}
-	cause := causeNames()[e.cause]
-	b := make([]byte, 0, 48+len(cause)+len(e.by)+n*32)
+// appendRound encodes round seq onto b. Errors are formatted here, once.
+func appendRound(b []byte, seq int64, x *RoundSample) []byte {
+	b = binary.AppendUvarint(b, uint64(seq))
+	b = binary.AppendVarint(b, x.Start.UnixNano())
 	b = append(b, roundVersion1)
 	batch := int64(0)
-	if e.batch {
+	if x.Batch {
 		batch = 1
 	}
-	for _, v := range []int64{e.number, batch, e.planned, e.end} {
+	for _, v := range [...]int64{x.Number, batch, x.Planned.UnixNano(), x.End.UnixNano()} {
 		b = binary.AppendVarint(b, v)
 	}
-	for _, c := range e.byStatus {
-		b = binary.AppendVarint(b, int64(c))
+	var byStatus [numStatus]int64
+	for _, t := range x.Tasks {
+		if t.Status >= 0 && t.Status < numStatus {
+			byStatus[t.Status]++
+		}
 	}
-	omitted, at := int64(e.omitted), len(b)
-	var tasks []byte
-	count := 0
-	e.details(func(t TaskRecord) {
-		count++
-		tasks = appendString(tasks, t.ID)
-		tasks = binary.AppendUvarint(tasks, uint64(statusIndex(t.Status)))
-		tasks = binary.AppendVarint(tasks, unixOrZero(t.Started))
-		tasks = binary.AppendVarint(tasks, int64(t.Cost))
-		tasks = appendString(tasks, t.Error)
-		tasks = appendString(tasks, t.Stack)
-	}, func() { omitted++ })
-	b = binary.AppendVarint(b[:at], omitted)
-	b = appendString(b, cause)
-	b = appendString(b, e.by)
-	b = binary.AppendUvarint(b, uint64(count))
-	return append(b, tasks...)
+	for _, n := range byStatus {
+		b = binary.AppendVarint(b, n)
+	}
+	causes := causeNames()
+	cause := slices.Index(causes[:], x.Cause)
+	b = binary.AppendUvarint(b, uint64(max(cause, 0)))
+	b = appendString(b, x.By)
+	omitted, size := int64(0), 0
+	task := func(t *TaskSample) {
+		var msg, stack string
+		if t.Err != nil {
+			msg = t.Err.Error()
+			_, stack = chainOf(t.Err, msg)
+			msg, stack = clip(msg, maxTaskError), clip(stack, maxTaskStack)
+		}
+		if size += len(t.ID) + len(msg) + len(stack) + 32; size > maxRoundBytes {
+			omitted++
+			return
+		}
+		b = append(b, 1)
+		b = appendString(b, t.ID)
+		b = binary.AppendUvarint(b, uint64(min(max(t.Status, 0), numStatus-1)))
+		b = binary.AppendVarint(b, unixOrZero(t.Started))
+		b = binary.AppendVarint(b, int64(t.Cost))
+		b = appendString(b, msg)
+		b = appendString(b, stack)
+	}
+	if len(x.Tasks) <= MaxRoundTasks {
+		for i := range x.Tasks {
+			task(&x.Tasks[i])
+		}
+	} else {
+		keep := pickTasks(x.Tasks)
+		omitted = int64(len(x.Tasks) - len(keep))
+		for _, i := range keep {
+			task(&x.Tasks[i])
+		}
+	}
+	b = append(b, 0)
+	return binary.AppendVarint(b, omitted)
 }
 
-func statusIndex(name string) int {
+// readRound decodes the round at rd (appendRound's form).
+func readRound(rd *reader) (RoundRecord, error) {
+	var r RoundRecord
+	r.Seq = int64(rd.uvarint())
+	r.Start = time.Unix(0, rd.varint()).UTC()
+	if rd.byte() != roundVersion1 && rd.err == nil {
+		return r, fmt.Errorf("%w: unknown encoding", store.ErrCorrupt)
+	}
+	r.Number = rd.varint()
+	r.Batch = rd.varint() == 1
+	r.Planned, r.End = time.Unix(0, rd.varint()).UTC(), time.Unix(0, rd.varint()).UTC()
+	for i := range r.byStatus {
+		r.byStatus[i] = rd.varint()
+	}
+	cause := rd.uvarint()
+	if cause >= uint64(len(causeNames())) && rd.err == nil {
+		return r, fmt.Errorf("cause %d", cause)
+	}
+	r.Cause = causeNames()[min(cause, uint64(len(causeNames())-1))]
+	r.By = rd.string()
 	names := StatusNames()
-	return slices.Index(names[:], name)
+	for rd.err == nil && rd.byte() == 1 {
+		if len(r.Tasks) == MaxRoundTasks {
+			return r, fmt.Errorf("more than %d tasks", MaxRoundTasks)
+		}
+		t := TaskRecord{ID: rd.string()}
+		st := rd.uvarint()
+		if st >= numStatus && rd.err == nil {
+			return r, fmt.Errorf("task status %d", st)
+		}
+		t.Status = names[min(st, numStatus-1)]
+		t.Started, t.Cost = timeOrZero(rd.varint()), time.Duration(rd.varint())
+		t.Error, t.Stack = rd.string(), rd.string()
+		r.Tasks = append(r.Tasks, t)
+	}
+	r.Omitted = rd.varint()
+	if rd.err != nil {
+		return r, rd.err
+	}
+	r.fill(r.byStatus)
+	return r, nil
+}
+
+// skipRound returns b after its first round.
+func skipRound(b []byte) []byte {
+	rd := &reader{b: b}
+	if _, err := readRound(rd); err != nil {
+		return nil // cannot happen: fom wrote it; drop the rest rather than loop
+	}
+	return rd.b
+}
+
+// readRounds decodes n rounds of a page's body, oldest first.
+func readRounds(b []byte, n int, instance string) ([]RoundRecord, error) {
+	rd := &reader{b: b}
+	out := make([]RoundRecord, 0, n)
+	for range n {
+		r, err := readRound(rd)
+		if err != nil {
+			return out, fmt.Errorf("round #%d: %w", r.Seq, err)
+		}
+		r.Instance = instance
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// pageData is a page as stored: its header and the rounds.
+func pageData(rounds []byte, n int) []byte {
+	b := make([]byte, 0, 1+binary.MaxVarintLen64+len(rounds))
+	b = append(b, pageVersion1)
+	b = binary.AppendUvarint(b, uint64(n))
+	return append(b, rounds...)
+}
+
+// pageBody returns a stored page's rounds and their count.
+func pageBody(data []byte) ([]byte, int, error) {
+	if len(data) == 0 || data[0] != pageVersion1 {
+		return nil, 0, fmt.Errorf("%w: unknown encoding", store.ErrCorrupt)
+	}
+	rd := &reader{b: data[1:]}
+	n := rd.uvarint()
+	if rd.err != nil {
+		return nil, 0, rd.err
+	}
+	if n > uint64(len(rd.b)) {
+		return nil, 0, fmt.Errorf("%d rounds in %d bytes", n, len(rd.b))
+	}
+	return rd.b, int(n), nil
+}
+
+// DecodePage reads a stored page of rounds, oldest first; an unreadable
+// one is an error naming the schedule and its rounds.
+func DecodePage(sr store.Round) ([]RoundRecord, error) {
+	body, n, err := pageBody(sr.Data)
+	if err == nil {
+		var rs []RoundRecord
+		if rs, err = readRounds(body, n, sr.Instance); err == nil {
+			return rs, nil
+		}
+	}
+	return nil, fmt.Errorf("schedule %q: rounds #%d-#%d of the history unreadable: %w", sr.Schedule, sr.First, sr.Seq, err)
 }
 
 func appendString(b []byte, s string) []byte {
@@ -365,113 +404,38 @@ func (r *reader) string() string {
 	return s
 }
 
-// The stored form of a flush's rounds of one schedule (a page): a version
-// byte, the round count, then per round its sequence number, start (Unix
-// ns) and the length of its encoding, then that encoding.
-const pageVersion1 = 1
-
-// encodePage writes es (oldest first) as one page.
-func encodePage(es []roundEntry) []byte {
-	b := make([]byte, 0, 16+len(es)*64)
-	b = append(b, pageVersion1)
-	b = binary.AppendUvarint(b, uint64(len(es)))
-	for i := range es {
-		body := es[i].encode()
-		b = binary.AppendUvarint(b, uint64(es[i].seq))
-		b = binary.AppendVarint(b, es[i].start)
-		b = binary.AppendUvarint(b, uint64(len(body)))
-		b = append(b, body...)
+func (r *reader) byte() byte {
+	if r.err != nil {
+		return 0
 	}
-	return b
-}
-
-// DecodePage reads a stored page of rounds, oldest first; an unreadable
-// one is an error naming the schedule and its rounds.
-func DecodePage(sr store.Round) ([]RoundRecord, error) {
-	bad := func(err error) ([]RoundRecord, error) {
-		return nil, fmt.Errorf("schedule %q: rounds #%d-#%d of the history unreadable: %w", sr.Schedule, sr.First, sr.Seq, err)
+	if len(r.b) == 0 {
+		r.err = errors.New("truncated")
+		return 0
 	}
-	if len(sr.Data) == 0 || sr.Data[0] != pageVersion1 {
-		return bad(fmt.Errorf("%w: unknown encoding", store.ErrCorrupt))
-	}
-	rd := &reader{b: sr.Data[1:]}
-	n := rd.uvarint()
-	if rd.err == nil && n > uint64(len(rd.b)) {
-		return bad(fmt.Errorf("%d rounds in %d bytes", n, len(rd.b)))
-	}
-	out := make([]RoundRecord, 0, n)
-	for i := uint64(0); i < n && rd.err == nil; i++ {
-		seq, start := int64(rd.uvarint()), rd.varint()
-		size := rd.uvarint()
-		if rd.err != nil {
-			break
-		}
-		if size > uint64(len(rd.b)) {
-			return bad(fmt.Errorf("round of %d bytes in %d", size, len(rd.b)))
-		}
-		r, err := decodeRound(rd.b[:size])
-		if err != nil {
-			return bad(fmt.Errorf("round #%d: %w", seq, err))
-		}
-		rd.b = rd.b[size:]
-		r.Seq, r.Instance, r.Start = seq, sr.Instance, time.Unix(0, start).UTC()
-		r.fill(r.byStatus)
-		out = append(out, r)
-	}
-	if rd.err != nil {
-		return bad(rd.err)
-	}
-	return out, nil
-}
-
-// decodeRound reads one round's encoding (encode).
-func decodeRound(b []byte) (RoundRecord, error) {
-	if len(b) == 0 || b[0] != roundVersion1 {
-		return RoundRecord{}, fmt.Errorf("%w: unknown encoding", store.ErrCorrupt)
-	}
-	rd := &reader{b: b[1:]}
-	var r RoundRecord
-	r.Number = rd.varint()
-	r.Batch = rd.varint() == 1
-	r.Planned, r.End = time.Unix(0, rd.varint()).UTC(), time.Unix(0, rd.varint()).UTC()
-	for i := range r.byStatus {
-		r.byStatus[i] = rd.varint()
-	}
-	r.Omitted = rd.varint()
-	r.Cause, r.By = rd.string(), rd.string()
-	n := rd.uvarint()
-	if rd.err == nil && n > MaxRoundTasks {
-		return r, fmt.Errorf("%d tasks", n)
-	}
-	names := StatusNames()
-	for i := uint64(0); i < n && rd.err == nil; i++ {
-		t := TaskRecord{ID: rd.string()}
-		st := rd.uvarint()
-		if st >= numStatus {
-			return r, fmt.Errorf("task status %d", st)
-		}
-		t.Status = names[st]
-		t.Started, t.Cost = timeOrZero(rd.varint()), time.Duration(rd.varint())
-		t.Error, t.Stack = rd.string(), rd.string()
-		r.Tasks = append(r.Tasks, t)
-	}
-	return r, rd.err
+	c := r.b[0]
+	r.b = r.b[1:]
+	return c
 }
 
 // RecentRounds returns the rounds not yet written to the store, newest
 // first, with their tasks: without a store, the whole history.
 func (s *Stats) RecentRounds() []RoundRecord {
-	var es []roundEntry
+	var taken, page []byte
+	var takenN, n int
 	s.mu.Lock()
-	if s.hist != nil {
-		es = append(s.hist.rounds.items(), s.hist.inflight...)
+	if h := s.hist; h != nil { // copies: the page is appended to under the lock
+		taken, takenN = h.taken, h.takenN // never written again once taken
+		page, n = slices.Clone(h.page), h.n
 	}
 	s.mu.Unlock()
-	slices.SortFunc(es, func(a, b roundEntry) int { return int(b.seq - a.seq) })
-	out := make([]RoundRecord, len(es))
-	for i := range es {
-		out[i] = es[i].record()
+	var out []RoundRecord
+	if body, _, err := pageBody(taken); err == nil {
+		rs, _ := readRounds(body, takenN, "")
+		out = append(out, rs...)
 	}
+	rs, _ := readRounds(page, n, "")
+	out = append(out, rs...)
+	slices.Reverse(out)
 	return out
 }
 

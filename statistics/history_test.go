@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -207,10 +208,9 @@ func TestALargeRoundKeepsItsFailures(t *testing.T) {
 // still listed.
 func TestUnreadableRoundsAreNamed(t *testing.T) {
 	t.Parallel()
-	taskRound := newRoundEntry(round(1, day1, "plan", TaskSample{ID: strings.Repeat("x", 30), Status: Failed}))
-	taskRound.seq = 7
-	whole := encodePage([]roundEntry{taskRound})
-	for _, data := range [][]byte{nil, {9}, {pageVersion1}, {pageVersion1, 1, 7, 0, 200}, whole[:len(whole)-5], {pageVersion1, 1, 7, 0, 2, roundVersion1, 1}} {
+	pageOf := func(seq int64, x RoundSample) []byte { return pageData(appendRound(nil, seq, &x), 1) }
+	whole := pageOf(7, round(1, day1, "plan", TaskSample{ID: strings.Repeat("x", 30), Status: Failed}))
+	for _, data := range [][]byte{nil, {9}, {pageVersion1}, {pageVersion1, 1, 7, 0, 200}, whole[:len(whole)-5], {pageVersion1, 2, 7, 0, roundVersion1, 1}, append(slices.Clone(whole[:len(whole)-2]), 1)} {
 		_, err := DecodePage(store.Round{Schedule: "job", First: 7, Seq: 7, Data: data})
 		if err == nil || !strings.Contains(err.Error(), `schedule "job": rounds #7-#7 of the history unreadable`) {
 			t.Fatalf("%v: %v", data, err)
@@ -222,10 +222,8 @@ func TestUnreadableRoundsAreNamed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	plain := newRoundEntry(round(1, day1, "plan", TaskSample{ID: "t"}))
-	plain.seq = 1
 	if err := st.SaveStats(ctx, store.StatsBatch{Rounds: []store.Round{
-		{Schedule: "job", Slot: 1, First: 1, Seq: 1, Start: day1, Data: encodePage([]roundEntry{plain})},
+		{Schedule: "job", Slot: 1, First: 1, Seq: 1, Start: day1, Data: pageOf(1, round(1, day1, "plan", TaskSample{ID: "t"}))},
 		{Schedule: "job", Slot: 2, First: 2, Seq: 2, Start: day1.Add(time.Second), Data: []byte{1, 2, 3}},
 	}}); err != nil {
 		t.Fatal(err)

@@ -269,8 +269,8 @@ func (s *Stats) Load(ctx context.Context, st store.Store) (warnings []string, er
 	s.results.resize(set.Results)
 	if seq > 0 { // rounds recorded before Load follow the stored ones
 		h := s.histLocked()
-		for i := range h.rounds.buf {
-			h.rounds.buf[i].seq += seq
+		if h.n > 0 || h.taken != nil {
+			warnings = append(warnings, fmt.Sprintf("schedule %q: %d rounds ran before the history was loaded; numbered anew", s.schedule, h.n))
 		}
 		h.seq += seq
 	}
@@ -338,7 +338,7 @@ type Changes struct {
 	Rounds   []store.Round
 	taken    []Failure
 	days     []*day
-	rounds   int // how many of s.inflight this took
+	rounds   int // how many rounds this took
 }
 
 // Take returns what changed since the last Take, encoded for the store,
@@ -368,16 +368,16 @@ func (s *Stats) Take() (*Changes, error) {
 		ch.days = append(ch.days, d)
 		ch.Days = append(ch.Days, store.Day{Schedule: s.schedule, Day: k, Data: b})
 	}
-	if h := s.hist; h != nil && len(h.rounds.buf) > 0 {
+	if h := s.hist; h != nil && h.n > 0 && h.taken == nil {
 		// One page for the rounds since the last flush, in the slot of its
 		// last round: a page that slot held ended at least Settings.Rounds
 		// rounds earlier, so none of its rounds is among the newest kept.
-		es := h.rounds.take()
-		first, last := es[0], es[len(es)-1]
-		ch.Rounds = []store.Round{{Schedule: s.schedule, Slot: int(last.seq % int64(s.settings.Rounds)), Seq: last.seq, First: first.seq,
-			Start: time.Unix(0, last.start).UTC(), Data: encodePage(es)}}
-		ch.rounds = len(es)
-		h.inflight = append(h.inflight, es...)
+		data := pageData(h.page, h.n)
+		ch.Rounds = []store.Round{{Schedule: s.schedule, Slot: int(h.seq % int64(s.settings.Rounds)), Seq: h.seq, First: h.seq - int64(h.n) + 1,
+			Start: time.Unix(0, h.lastStart).UTC(), Data: data}}
+		ch.rounds = h.n
+		h.taken, h.takenN = data, h.n
+		h.page, h.n = h.page[:0], 0
 	}
 	ch.taken = s.pending.take()
 	ch.Failures = make([]store.Failure, len(ch.taken))
@@ -411,27 +411,7 @@ func (c *Changes) Done() {
 	s := c.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.hist.inflight = dropSeqs(s.hist.inflight, c.Rounds)
-}
-
-// written reports whether the pages rs hold e.
-func written(e *roundEntry, rs []store.Round) bool {
-	return slices.ContainsFunc(rs, func(r store.Round) bool { return r.First <= e.seq && e.seq <= r.Seq })
-}
-
-// dropSeqs removes the entries written as rs.
-func dropSeqs(es []roundEntry, rs []store.Round) []roundEntry {
-	out := es[:0]
-	for i := range es {
-		if !written(&es[i], rs) {
-			out = append(out, es[i])
-		}
-	}
-	clear(es[len(out):])
-	if len(out) == 0 {
-		return nil
-	}
-	return out
+	s.hist.taken, s.hist.takenN = nil, 0
 }
 
 // Failed puts the changes back, to be written by the next flush: the days
@@ -450,21 +430,12 @@ func (c *Changes) Failed() {
 			s.unsaved++
 		}
 	}
-	if c.rounds > 0 {
+	if c.rounds > 0 { // the taken rounds go back ahead of the newer ones
 		h := s.hist
-		var back []roundEntry
-		for i := range h.inflight {
-			if written(&h.inflight[i], c.Rounds) {
-				back = append(back, h.inflight[i])
-			}
-		}
-		h.inflight = dropSeqs(h.inflight, c.Rounds)
-		newer := h.rounds.take()
-		for _, e := range append(back, newer...) {
-			if h.rounds.push(e) {
-				h.unsaved++
-			}
-		}
+		body, _, _ := pageBody(h.taken)
+		h.page, h.n = append(slices.Clip(body), h.page...), h.n+h.takenN
+		h.taken, h.takenN = nil, 0
+		h.trim(s.settings.Rounds)
 	}
 }
 

@@ -389,7 +389,7 @@ func (s *Stats) SetSettings(n Settings) error {
 	s.unsaved += int64(s.pending.resize(n.Failures))
 	s.results.resize(n.Results)
 	if s.hist != nil {
-		s.hist.unsaved += int64(s.hist.rounds.resize(n.Rounds))
+		s.hist.trim(n.Rounds)
 	}
 	return nil
 }

@@ -468,14 +468,9 @@ func (h *handler) apiAudit(w http.ResponseWriter, r *http.Request) {
 	if sc == nil {
 		return
 	}
-	limit := 100
-	if v := r.URL.Query().Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > store.MaxAudit {
-			h.jsonError(w, http.StatusBadRequest, fmt.Sprintf("limit %q: a number from 1 to %d", v, store.MaxAudit), nil)
-			return
-		}
-		limit = n
+	limit, ok := h.limit(w, r, 100, store.MaxAudit)
+	if !ok {
+		return
 	}
 	entries, err := h.app.AuditLog(r.Context(), sc.Name(), limit)
 	if err != nil {
@@ -486,6 +481,21 @@ func (h *handler) apiAudit(w http.ResponseWriter, r *http.Request) {
 		entries = []store.AuditEntry{}
 	}
 	h.json(w, http.StatusOK, entries)
+}
+
+// limit reads ?limit= (def when absent, 1 to most); a bad one is answered
+// with 400 and false.
+func (h *handler) limit(w http.ResponseWriter, r *http.Request, def, most int) (int, bool) {
+	v := r.URL.Query().Get("limit")
+	if v == "" {
+		return def, true
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > most {
+		h.jsonError(w, http.StatusBadRequest, fmt.Sprintf("limit %q: a number from 1 to %d", v, most), nil)
+		return 0, false
+	}
+	return n, true
 }
 
 func (h *handler) apiFailures(w http.ResponseWriter, r *http.Request) {

@@ -104,14 +104,9 @@ func (h *handler) apiRounds(w http.ResponseWriter, r *http.Request) {
 	if sc == nil {
 		return
 	}
-	limit := 50
-	if v := r.URL.Query().Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > historyAPILimit {
-			h.jsonError(w, http.StatusBadRequest, fmt.Sprintf("limit %q: a number from 1 to %d", v, historyAPILimit), nil)
-			return
-		}
-		limit = n
+	limit, ok := h.limit(w, r, 50, historyAPILimit)
+	if !ok {
+		return
 	}
 	rounds, err := h.app.History(r.Context(), sc.Name(), limit)
 	if err != nil {

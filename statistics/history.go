@@ -324,13 +324,42 @@ func readRound(rd *reader) (RoundRecord, error) {
 	return r, nil
 }
 
-// skipRound returns b after its first round.
+// skipRound returns b after its first round, reading nothing into memory
+// (a history without a store trims one round for every round).
 func skipRound(b []byte) []byte {
 	rd := &reader{b: b}
-	if _, err := readRound(rd); err != nil {
+	rd.uvarint() // seq
+	rd.varint()  // start
+	rd.byte()    // version
+	// number, batch, planned, end, the counts, the cause
+	for range 4 + numStatus + 1 {
+		rd.varint()
+	}
+	rd.skipString() // by
+	for rd.err == nil && rd.byte() == 1 {
+		rd.skipString() // id
+		// status, started, cost
+		for range 3 {
+			rd.varint()
+		}
+		rd.skipString() // error
+		rd.skipString() // stack
+	}
+	rd.varint() // omitted
+	if rd.err != nil {
 		return nil // cannot happen: fom wrote it; drop the rest rather than loop
 	}
 	return rd.b
+}
+
+func (r *reader) skipString() {
+	n := r.uvarint()
+	if r.err == nil && n > uint64(len(r.b)) {
+		r.err = fmt.Errorf("string of %d bytes in %d", n, len(r.b))
+	}
+	if r.err == nil {
+		r.b = r.b[n:]
+	}
 }
 
 // readRounds decodes n rounds of a page's body, oldest first.

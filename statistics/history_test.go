@@ -108,7 +108,7 @@ func TestRunHistoryIsBounded(t *testing.T) {
 	at := day1
 	for i := range 23 {
 		at = at.Add(time.Second)
-		s.RecordRound(round(int64(i+1), at, "plan", TaskSample{ID: "t"}))
+		s.RecordRound(round(int64(i+1), at, "plan", TaskSample{ID: "t"}, TaskSample{ID: "u", Status: Failed, Err: stackErr{}}))
 		if i%4 == 3 {
 			if err := s.Flush(ctx, st); err != nil {
 				t.Fatal(err)
@@ -117,7 +117,7 @@ func TestRunHistoryIsBounded(t *testing.T) {
 	}
 	for range 9 { // three waiting and nine more, no flush: seven dropped
 		at = at.Add(time.Second)
-		s.RecordRound(round(0, at, "plan"))
+		s.RecordRound(round(0, at, "plan", TaskSample{ID: "v", Status: Failed, Err: stackErr{}}))
 	}
 	if u := s.UnsavedRounds(); u != 7 {
 		t.Fatalf("unsaved rounds %d, want 7", u)
@@ -131,6 +131,11 @@ func TestRunHistoryIsBounded(t *testing.T) {
 	hist, _ := s.History(ctx, st, 5)
 	if len(pages) > 5 || len(hist) != 5 || hist[0].Seq != 32 || hist[4].Seq != 28 {
 		t.Fatalf("%d pages stored; history of %d rounds", len(pages), len(hist))
+	}
+	for _, r := range hist { // the rounds kept after trimming read whole
+		if r.Counts["failed"] != 1 || r.Outcome != "failed" {
+			t.Fatalf("round %d after trimming: %v", r.Seq, r.Counts)
+		}
 	}
 }
 

@@ -295,11 +295,11 @@ func readRound(rd *reader) (RoundRecord, error) {
 	for i := range r.byStatus {
 		r.byStatus[i] = rd.varint()
 	}
-	cause := rd.uvarint()
-	if cause >= uint64(len(causeNames())) && rd.err == nil {
+	causes, cause := causeNames(), rd.uvarint()
+	if cause >= uint64(len(causes)) && rd.err == nil {
 		return r, fmt.Errorf("cause %d", cause)
 	}
-	r.Cause = causeNames()[min(cause, uint64(len(causeNames())-1))]
+	r.Cause = causes[min(cause, uint64(len(causes)-1))]
 	r.By = rd.string()
 	names := StatusNames()
 	for rd.err == nil && rd.byte() == 1 {

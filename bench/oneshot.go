@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"sync/atomic"
 	"time"
 
+	"github.com/fom-go/fom/fom"
 	"github.com/fom-go/fom/schedule/wheel"
 )
 
@@ -43,6 +46,46 @@ func wheelTimers(size int) timerLib {
 	return timerLib{name: "fom wheel", after: func(d time.Duration, f func()) stopper {
 		return w.AfterFunc(d, f)
 	}, close: func() { w.Stop() }}
+}
+
+// delayedPool is a managed pool (no plan) sized for a flood of delayed
+// one-task batches: a user submitting half a million of them sizes the
+// queue for it.
+type delayedPool struct {
+	fom.Schedule `queueSize:"1000000" threadMax:"4"`
+}
+
+func (*delayedPool) Run(context.Context) (any, error) { return nil, nil }
+
+// appSubmitAfter is what a user of a default App calls for one-shot work:
+// SubmitAfter on a schedule of an App with its store and statistics; each
+// delayed batch is one task that calls the callback.
+func appSubmitAfter() timerLib {
+	dir, err := os.MkdirTemp("", "fom-bench-oneshot")
+	if err != nil {
+		panic(err)
+	}
+	app, err := fom.New(fom.WithDataDir(dir))
+	if err != nil {
+		panic(err)
+	}
+	sc, err := app.Register(&delayedPool{}, fom.Named("delayed"))
+	if err != nil {
+		panic(err)
+	}
+	if err := app.Start(context.Background()); err != nil {
+		panic(err)
+	}
+	return timerLib{name: "fom default App, SubmitAfter", after: func(d time.Duration, f func()) stopper {
+		dl, err := sc.SubmitAfter(d, fom.TaskFunc("t", func(context.Context) (any, error) { f(); return nil, nil }))
+		if err != nil {
+			panic(err)
+		}
+		return dl
+	}, close: func() {
+		app.Stop(context.Background())
+		os.RemoveAll(dir)
+	}}
 }
 
 // fires records each timer's fires; fire(i) is timer i's callback, a

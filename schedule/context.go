@@ -71,9 +71,9 @@ type generation struct {
 	tmo      *timeouts
 	wg       sync.WaitGroup // timeout watcher, batch completions
 	stopping atomic.Bool
-	stall    stallCheck            // in tmo while tasks past their timeout may hold workers
-	delayed  map[*Delayed]struct{} // pending SubmitAt batches; guarded by Context.mu
-	wheel    *wheel.Wheel          // own wheel for SubmitAt when none is shared; made on first use, guarded by Context.mu
+	stall    stallCheck   // in tmo while tasks past their timeout may hold workers
+	delayed  *Delayed     // pending SubmitAt batches, a list through Delayed.next; guarded by Context.mu
+	wheel    *wheel.Wheel // own wheel for SubmitAt when none is shared; made on first use, guarded by Context.mu
 }
 
 // loop is one activation of a schedule, from Startup until it is STOPPED
@@ -87,10 +87,11 @@ type loop struct {
 	once   sync.Once
 
 	// Guarded by Context.mu.
-	armed  uint64  // id of the armed wait; bumped to disarm it
-	timer  stopper // the armed wait, nil when none
-	prev   Round   // the last round, for the plan
-	pinned bool    // the next fire is the first one set by execOnLoad or initialDelay
+	armed  uint64      // id of the armed wait; bumped to disarm it
+	timer  stopper     // the armed wait, nil when none
+	wt     wheel.Timer // the wheel's handle, when the wait is the wheel's
+	prev   Round       // the last round, for the plan
+	pinned bool        // the next fire is the first one set by execOnLoad or initialDelay
 
 	// A round goroutine's start: planned is set under Context.mu before
 	// rounds is handed to a goroutine, which reads it once on entry. One

@@ -11,52 +11,92 @@ import (
 )
 
 // Delayed is a batch submitted for later by SubmitAfter or SubmitAt.
+//
+// A pending Delayed is all that a delayed batch costs: its timer is a
+// field (the wheel's handle, not an allocation of its own), the pending
+// ones of a generation are a list through prev and next (not a map), and
+// the channel Wait blocks on is made only when someone waits.
 type Delayed struct {
 	c     *Context
-	at    time.Time
+	gen   *generation
+	at    int64 // Unix ns
 	tasks []Task
-	done  chan struct{}
+	timer wheel.Timer
 
-	mu    sync.Mutex
-	timer *wheel.Timer
-	state int // 0 pending, 1 submitted, 2 canceled
+	mu         sync.Mutex
+	state      uint8         // delayedPending, ...
+	done       chan struct{} // made by the first Wait before the end
+	prev, next *Delayed      // in gen's pending list; guarded by Context.mu
+	out        *delayedOut   // set at the end
+}
+
+// delayedOut is how a Delayed ended: kept apart, so that a pending one
+// does not carry its room.
+type delayedOut struct {
 	batch *Batch
 	err   error
 }
 
+// States of a Delayed.
+const (
+	delayedPending uint8 = iota
+	delayedFiring        // being submitted
+	delayedEnded         // submitted, refused, or canceled: batch and err are final
+)
+
 // ErrDelayedCanceled is returned by Delayed.Wait for a canceled batch.
 var ErrDelayedCanceled = errors.New("delayed batch canceled")
 
+// Stop is Cancel, so that a Delayed serves where a timer does.
+func (d *Delayed) Stop() bool { return d.Cancel() }
+
 // At returns when the batch is due.
-func (d *Delayed) At() time.Time { return d.at }
+func (d *Delayed) At() time.Time { return time.Unix(0, d.at) }
 
 // Cancel prevents the batch from running. It returns true only if the
 // batch will never run; false if it has already been submitted.
 func (d *Delayed) Cancel() bool {
 	d.mu.Lock()
-	if d.state != 0 {
+	if d.state != delayedPending {
 		d.mu.Unlock()
 		return false
 	}
-	d.state = 2
-	d.err = ErrDelayedCanceled
+	d.state = delayedFiring // nobody else may end it now
 	d.timer.Stop()
 	d.mu.Unlock()
 	d.c.forgetDelayed(d)
-	close(d.done)
+	d.end(nil, ErrDelayedCanceled)
 	return true
+}
+
+// end records the outcome and wakes the waiters.
+func (d *Delayed) end(b *Batch, err error) {
+	d.mu.Lock()
+	d.state, d.out = delayedEnded, &delayedOut{batch: b, err: err}
+	if d.done != nil {
+		close(d.done)
+	}
+	d.mu.Unlock()
 }
 
 // Wait blocks until the batch has run (returning its round), was canceled,
 // could not be submitted, or ctx ends.
 func (d *Delayed) Wait(ctx context.Context) (Round, error) {
-	select {
-	case <-d.done:
-	case <-ctx.Done():
-		return Round{}, fmt.Errorf("wait for delayed batch: %w", ctx.Err())
-	}
 	d.mu.Lock()
-	b, err := d.batch, d.err
+	if d.state != delayedEnded {
+		if d.done == nil {
+			d.done = make(chan struct{})
+		}
+		done := d.done
+		d.mu.Unlock()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return Round{}, fmt.Errorf("wait for delayed batch: %w", ctx.Err())
+		}
+		d.mu.Lock()
+	}
+	b, err := d.out.batch, d.out.err
 	d.mu.Unlock()
 	if err != nil {
 		return Round{}, err
@@ -67,18 +107,14 @@ func (d *Delayed) Wait(ctx context.Context) (Round, error) {
 // fire submits the batch when due.
 func (d *Delayed) fire() {
 	d.mu.Lock()
-	if d.state != 0 {
+	if d.state != delayedPending {
 		d.mu.Unlock()
 		return
 	}
-	d.state = 1
+	d.state = delayedFiring
 	d.mu.Unlock()
 	d.c.forgetDelayed(d)
-	b, err := d.c.Submit(context.Background(), d.tasks...)
-	d.mu.Lock()
-	d.batch, d.err = b, err
-	d.mu.Unlock()
-	close(d.done)
+	d.end(d.c.Submit(context.Background(), d.tasks...))
 }
 
 // SubmitAt submits tasks as a batch at t (at once if t is past). Pending
@@ -96,11 +132,7 @@ func (c *Context) SubmitAt(t time.Time, tasks ...Task) (*Delayed, error) {
 		return nil, c.refuse(ErrAlreadyStopped)
 	}
 	gen := c.ensureGeneration()
-	d := &Delayed{c: c, at: t, tasks: tasks, done: make(chan struct{})}
-	if gen.delayed == nil {
-		gen.delayed = map[*Delayed]struct{}{}
-	}
-	gen.delayed[d] = struct{}{}
+	d := &Delayed{c: c, gen: gen, at: t.UnixNano(), tasks: tasks}
 	w := c.wheel
 	if w == nil {
 		if gen.wheel == nil {
@@ -112,31 +144,51 @@ func (c *Context) SubmitAt(t time.Time, tasks ...Task) (*Delayed, error) {
 		}
 		w = gen.wheel
 	}
+	// Listed before the timer is set: a timer due at once may fire (and
+	// unlist it, under c.mu, held here) as soon as it is set.
+	d.next = gen.delayed
+	if d.next != nil {
+		d.next.prev = d
+	}
+	gen.delayed = d
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	tm, err := w.TryAfterFunc(until(c.clk, t), d.fire)
-	if err != nil {
-		delete(gen.delayed, d)
+	if err := w.Set(&d.timer, until(c.clk, t), d.fire); err != nil {
+		c.unlistLocked(d)
 		return nil, fmt.Errorf("schedule %s: submit at %s: %w", c.name, t.Format(time.RFC3339Nano), err)
 	}
-	d.timer = tm
 	return d, nil
 }
 
 func (c *Context) forgetDelayed(d *Delayed) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.gen != nil {
-		delete(c.gen.delayed, d)
+	c.unlistLocked(d)
+}
+
+// unlistLocked takes d out of its generation's pending list, if there.
+func (c *Context) unlistLocked(d *Delayed) {
+	g := d.gen
+	switch {
+	case d.prev != nil:
+		d.prev.next = d.next
+	case g.delayed == d:
+		g.delayed = d.next
+	default:
+		return // not listed
 	}
+	if d.next != nil {
+		d.next.prev = d.prev
+	}
+	d.prev, d.next = nil, nil
 }
 
 // cancelDelayed cancels every pending delayed batch of gen and stops its
 // wheel.
 func (c *Context) cancelDelayed(gen *generation) {
 	c.mu.Lock()
-	pending := make([]*Delayed, 0, len(gen.delayed))
-	for d := range gen.delayed {
+	var pending []*Delayed
+	for d := gen.delayed; d != nil; d = d.next {
 		pending = append(pending, d)
 	}
 	c.mu.Unlock()

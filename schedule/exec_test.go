@@ -396,3 +396,66 @@ func TestDelayedBatchCanceledByStop(t *testing.T) {
 		t.Fatalf("submit after stop: %v", err)
 	}
 }
+
+// TestManyDelayedBatches: delayed batches canceled at either end or in the
+// middle of the pending list never run, the others run once each when due
+// (a waiter blocked before the fire gets its round), and a stop cancels
+// every one still pending.
+func TestManyDelayedBatches(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, map[string]string{"fixedRate": "1h"}, Job{})
+	if err := h.c.Startup(); err != nil {
+		t.Fatal(err)
+	}
+	const n = 30
+	var ran [n]atomic.Int32
+	ds := make([]*Delayed, n)
+	for i := range ds {
+		d, err := h.c.SubmitAfter(time.Duration(i+1)*time.Second, TaskFunc("t", func(context.Context) (any, error) { ran[i].Add(1); return nil, nil }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds[i] = d
+	}
+	canceled := map[int]bool{0: true, n - 1: true, 10: true, 11: true, 20: true}
+	for i := range canceled {
+		if !ds[i].Cancel() {
+			t.Fatalf("batch %d could not be canceled", i)
+		}
+	}
+	waited := make(chan Round, 1)
+	go func() { r, _ := ds[5].Wait(context.Background()); waited <- r }()
+	h.clk.Advance(15 * time.Second)
+	if _, err := ds[14].Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-waited; len(r.Results) != 1 {
+		t.Fatalf("the waiter got %+v", r)
+	}
+	for i := range n {
+		want := int32(0)
+		if i < 15 && !canceled[i] {
+			want = 1
+		}
+		if i < 15 {
+			if _, err := ds[i].Wait(context.Background()); (err != nil) != canceled[i] {
+				t.Fatalf("batch %d: %v", i, err)
+			}
+		}
+		if got := ran[i].Load(); got != want {
+			t.Fatalf("batch %d ran %d times, want %d", i, got, want)
+		}
+	}
+	if err := h.c.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	h.waitState(Stopped)
+	for i := 15; i < n; i++ {
+		if _, err := ds[i].Wait(context.Background()); !errors.Is(err, ErrDelayedCanceled) {
+			t.Fatalf("batch %d after stop: %v", i, err)
+		}
+		if ran[i].Load() != 0 {
+			t.Fatalf("batch %d ran after being canceled by the stop", i)
+		}
+	}
+}

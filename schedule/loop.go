@@ -116,8 +116,8 @@ func (c *Context) armLocked(l *loop, now, dead time.Time) {
 	if c.wheel != nil {
 		// wake only decides under c.mu and hands the round to a goroutine
 		// of its own: quick enough to run on the wheel's own goroutine.
-		if t := c.wheel.AfterFuncInline(at.Sub(now), f); t != nil {
-			l.timer = t
+		if c.wheel.SetInline(&l.wt, at.Sub(now), f) == nil {
+			l.timer = &l.wt // the handle is a field: no allocation per fire
 			return
 		}
 	}

@@ -234,18 +234,44 @@ func (w *Wheel) AfterFunc(d time.Duration, f func()) *Timer {
 // since every other timer of the wheel waits while it runs. fom's schedules use it for their
 // wake-ups, which only hand the round to a goroutine of its own.
 func (w *Wheel) AfterFuncInline(d time.Duration, f func()) *Timer {
-	t, _ := w.add(d, f, true)
-	return t
+	t, err := w.add(d, f, true)
+	if err != nil {
+		return nil
+	}
+	return &t
 }
 
 // TryAfterFunc is AfterFunc with an error for a full or stopped wheel.
 func (w *Wheel) TryAfterFunc(d time.Duration, f func()) (*Timer, error) {
-	return w.add(d, f, false)
+	t, err := w.add(d, f, false)
+	if err != nil {
+		return nil, err
+	}
+	return &t, nil
 }
 
-func (w *Wheel) add(d time.Duration, f func(), inline bool) (*Timer, error) {
+// Set is TryAfterFunc into a Timer the caller holds (a field of its own
+// struct), sparing the handle's allocation; t must not be in use.
+func (w *Wheel) Set(t *Timer, d time.Duration, f func()) error {
+	v, err := w.add(d, f, false)
+	if err == nil {
+		*t = v
+	}
+	return err
+}
+
+// SetInline is AfterFuncInline into a Timer the caller holds.
+func (w *Wheel) SetInline(t *Timer, d time.Duration, f func()) error {
+	v, err := w.add(d, f, true)
+	if err == nil {
+		*t = v
+	}
+	return err
+}
+
+func (w *Wheel) add(d time.Duration, f func(), inline bool) (Timer, error) {
 	if f == nil {
-		return nil, errors.New("wheel: nil func")
+		return Timer{}, errors.New("wheel: nil func")
 	}
 	var elapsed int64
 	if w.realClock {
@@ -257,11 +283,11 @@ func (w *Wheel) add(d time.Duration, f func(), inline bool) (*Timer, error) {
 	w.mu.Lock()
 	if w.stopped {
 		w.mu.Unlock()
-		return nil, ErrStopped
+		return Timer{}, ErrStopped
 	}
 	if w.maxPending > 0 && w.pending >= w.maxPending || len(w.free) == 0 && w.used == math.MaxInt32 {
 		w.mu.Unlock()
-		return nil, ErrFull
+		return Timer{}, ErrFull
 	}
 	if !w.running {
 		w.startLocked()
@@ -288,13 +314,13 @@ func (w *Wheel) add(d time.Duration, f func(), inline bool) (*Timer, error) {
 		default:
 		}
 	}
-	return &Timer{w: w, id: id, e: i}, nil
+	return Timer{w: w, id: id, e: i}, nil
 }
 
 // Stop cancels the timer. It returns true if the call stopped it, false if
-// it had already fired, been stopped, or t is nil.
+// it had already fired, been stopped, or t is nil or was never set.
 func (t *Timer) Stop() bool {
-	if t == nil {
+	if t == nil || t.w == nil {
 		return false
 	}
 	w := t.w

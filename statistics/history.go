@@ -281,8 +281,9 @@ func appendRound(b []byte, seq int64, x *RoundSample) []byte {
 	return binary.AppendVarint(b, omitted)
 }
 
-// readRound decodes the round at rd (appendRound's form).
-func readRound(rd *reader) (RoundRecord, error) {
+// readRound decodes the round at rd (appendRound's form), its tasks'
+// details only when tasks is set.
+func readRound(rd *reader, tasks bool) (RoundRecord, error) {
 	var r RoundRecord
 	r.Seq = int64(rd.uvarint())
 	r.Start = time.Unix(0, rd.varint()).UTC()
@@ -302,9 +303,19 @@ func readRound(rd *reader) (RoundRecord, error) {
 	r.Cause = causes[min(cause, uint64(len(causes)-1))]
 	r.By = rd.string()
 	names := StatusNames()
+	detailed := 0
 	for rd.err == nil && rd.byte() == 1 {
-		if len(r.Tasks) == MaxRoundTasks {
+		if detailed++; detailed > MaxRoundTasks {
 			return r, fmt.Errorf("more than %d tasks", MaxRoundTasks)
+		}
+		if !tasks {
+			rd.skipString()
+			for range 3 { // status, started, cost
+				rd.varint()
+			}
+			rd.skipString()
+			rd.skipString()
+			continue
 		}
 		t := TaskRecord{ID: rd.string()}
 		st := rd.uvarint()
@@ -363,11 +374,11 @@ func (r *reader) skipString() {
 }
 
 // readRounds decodes n rounds of a page's body, oldest first.
-func readRounds(b []byte, n int, instance string) ([]RoundRecord, error) {
+func readRounds(b []byte, n int, instance string, tasks bool) ([]RoundRecord, error) {
 	rd := &reader{b: b}
 	out := make([]RoundRecord, 0, n)
 	for range n {
-		r, err := readRound(rd)
+		r, err := readRound(rd, tasks)
 		if err != nil {
 			return out, fmt.Errorf("round #%d: %w", r.Seq, err)
 		}
@@ -403,11 +414,13 @@ func pageBody(data []byte) ([]byte, int, error) {
 
 // DecodePage reads a stored page of rounds, oldest first; an unreadable
 // one is an error naming the schedule and its rounds.
-func DecodePage(sr store.Round) ([]RoundRecord, error) {
+func DecodePage(sr store.Round) ([]RoundRecord, error) { return decodePage(sr, true) }
+
+func decodePage(sr store.Round, tasks bool) ([]RoundRecord, error) {
 	body, n, err := pageBody(sr.Data)
 	if err == nil {
 		var rs []RoundRecord
-		if rs, err = readRounds(body, n, sr.Instance); err == nil {
+		if rs, err = readRounds(body, n, sr.Instance, tasks); err == nil {
 			return rs, nil
 		}
 	}
@@ -459,10 +472,10 @@ func (s *Stats) RecentRounds() []RoundRecord {
 	s.mu.Unlock()
 	var out []RoundRecord
 	if body, _, err := pageBody(taken); err == nil {
-		rs, _ := readRounds(body, takenN, "")
+		rs, _ := readRounds(body, takenN, "", true)
 		out = append(out, rs...)
 	}
-	rs, _ := readRounds(page, n, "")
+	rs, _ := readRounds(page, n, "", true)
 	out = append(out, rs...)
 	slices.Reverse(out)
 	return out
@@ -488,21 +501,26 @@ func (s *Stats) History(ctx context.Context, st store.Store, limit int) ([]Round
 		seen[[2]int64{r.Seq, r.Start.UnixNano()}] = true
 		out = append(out, r)
 	}
-	for _, sr := range stored {
-		rs, err := DecodePage(sr)
+	newestFirst := func() { slices.SortStableFunc(out, func(a, b RoundRecord) int { return b.Start.Compare(a.Start) }) }
+	for i, sr := range stored {
+		rs, err := decodePage(sr, false)
 		if err != nil {
 			// One unreadable page does not hide the rest.
 			rs = []RoundRecord{{Seq: sr.Seq, Instance: sr.Instance, Start: sr.Start, Cause: "unreadable", Outcome: "unknown", Counts: map[string]int64{}}}
 		}
 		for _, r := range rs {
-			if seen[[2]int64{r.Seq, r.Start.UnixNano()}] {
-				continue
+			if !seen[[2]int64{r.Seq, r.Start.UnixNano()}] {
+				out = append(out, r)
 			}
-			r.Tasks = nil
-			out = append(out, r)
+		}
+		// Pages come newest first by their last round: once limit rounds
+		// are newer than the next page's last, no later page can add one.
+		newestFirst()
+		if len(out) >= limit && (i+1 == len(stored) || stored[i+1].Start.Before(out[limit-1].Start)) {
+			break
 		}
 	}
-	slices.SortStableFunc(out, func(a, b RoundRecord) int { return b.Start.Compare(a.Start) })
+	newestFirst()
 	return out[:min(limit, len(out))], nil
 }
 

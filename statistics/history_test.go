@@ -12,7 +12,6 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/fom-go/fom/store"
-	"github.com/fom-go/fom/store/sqlite"
 )
 
 func round(n int64, at time.Time, cause string, tasks ...TaskSample) RoundSample {
@@ -28,10 +27,7 @@ func TestRunHistorySurvivesARestart(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	st, err := sqlite.Open(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openStore(t, dir)
 	clk := clockwork.NewFakeClockAt(day1)
 	s, _ := New("job", clk, DefaultSettings())
 	at := day1.Add(time.Hour)
@@ -68,10 +64,7 @@ func TestRunHistorySurvivesARestart(t *testing.T) {
 	}
 	st.Close()
 
-	st, err = sqlite.Open(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st = openStore(t, dir)
 	defer st.Close()
 	again, _ := New("job", clk, DefaultSettings())
 	if _, err := again.Load(ctx, st); err != nil {
@@ -97,10 +90,7 @@ func TestRunHistorySurvivesARestart(t *testing.T) {
 func TestRunHistoryIsBounded(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openStore(t, t.TempDir())
 	defer st.Close()
 	set := DefaultSettings()
 	set.Rounds = 5
@@ -144,10 +134,7 @@ func TestRunHistoryIsBounded(t *testing.T) {
 func TestRunHistoryOfAFailedFlush(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	real, err := sqlite.Open(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	real := openStore(t, t.TempDir())
 	defer real.Close()
 	st := &failingStore{Store: real, broken: true}
 	s, _ := New("job", clockwork.NewFakeClockAt(day1), DefaultSettings())
@@ -222,10 +209,7 @@ func TestUnreadableRoundsAreNamed(t *testing.T) {
 		}
 	}
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openStore(t, t.TempDir())
 	defer st.Close()
 	if err := st.SaveStats(ctx, store.StatsBatch{Rounds: []store.Round{
 		{Schedule: "job", Slot: 1, First: 1, Seq: 1, Start: day1, Data: pageOf(1, round(1, day1, "plan", TaskSample{ID: "t"}))},

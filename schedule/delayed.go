@@ -169,6 +169,9 @@ func (c *Context) forgetDelayed(d *Delayed) {
 // unlistLocked takes d out of its generation's pending list, if there.
 func (c *Context) unlistLocked(d *Delayed) {
 	g := d.gen
+	if g == nil {
+		return
+	}
 	switch {
 	case d.prev != nil:
 		d.prev.next = d.next
@@ -180,7 +183,7 @@ func (c *Context) unlistLocked(d *Delayed) {
 	if d.next != nil {
 		d.next.prev = d.prev
 	}
-	d.prev, d.next = nil, nil
+	d.prev, d.next, d.gen = nil, nil, nil // a handle kept by the caller holds no generation
 }
 
 // cancelDelayed cancels every pending delayed batch of gen and stops its

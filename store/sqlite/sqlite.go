@@ -74,8 +74,7 @@ func migrations() []string {
 		CREATE INDEX audit_by_schedule ON audit (schedule, id);`,
 		`ALTER TABLE failures ADD COLUMN round INTEGER NOT NULL DEFAULT 0;`,
 		// The run history: a page of rounds per flush and schedule, in a
-		// slot overwritten a lap later (WITHOUT ROWID: the pages live in
-		// the key's B-tree); by start for pruning by age.
+		// slot overwritten a lap later; by start for pruning by age.
 		`CREATE TABLE rounds (
 			schedule  TEXT NOT NULL,
 			slot      INTEGER NOT NULL,
@@ -84,7 +83,7 @@ func migrations() []string {
 			start     INTEGER NOT NULL,
 			data      BLOB NOT NULL,
 			PRIMARY KEY (schedule, slot)
-		) WITHOUT ROWID;
+		);
 		CREATE INDEX rounds_by_start ON rounds (start);`,
 	}
 }

@@ -99,17 +99,10 @@ type reader struct {
 	err error
 }
 
+// varint reads a signed varint: binary.Varint's zig-zag over uvarint.
 func (r *reader) varint() int64 {
-	if r.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(r.b)
-	if n <= 0 {
-		r.err = errors.New("truncated or bad varint")
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
+	u := r.uvarint()
+	return int64(u>>1) ^ -int64(u&1)
 }
 
 func (r *reader) uvarint() uint64 {

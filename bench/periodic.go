@@ -221,6 +221,9 @@ func measurePeriodic(lib periodicLib, n int, spread bool, window time.Duration) 
 	time.Sleep(time.Until(l.from))
 	if windowProfile != "" {
 		f, _ := os.Create(fmt.Sprintf("%s-%d-%v", windowProfile, n, spread))
+		// 100 Hz gives too few samples of a window to tell the buckets
+		// apart; StartCPUProfile then complains once that the rate is set.
+		runtime.SetCPUProfileRate(2000)
 		pprof.StartCPUProfile(f)
 		defer f.Close()
 	}

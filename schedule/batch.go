@@ -76,5 +76,5 @@ func (c *Context) Submit(ctx context.Context, tasks ...Task) (*Batch, error) {
 
 // SubmitAfter submits tasks as a batch after d.
 func (c *Context) SubmitAfter(d time.Duration, tasks ...Task) (*Delayed, error) {
-	return c.SubmitAt(c.clk.Now().Add(d), tasks...)
+	return c.submitDelayed(c.clk.Now().Add(d), d, tasks)
 }

@@ -120,6 +120,12 @@ func (d *Delayed) fire() {
 // SubmitAt submits tasks as a batch at t (at once if t is past). Pending
 // delayed batches are canceled when the schedule stops.
 func (c *Context) SubmitAt(t time.Time, tasks ...Task) (*Delayed, error) {
+	return c.submitDelayed(t, until(c.clk, t), tasks)
+}
+
+// submitDelayed submits tasks at t, which is wait from now: SubmitAfter
+// knows the wait without a second reading of the clock.
+func (c *Context) submitDelayed(t time.Time, wait time.Duration, tasks []Task) (*Delayed, error) {
 	if len(tasks) == 0 {
 		return nil, c.refuse(ErrNoTasks)
 	}
@@ -153,7 +159,7 @@ func (c *Context) SubmitAt(t time.Time, tasks ...Task) (*Delayed, error) {
 	gen.delayed = d
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := w.Set(&d.timer, until(c.clk, t), d.fire); err != nil {
+	if err := w.Set(&d.timer, wait, d.fire); err != nil {
 		c.unlistLocked(d)
 		return nil, fmt.Errorf("schedule %s: submit at %s: %w", c.name, t.Format(time.RFC3339Nano), err)
 	}

@@ -109,10 +109,12 @@ func (s *Stats) RecordRound(x RoundSample) {
 }
 
 // trim drops the oldest rounds past keep (more rounds since the last flush
-// than the history keeps).
+// than the history keeps). The page moves forward in its array rather than
+// being copied down: the next append that outgrows the array moves only
+// what is kept, so a round costs no copy of the whole page.
 func (h *history) trim(keep int) {
 	for h.n > keep {
-		h.page = h.page[:copy(h.page, skipRound(h.page))]
+		h.page = skipRound(h.page)
 		h.n--
 		h.unsaved++
 	}

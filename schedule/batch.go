@@ -67,7 +67,7 @@ func (c *Context) Submit(ctx context.Context, tasks ...Task) (*Batch, error) {
 		defer stop()
 		<-g.wait()
 		gen.tmo.remove(nil, g)
-		b.round = g.round(c.clk.Now())
+		b.round = g.round(c.clk)
 		c.complete(bctx, b.round)
 		close(b.done)
 	}()

@@ -160,11 +160,7 @@ func (c *Context) settle(run *taskRun, res Result) {
 // deliver publishes a decided outcome: counters, recorder, OnResult, latch.
 func (c *Context) deliver(run *taskRun) {
 	res := run.outcome()
-	at := res.Started.Add(res.Cost)
-	if res.Started.IsZero() {
-		at = res.Submitted
-	}
-	c.stats.Record(statistics.Sample{Round: run.group.number, Batch: run.group.batch, At: at, TaskID: res.TaskID, Status: int(res.Status), Started: res.Started, Cost: res.Cost, Err: res.Err})
+	c.stats.Record(statistics.Sample{Round: run.group.number, Batch: run.group.batch, At: endOf(res), TaskID: res.TaskID, Status: int(res.Status), Started: res.Started, Cost: res.Cost, Err: res.Err})
 	c.rec.RecordResult(c.name, res)
 	if res.Status != StatusSuccess {
 		c.log.Warn("task "+res.Status.String(), zap.String("task", res.TaskID), zap.Duration("cost", res.Cost), zap.Error(res.Err))

@@ -310,7 +310,7 @@ func (c *Context) runRound(l *loop, gen *generation, planned time.Time, cause Ca
 		}
 	}
 	gen.tmo.remove(nil, g)
-	r = g.round(c.clk.Now())
+	r = g.round(c.clk)
 	r.Cause, r.By = cause, by
 	c.complete(l.ctx, r)
 	return r, true

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/jonboulle/clockwork"
 )
 
 // taskRun is one submitted task, from submission until its goroutine returns.
@@ -85,6 +87,7 @@ type group struct {
 
 	deadline  time.Time // round-wide deadline, zero when none
 	heapIndex int
+	lastEnd   time.Time // the latest outcome's instant: the round's end
 }
 
 func newGroup(ctx context.Context, number int64, batch bool, planned, start time.Time) *group {
@@ -137,6 +140,9 @@ func (g *group) deliver(r *taskRun) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.results[r.index] = res
+	if at := endOf(res); at.After(g.lastEnd) {
+		g.lastEnd = at
+	}
 	g.pending--
 	g.check()
 }
@@ -192,11 +198,26 @@ func (g *group) unfinished() []*taskRun {
 	return out
 }
 
+// endOf is when an outcome was decided: the task's return (or its
+// deadline), or its submission for a task that never started.
+func endOf(res Result) time.Time {
+	if res.Started.IsZero() {
+		return res.Submitted
+	}
+	return res.Started.Add(res.Cost)
+}
+
 // round returns the group's results as a Round. Call it once the latch
 // fired: nothing writes the results any more, so they are handed over.
-func (g *group) round(end time.Time) Round {
+// The round ends with its last outcome; clk is read only for a round
+// without tasks.
+func (g *group) round(clk clockwork.Clock) Round {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	end := g.lastEnd
+	if end.IsZero() {
+		end = clk.Now()
+	}
 	r := Round{Number: g.number, Batch: g.batch, Planned: g.planned, Start: g.start, End: end, Results: g.results}
 	if g.batch {
 		r.Cause = CauseSubmit

@@ -103,6 +103,9 @@ type Store struct {
 	file os.FileInfo // the file as opened, to notice its removal
 
 	commits, statements atomic.Int64
+
+	stmts      map[string]*sql.Stmt // prepared at open, by their text; read-only after
+	unprepared atomic.Int64         // hot-path statements that found no prepared form
 }
 
 var _ store.Store = (*Store)(nil)
@@ -172,6 +175,10 @@ func openLocked(ctx context.Context, path string) (*Store, error) {
 	if err := s.enableWAL(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("fom: store %q: enable WAL: %w", path, err)
+	}
+	if err := s.prepare(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("fom: store %q: %w", path, err)
 	}
 	return s, nil
 }
@@ -291,6 +298,9 @@ func (s *Store) Path() string { return s.path }
 
 // Close closes the database and releases the lock.
 func (s *Store) Close() error {
+	for _, st := range s.stmts {
+		st.Close()
+	}
 	err := s.db.Close()
 	if s.lock != nil {
 		s.lock.Close()
@@ -301,7 +311,7 @@ func (s *Store) Close() error {
 
 // LoadConfig implements store.Store.
 func (s *Store) LoadConfig(ctx context.Context, schedule string) (map[string]string, error) {
-	rows, err := s.db.QueryContext(ctx, "SELECT key, value FROM config_edits WHERE schedule = ?", schedule)
+	rows, err := s.query(ctx, loadConfigSQL, schedule)
 	if err != nil {
 		return nil, fmt.Errorf("load config of schedule %q: %w", schedule, err)
 	}
@@ -336,7 +346,7 @@ func (s *Store) SaveConfig(ctx context.Context, schedule string, edits map[strin
 // GetSetting implements store.Store.
 func (s *Store) GetSetting(ctx context.Context, schedule, key string) (string, bool, error) {
 	var v string
-	err := s.db.QueryRowContext(ctx, "SELECT value FROM settings WHERE schedule = ? AND key = ?", schedule, key).Scan(&v)
+	err := s.queryRow(ctx, getSettingSQL, schedule, key).Scan(&v)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", false, nil
 	}
@@ -354,14 +364,12 @@ func (s *Store) PutSetting(ctx context.Context, schedule, key, value string) err
 	})
 }
 
-// Rows per multi-row statement. SQLite parses each statement anew (the
-// driver keeps no prepared statements), so a flush of thousands of rows
-// costs a few parses, not one per row; but the driver binds the arguments
-// of a statement in time quadratic in their number (it looks each one up
-// among all of them), so a statement of a few hundred arguments costs
-// least. `go test -run '^$' -bench SaveStats ./store/sqlite` (a day row
-// and a page per schedule): 6.1 µs a schedule with these sizes and no
-// index by start, 10.0 µs with 500 and 200 rows a statement and the index.
+// Rows per multi-row statement. The statements are prepared once (see
+// prepared): a flush binds and runs them, it does not parse SQL. A
+// flush's remainder of fewer rows than a statement takes is written by the
+// one-row form of the same statement, so a flush uses two shapes per table.
+// `go test -run '^$' -bench SaveStats ./store/sqlite` (a day row and a page
+// per schedule) chose the sizes.
 const (
 	daysPerStatement     = 32
 	failuresPerStatement = 16
@@ -369,48 +377,70 @@ const (
 	namesPerStatement    = 200
 )
 
+// The statements of a flush, by the number of rows they write.
+func upsertRounds(n int) string {
+	return "INSERT INTO rounds (schedule, slot, first_seq, seq, start, data) VALUES " + rows(n, 6) +
+		" ON CONFLICT (schedule, slot) DO UPDATE SET first_seq = excluded.first_seq, seq = excluded.seq, start = excluded.start, data = excluded.data"
+}
+
+func upsertDays(n int) string {
+	return "INSERT INTO stats_days (schedule, day, data) VALUES " + rows(n, 3) +
+		" ON CONFLICT (schedule, day) DO UPDATE SET data = excluded.data"
+}
+
+func insertFailures(n int) string {
+	return "INSERT INTO failures (schedule, at, task_id, status, error, stack, cost_ns, round) VALUES " + rows(n, 8)
+}
+
 // SaveStats implements store.Store: every row of the batch in one
-// transaction, a few multi-row statements.
+// transaction.
 func (s *Store) SaveStats(ctx context.Context, b store.StatsBatch) error {
 	if len(b.Days) == 0 && len(b.Failures) == 0 && len(b.Rounds) == 0 {
 		return nil
 	}
 	rounds := store.LastPerSlot(b.Rounds)
 	return s.tx(ctx, func(tx *sql.Tx) error {
-		for rs := range slices.Chunk(rounds, roundsPerStatement) {
-			q := "INSERT INTO rounds (schedule, slot, first_seq, seq, start, data) VALUES " + rows(len(rs), 6) +
-				" ON CONFLICT (schedule, slot) DO UPDATE SET first_seq = excluded.first_seq, seq = excluded.seq, start = excluded.start, data = excluded.data"
-			args := make([]any, 0, 6*len(rs))
-			for _, r := range rs {
-				args = append(args, r.Schedule, r.Slot, r.First, r.Seq, r.Start.UnixNano(), r.Data)
-			}
-			if err := s.exec(ctx, tx, q, args...); err != nil {
-				return err
-			}
+		err := writeRows(ctx, s, tx, rounds, roundsPerStatement, upsertRounds, func(args []any, r store.Round) []any {
+			return append(args, r.Schedule, r.Slot, r.First, r.Seq, r.Start.UnixNano(), r.Data)
+		})
+		if err != nil {
+			return err
 		}
-		for days := range slices.Chunk(b.Days, daysPerStatement) {
-			q := "INSERT INTO stats_days (schedule, day, data) VALUES " + rows(len(days), 3) +
-				" ON CONFLICT (schedule, day) DO UPDATE SET data = excluded.data"
-			args := make([]any, 0, 3*len(days))
-			for _, d := range days {
-				args = append(args, d.Schedule, dayKey(d.Day), d.Data)
-			}
-			if err := s.exec(ctx, tx, q, args...); err != nil {
-				return err
-			}
+		err = writeRows(ctx, s, tx, b.Days, daysPerStatement, upsertDays, func(args []any, d store.Day) []any {
+			return append(args, d.Schedule, dayKey(d.Day), d.Data)
+		})
+		if err != nil {
+			return err
 		}
-		for fs := range slices.Chunk(b.Failures, failuresPerStatement) {
-			q := "INSERT INTO failures (schedule, at, task_id, status, error, stack, cost_ns, round) VALUES " + rows(len(fs), 8)
-			args := make([]any, 0, 8*len(fs))
-			for _, f := range fs {
-				args = append(args, f.Schedule, f.At.UnixNano(), f.TaskID, f.Status, f.Error, f.Stack, int64(f.Cost), f.Round)
-			}
-			if err := s.exec(ctx, tx, q, args...); err != nil {
-				return err
-			}
-		}
-		return nil
+		return writeRows(ctx, s, tx, b.Failures, failuresPerStatement, insertFailures, func(args []any, f store.Failure) []any {
+			return append(args, f.Schedule, f.At.UnixNano(), f.TaskID, f.Status, f.Error, f.Stack, int64(f.Cost), f.Round)
+		})
 	})
+}
+
+// writeRows writes items with the prepared statement of per rows, and what
+// remains with its one-row form; appendRow appends an item's arguments.
+func writeRows[T any](ctx context.Context, s *Store, tx *sql.Tx, items []T, per int, statement func(int) string, appendRow func([]any, T) []any) error {
+	if len(items) == 0 {
+		return nil
+	}
+	full := len(items) - len(items)%per
+	args := make([]any, 0, len(items[:min(per, len(items))])*8)
+	for i := 0; i < len(items); {
+		n := per
+		if i >= full {
+			n = 1
+		}
+		args = args[:0]
+		for _, it := range items[i : i+n] {
+			args = appendRow(args, it)
+		}
+		if err := s.execPrepared(ctx, tx, statement(n), args...); err != nil {
+			return err
+		}
+		i += n
+	}
+	return nil
 }
 
 // rows returns n groups of k placeholders: (?, ?), (?, ?), ...
@@ -434,6 +464,74 @@ func (s *Store) exec(ctx context.Context, tx *sql.Tx, q string, args ...any) err
 	return err
 }
 
+// execPrepared is exec of a statement prepared at open.
+func (s *Store) execPrepared(ctx context.Context, tx *sql.Tx, q string, args ...any) error {
+	st := s.prepared(q)
+	if st == nil {
+		s.unprepared.Add(1)
+		return s.exec(ctx, tx, q, args...)
+	}
+	s.statements.Add(1)
+	_, err := tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+	return err
+}
+
+// The reads an app makes for each schedule it registers.
+const (
+	loadConfigSQL   = "SELECT key, value FROM config_edits WHERE schedule = ?"
+	getSettingSQL   = "SELECT value FROM settings WHERE schedule = ? AND key = ?"
+	loadDaysSQL     = "SELECT day, data FROM stats_days WHERE schedule = ? AND day >= ? ORDER BY day"
+	loadFailuresSQL = "SELECT at, task_id, status, error, stack, cost_ns, round FROM failures WHERE schedule = ? ORDER BY at DESC, id DESC LIMIT ?"
+	lastRoundSeqSQL = "SELECT max(seq) FROM rounds WHERE schedule = ?"
+)
+
+// query and queryRow run a read, prepared at open where q is among those.
+func (s *Store) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	if st := s.prepared(q); st != nil {
+		return st.QueryContext(ctx, args...)
+	}
+	s.unprepared.Add(1)
+	return s.db.QueryContext(ctx, q, args...)
+}
+
+func (s *Store) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
+	if st := s.prepared(q); st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
+	s.unprepared.Add(1)
+	return s.db.QueryRowContext(ctx, q, args...)
+}
+
+// prepared returns the store's prepared statement of q, or nil when q is
+// not among those prepared at open.
+func (s *Store) prepared(q string) *sql.Stmt { return s.stmts[q] }
+
+// preparedTexts are the statements prepared when the store opens: those a
+// flush runs, and the reads an app makes for each schedule it registers.
+// The driver keeps a prepared statement's compiled program, so they are
+// parsed once; prepared at open because the store's one connection is
+// taken by the transaction that would run them. Fixed texts only.
+func preparedTexts() []string {
+	return []string{
+		upsertRounds(roundsPerStatement), upsertRounds(1),
+		upsertDays(daysPerStatement), upsertDays(1),
+		insertFailures(failuresPerStatement), insertFailures(1),
+		loadDaysSQL, loadFailuresSQL, getSettingSQL, lastRoundSeqSQL, loadConfigSQL,
+	}
+}
+
+func (s *Store) prepare(ctx context.Context) error {
+	s.stmts = make(map[string]*sql.Stmt)
+	for _, q := range preparedTexts() {
+		st, err := s.db.PrepareContext(ctx, q)
+		if err != nil {
+			return fmt.Errorf("prepare %q: %w", q, err)
+		}
+		s.stmts[q] = st
+	}
+	return nil
+}
+
 // Counters are what the store has done since it was opened.
 type Counters struct {
 	Transactions int64 // write transactions committed
@@ -447,7 +545,7 @@ func (s *Store) Counters() Counters {
 
 // LoadDays implements store.Store.
 func (s *Store) LoadDays(ctx context.Context, schedule string, from time.Time) ([]store.Day, error) {
-	rows, err := s.db.QueryContext(ctx, "SELECT day, data FROM stats_days WHERE schedule = ? AND day >= ? ORDER BY day", schedule, dayKey(from))
+	rows, err := s.query(ctx, loadDaysSQL, schedule, dayKey(from))
 	if err != nil {
 		return nil, fmt.Errorf("load statistics of schedule %q: %w", schedule, err)
 	}
@@ -470,8 +568,7 @@ func (s *Store) LoadDays(ctx context.Context, schedule string, from time.Time) (
 
 // LoadFailures implements store.Store.
 func (s *Store) LoadFailures(ctx context.Context, schedule string, limit int) ([]store.Failure, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT at, task_id, status, error, stack, cost_ns, round FROM failures
-		WHERE schedule = ? ORDER BY at DESC, id DESC LIMIT ?`, schedule, limit)
+	rows, err := s.query(ctx, loadFailuresSQL, schedule, limit)
 	if err != nil {
 		return nil, fmt.Errorf("load failures of schedule %q: %w", schedule, err)
 	}
@@ -530,7 +627,7 @@ func (s *Store) LoadRound(ctx context.Context, schedule, instance string, seq in
 // LastRoundSeq implements store.Store.
 func (s *Store) LastRoundSeq(ctx context.Context, schedule string) (int64, error) {
 	var seq sql.NullInt64
-	if err := s.db.QueryRowContext(ctx, "SELECT max(seq) FROM rounds WHERE schedule = ?", schedule).Scan(&seq); err != nil {
+	if err := s.queryRow(ctx, lastRoundSeqSQL, schedule).Scan(&seq); err != nil {
 		return 0, fmt.Errorf("load the run history of schedule %q: %w", schedule, err)
 	}
 	return seq.Int64, nil

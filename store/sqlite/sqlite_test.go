@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -198,5 +199,62 @@ func TestConcurrentSaves(t *testing.T) {
 	got, _ := s.LoadConfig(context.Background(), "a")
 	if len(got) != 2 || got["other"] != "x" {
 		t.Fatalf("got %v", got)
+	}
+}
+
+// TestFlushStatements writes a batch of two full statements and a
+// remainder per table: every row is stored, the statements are as few as
+// the sizes say, and none of a flush's or a registration's statements is
+// parsed anew (each has its prepared form).
+func TestFlushStatements(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, t.TempDir())
+	day := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	var b store.StatsBatch
+	const n = 2*roundsPerStatement + 5
+	for i := range n {
+		name := fmt.Sprintf("s%03d", i)
+		b.Days = append(b.Days, store.Day{Schedule: name, Day: day, Data: []byte{byte(i)}})
+		b.Rounds = append(b.Rounds, store.Round{Schedule: name, Slot: 3, First: 1, Seq: 4, Start: day.Add(time.Duration(i) * time.Second), Data: []byte{byte(i)}})
+	}
+	for i := range 2*failuresPerStatement + 3 {
+		b.Failures = append(b.Failures, store.Failure{Schedule: "s000", At: day.Add(time.Duration(i) * time.Second), TaskID: fmt.Sprint(i), Status: "failed", Error: "boom", Round: 4})
+	}
+	before := s.Counters()
+	if err := s.SaveStats(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	c := s.Counters()
+	wantStatements := int64(2+5) + int64(2+5) + int64(2+3) // rounds, days, failures: full statements and one-row remainders
+	if c.Transactions-before.Transactions != 1 || c.Statements-before.Statements != wantStatements {
+		t.Fatalf("one flush: %d transactions, %d statements; want 1, %d", c.Transactions-before.Transactions, c.Statements-before.Statements, wantStatements)
+	}
+	for i := range n {
+		name := fmt.Sprintf("s%03d", i)
+		days, err := s.LoadDays(ctx, name, day)
+		if err != nil || len(days) != 1 || days[0].Data[0] != byte(i) {
+			t.Fatalf("%s: days %+v, %v", name, days, err)
+		}
+		rs, err := s.LoadRounds(ctx, name, 10)
+		if err != nil || len(rs) != 1 || rs[0].Data[0] != byte(i) || rs[0].Slot != 3 {
+			t.Fatalf("%s: rounds %+v, %v", name, rs, err)
+		}
+		if _, err := s.LastRoundSeq(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.LoadConfig(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.GetSetting(ctx, name, "paused"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fs, err := s.LoadFailures(ctx, "s000", 100)
+	if err != nil || len(fs) != 2*failuresPerStatement+3 {
+		t.Fatalf("failures: %d, %v", len(fs), err)
+	}
+	if u := s.unprepared.Load(); u != 0 {
+		t.Fatalf("%d statements of a flush or a load were parsed anew", u)
 	}
 }

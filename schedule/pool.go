@@ -34,7 +34,7 @@ type pool struct {
 	queue    []*taskRun
 	workers  int
 	idle     []*worker
-	active   map[*taskRun]struct{}
+	active   runList
 	closed   bool
 	spawned  int     // workers ever started, for their labels
 	helper   *worker // the round goroutine when it lends itself; made once
@@ -66,7 +66,7 @@ type poolSize struct {
 }
 
 func newPool(clk clockwork.Clock, size poolSize, exec func(*taskRun)) *pool {
-	p := &pool{clk: clk, exec: exec, active: map[*taskRun]struct{}{}}
+	p := &pool{clk: clk, exec: exec}
 	p.core, p.max, p.queueCap, p.alive = size.core, size.max, size.queue, size.alive
 	return p
 }
@@ -163,12 +163,46 @@ func (p *pool) runOne(w *worker, run *taskRun) {
 	pprof.SetGoroutineLabels(w.labels) // again: a task may have changed them
 	p.mu.Lock()
 	run.worker = w
-	p.active[run] = struct{}{}
+	p.active.add(run)
 	p.mu.Unlock()
 	p.exec(run)
 	p.mu.Lock()
-	delete(p.active, run)
+	p.active.remove(run)
 	p.mu.Unlock()
+}
+
+// runList is a pool's running tasks, oldest first, linked through the runs
+// themselves: adding or removing one touches it and its neighbours only,
+// with no table to hash into or allocate, on every task's path.
+type runList struct {
+	head, tail *taskRun
+	n          int
+}
+
+func (l *runList) add(r *taskRun) {
+	r.prevActive, r.nextActive = l.tail, nil
+	if l.tail != nil {
+		l.tail.nextActive = r
+	} else {
+		l.head = r
+	}
+	l.tail = r
+	l.n++
+}
+
+func (l *runList) remove(r *taskRun) {
+	if r.prevActive != nil {
+		r.prevActive.nextActive = r.nextActive
+	} else {
+		l.head = r.nextActive
+	}
+	if r.nextActive != nil {
+		r.nextActive.prevActive = r.prevActive
+	} else {
+		l.tail = r.prevActive
+	}
+	r.prevActive, r.nextActive = nil, nil
+	l.n--
 }
 
 // lend makes the calling goroutine one of the pool's workers, if a worker
@@ -285,12 +319,12 @@ func (p *pool) counts() (waiting, active, abandoned, slots int) {
 			waiting++
 		}
 	}
-	for r := range p.active {
+	for r := p.active.head; r != nil; r = r.nextActive {
 		if r.isDone() {
 			abandoned++
 		}
 	}
-	return waiting, len(p.active), abandoned, p.max
+	return waiting, p.active.n, abandoned, p.max
 }
 
 func (p *pool) snapshot() (waiting, active []*taskRun, labels map[*taskRun]string) {
@@ -302,7 +336,7 @@ func (p *pool) snapshot() (waiting, active []*taskRun, labels map[*taskRun]strin
 		}
 	}
 	labels = map[*taskRun]string{}
-	for r := range p.active {
+	for r := p.active.head; r != nil; r = r.nextActive {
 		active = append(active, r)
 		labels[r] = r.worker.label
 	}

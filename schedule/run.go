@@ -21,7 +21,9 @@ type taskRun struct {
 	started time.Time
 	worker  *worker
 	ctx     context.Context
-	cancel  context.CancelFunc
+
+	prevActive, nextActive *taskRun // in the pool's running list, under its lock
+	cancel                 context.CancelFunc
 
 	mu     sync.Mutex
 	done   bool // the outcome is decided

@@ -35,7 +35,7 @@ func (p *pool) stallState() stallState {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	st := stallState{max: p.max}
-	for r := range p.active {
+	for r := p.active.head; r != nil; r = r.nextActive {
 		if r.isDone() {
 			st.abandoned++
 		}

@@ -366,10 +366,8 @@ func (c *Context) complete(ctx context.Context, r Round) {
 	}
 	c.notifyLocked()
 	c.mu.Unlock()
-	if !r.Batch {
-		c.stats.RecordLateness(r.Start, r.Start.Sub(r.Planned))
-	}
-	c.recordRound(r)
+	c.recordRound(r) // with the round's lateness
+
 	if ce := c.checkDebug("round completed"); ce != nil {
 		counts := map[string]int{}
 		for _, res := range r.Results {

@@ -96,10 +96,15 @@ type history struct {
 	unsaved   int64 // rounds dropped before a flush took them
 }
 
-// RecordRound adds a completed round to the history.
+// RecordRound adds a completed round to the history, and counts a
+// round's lateness (Start − Planned; not a batch's) on the day it started,
+// as RecordLateness does: one lock for both, on every fire's path.
 func (s *Stats) RecordRound(x RoundSample) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !x.Batch {
+		s.lateLocked(x.Start, x.Start.Sub(x.Planned))
+	}
 	h := s.histLocked()
 	h.seq++
 	h.page = appendRound(h.page, h.seq, &x)

@@ -223,3 +223,26 @@ func TestUnreadableRoundsAreNamed(t *testing.T) {
 		t.Fatalf("%v %+v", err, h)
 	}
 }
+
+// TestRoundCountsItsLateness: a recorded round counts its lateness on the
+// day it started (a round that started early counts as on time); a batch
+// has no plan and counts none.
+func TestRoundCountsItsLateness(t *testing.T) {
+	day := time.Date(2026, 5, 2, 0, 0, 0, 0, time.UTC)
+	clk := clockwork.NewFakeClockAt(day.Add(12 * time.Hour))
+	s, err := New("job", clk, DefaultSettings())
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := day.Add(-time.Hour) // 23:00 the day before the clock's
+	s.RecordRound(RoundSample{Number: 1, Cause: "plan", Planned: at, Start: at.Add(4 * time.Millisecond), End: at.Add(time.Second)})
+	s.RecordRound(RoundSample{Number: 1, Batch: true, Cause: "submit", Planned: at, Start: at.Add(time.Minute), End: at.Add(time.Minute)})
+	noon := day.Add(12 * time.Hour)
+	s.RecordRound(RoundSample{Number: 2, Cause: "plan", Planned: noon, Start: noon.Add(-time.Millisecond), End: noon})
+	if prev := s.Day(day.AddDate(0, 0, -1)); prev.Rounds != 1 || prev.LateMax != 4*time.Millisecond {
+		t.Fatalf("day of the late round: %d rounds, late max %v; want 1, 4ms", prev.Rounds, prev.LateMax)
+	}
+	if d := s.Day(day); d.Rounds != 1 || d.LateMax != 0 {
+		t.Fatalf("day of the early round: %d rounds, late max %v; want 1, 0", d.Rounds, d.LateMax)
+	}
+}

@@ -258,12 +258,16 @@ func (s *Stats) Record(x Sample) {
 // RecordLateness adds a round's fire lateness (actual start minus plan) to
 // the day of at, the round's start; a zero at means now.
 func (s *Stats) RecordLateness(at time.Time, late time.Duration) {
-	late = max(late, 0)
 	if at.IsZero() {
 		at = s.clk.Now()
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.lateLocked(at, late)
+}
+
+func (s *Stats) lateLocked(at time.Time, late time.Duration) {
+	late = max(late, 0)
 	d := s.dayLocked(at)
 	d.late.Add(late)
 	d.lateSum += late

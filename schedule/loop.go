@@ -367,7 +367,6 @@ func (c *Context) complete(ctx context.Context, r Round) {
 	c.notifyLocked()
 	c.mu.Unlock()
 	c.recordRound(r) // with the round's lateness
-
 	if ce := c.checkDebug("round completed"); ce != nil {
 		counts := map[string]int{}
 		for _, res := range r.Results {

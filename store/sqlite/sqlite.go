@@ -104,8 +104,9 @@ type Store struct {
 
 	commits, statements atomic.Int64
 
-	stmts      map[string]*sql.Stmt // prepared at open, by their text; read-only after
-	unprepared atomic.Int64         // hot-path statements that found no prepared form
+	rounds, days, failures rowsStatement        // a flush's statements
+	stmts                  map[string]*sql.Stmt // prepared at open, by their text; read-only after
+	unprepared             atomic.Int64         // hot-path statements that found no prepared form
 }
 
 var _ store.Store = (*Store)(nil)
@@ -167,7 +168,11 @@ func openLocked(ctx context.Context, path string) (*Store, error) {
 	// One connection: SQLite has one writer anyway, and this avoids
 	// SQLITE_BUSY between our own connections.
 	db.SetMaxOpenConns(1)
-	s := &Store{db: db, path: path, file: info}
+	s := &Store{db: db, path: path, file: info,
+		rounds:   newRowsStatement(roundsPerStatement, upsertRounds),
+		days:     newRowsStatement(daysPerStatement, upsertDays),
+		failures: newRowsStatement(failuresPerStatement, insertFailures),
+	}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err
@@ -377,6 +382,17 @@ const (
 	namesPerStatement    = 200
 )
 
+// rowsStatement is a statement of a flush, its text for per rows and for
+// one, built once when the store opens.
+type rowsStatement struct {
+	per       int
+	full, one string
+}
+
+func newRowsStatement(per int, text func(rows int) string) rowsStatement {
+	return rowsStatement{per: per, full: text(per), one: text(1)}
+}
+
 // The statements of a flush, by the number of rows they write.
 func upsertRounds(n int) string {
 	return "INSERT INTO rounds (schedule, slot, first_seq, seq, start, data) VALUES " + rows(n, 6) +
@@ -400,42 +416,39 @@ func (s *Store) SaveStats(ctx context.Context, b store.StatsBatch) error {
 	}
 	rounds := store.LastPerSlot(b.Rounds)
 	return s.tx(ctx, func(tx *sql.Tx) error {
-		err := writeRows(ctx, s, tx, rounds, roundsPerStatement, upsertRounds, func(args []any, r store.Round) []any {
+		err := writeRows(ctx, s, tx, rounds, s.rounds, func(args []any, r store.Round) []any {
 			return append(args, r.Schedule, r.Slot, r.First, r.Seq, r.Start.UnixNano(), r.Data)
 		})
 		if err != nil {
 			return err
 		}
-		err = writeRows(ctx, s, tx, b.Days, daysPerStatement, upsertDays, func(args []any, d store.Day) []any {
+		err = writeRows(ctx, s, tx, b.Days, s.days, func(args []any, d store.Day) []any {
 			return append(args, d.Schedule, dayKey(d.Day), d.Data)
 		})
 		if err != nil {
 			return err
 		}
-		return writeRows(ctx, s, tx, b.Failures, failuresPerStatement, insertFailures, func(args []any, f store.Failure) []any {
+		return writeRows(ctx, s, tx, b.Failures, s.failures, func(args []any, f store.Failure) []any {
 			return append(args, f.Schedule, f.At.UnixNano(), f.TaskID, f.Status, f.Error, f.Stack, int64(f.Cost), f.Round)
 		})
 	})
 }
 
-// writeRows writes items with the prepared statement of per rows, and what
-// remains with its one-row form; appendRow appends an item's arguments.
-func writeRows[T any](ctx context.Context, s *Store, tx *sql.Tx, items []T, per int, statement func(int) string, appendRow func([]any, T) []any) error {
-	if len(items) == 0 {
-		return nil
-	}
-	full := len(items) - len(items)%per
-	args := make([]any, 0, len(items[:min(per, len(items))])*8)
+// writeRows writes items st.per at a time, and what remains one at a
+// time; appendRow appends an item's arguments.
+func writeRows[T any](ctx context.Context, s *Store, tx *sql.Tx, items []T, st rowsStatement, appendRow func([]any, T) []any) error {
+	full := len(items) - len(items)%st.per
+	var args []any
 	for i := 0; i < len(items); {
-		n := per
+		n, q := st.per, st.full
 		if i >= full {
-			n = 1
+			n, q = 1, st.one
 		}
 		args = args[:0]
 		for _, it := range items[i : i+n] {
 			args = appendRow(args, it)
 		}
-		if err := s.execPrepared(ctx, tx, statement(n), args...); err != nil {
+		if err := s.execPrepared(ctx, tx, q, args...); err != nil {
 			return err
 		}
 		i += n
@@ -511,18 +524,16 @@ func (s *Store) prepared(q string) *sql.Stmt { return s.stmts[q] }
 // The driver keeps a prepared statement's compiled program, so they are
 // parsed once; prepared at open because the store's one connection is
 // taken by the transaction that would run them. Fixed texts only.
-func preparedTexts() []string {
+func (s *Store) preparedTexts() []string {
 	return []string{
-		upsertRounds(roundsPerStatement), upsertRounds(1),
-		upsertDays(daysPerStatement), upsertDays(1),
-		insertFailures(failuresPerStatement), insertFailures(1),
+		s.rounds.full, s.rounds.one, s.days.full, s.days.one, s.failures.full, s.failures.one,
 		loadDaysSQL, loadFailuresSQL, getSettingSQL, lastRoundSeqSQL, loadConfigSQL,
 	}
 }
 
 func (s *Store) prepare(ctx context.Context) error {
 	s.stmts = make(map[string]*sql.Stmt)
-	for _, q := range preparedTexts() {
+	for _, q := range s.preparedTexts() {
 		st, err := s.db.PrepareContext(ctx, q)
 		if err != nil {
 			return fmt.Errorf("prepare %q: %w", q, err)

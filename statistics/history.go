@@ -343,31 +343,51 @@ func readRound(rd *reader, tasks bool) (RoundRecord, error) {
 }
 
 // skipRound returns b after its first round, reading nothing into memory
-// (a history without a store trims one round for every round).
+// (a history without a store trims one round for every round, so this is
+// on every fire's path: it steps over varints by their continuation bits
+// rather than decoding them). It returns nil for a truncated round.
 func skipRound(b []byte) []byte {
-	rd := &reader{b: b}
-	rd.uvarint() // seq
-	rd.varint()  // start
-	rd.byte()    // version
+	i := skipVarints(b, 0, 2) + 1 // seq, start; version
 	// number, batch, planned, end, the counts, the cause
-	for range 4 + numStatus + 1 {
-		rd.varint()
+	i = skipVarints(b, i, 4+numStatus+1)
+	i = skipString(b, i) // by
+	for i < len(b) && b[i] == 1 {
+		i = skipString(b, i+1)   // id
+		i = skipVarints(b, i, 3) // status, started, cost
+		i = skipString(b, i)     // error
+		i = skipString(b, i)     // stack
 	}
-	rd.skipString() // by
-	for rd.err == nil && rd.byte() == 1 {
-		rd.skipString() // id
-		// status, started, cost
-		for range 3 {
-			rd.varint()
-		}
-		rd.skipString() // error
-		rd.skipString() // stack
-	}
-	rd.varint() // omitted
-	if rd.err != nil {
+	i = skipVarints(b, i+1, 1) // the 0 that ends the tasks; omitted
+	if i > len(b) {
 		return nil // cannot happen: fom wrote it; drop the rest rather than loop
 	}
-	return rd.b
+	return b[i:]
+}
+
+// skipVarints returns the index after the n varints at b[i:] (each ends
+// at its first byte below 0x80), or len(b)+1 if b ends first.
+func skipVarints(b []byte, i, n int) int {
+	for ; i < len(b); i++ {
+		if b[i] < 0x80 {
+			if n--; n == 0 {
+				return i + 1
+			}
+		}
+	}
+	return len(b) + 1
+}
+
+// skipString returns the index after the length-prefixed string at b[i:],
+// or len(b)+1 if b ends first.
+func skipString(b []byte, i int) int {
+	if i >= len(b) {
+		return len(b) + 1
+	}
+	v, n := binary.Uvarint(b[i:])
+	if n <= 0 || v > uint64(len(b)-i-n) {
+		return len(b) + 1
+	}
+	return i + n + int(v)
 }
 
 func (r *reader) skipString() {

@@ -246,3 +246,42 @@ func TestRoundCountsItsLateness(t *testing.T) {
 		t.Fatalf("day of the early round: %d rounds, late max %v; want 1, 0", d.Rounds, d.LateMax)
 	}
 }
+
+// TestSkipRoundEndsWhereReadRoundDoes: for rounds of every shape (batch,
+// by, tasks with errors and panics' stacks, over MaxRoundTasks) skipRound
+// stops exactly where readRound does; a round cut short anywhere is nil.
+func TestSkipRoundEndsWhereReadRoundDoes(t *testing.T) {
+	t.Parallel()
+	many := make([]TaskSample, 300)
+	for i := range many {
+		many[i] = TaskSample{ID: fmt.Sprint("task-", i), Status: i % numStatus, Started: day1, Cost: time.Duration(i) * time.Hour}
+		if i%7 == 0 {
+			many[i].Err = errors.New(strings.Repeat("e", 200+i))
+		}
+	}
+	batch := round(5, day1, "submit", TaskSample{ID: "", Status: Canceled})
+	batch.Batch, batch.By = true, strings.Repeat("operator ", 40)
+	rounds := []RoundSample{
+		round(1, day1, "plan"),
+		round(1<<40, day1.AddDate(30, 0, 0), "exec", TaskSample{ID: "t", Status: Failed, Err: errors.New("boom")}),
+		batch,
+		round(3, day1, "rerun", many...),
+	}
+	for i, x := range rounds {
+		enc := appendRound(nil, int64(i)*1e12+1, &x)
+		tail := []byte{42, 43}
+		full := append(slices.Clone(enc), tail...)
+		rd := &reader{b: full}
+		if _, err := readRound(rd, true); err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+		if got := skipRound(full); !slices.Equal(got, rd.b) || !slices.Equal(got, tail) {
+			t.Fatalf("round %d: skipped to %v, read to %v", i, got, rd.b)
+		}
+		for cut := range len(enc) {
+			if got := skipRound(enc[:cut]); got != nil {
+				t.Fatalf("round %d cut at %d of %d: skipped to %v", i, cut, len(enc), got)
+			}
+		}
+	}
+}

@@ -72,13 +72,14 @@ type generation struct {
 	wg       sync.WaitGroup // timeout watcher, batch completions
 	stopping atomic.Bool
 	stall    stallCheck   // in tmo while tasks past their timeout may hold workers
-	delayed  *Delayed     // pending SubmitAt batches, a list through Delayed.next; guarded by Context.mu
+	delayed  *Delayed     // sentinel of the pending SubmitAt batches' ring, made by the first; guarded by Context.mu
 	wheel    *wheel.Wheel // own wheel for SubmitAt when none is shared; made on first use, guarded by Context.mu
 }
 
 // loop is one activation of a schedule, from Startup until it is STOPPED
 // (or, for a managed pool's one round, back to INITED). See loop.go.
 type loop struct {
+	c      *Context
 	ctx    context.Context // passed to Tasks and OnComplete; canceled by Shutdown
 	cancel context.CancelFunc
 	gen    *generation
@@ -113,7 +114,7 @@ func newLoop(c *Context, gen *generation) *loop {
 	// it: Shutdown cancels this context before the generation's.
 	ctx, cancel := context.WithCancel(context.Background())
 	ctx = context.WithValue(ctx, scheduleKey{}, c)
-	return &loop{ctx: ctx, cancel: cancel, gen: gen, stop: make(chan struct{}), done: make(chan struct{})}
+	return &loop{c: c, ctx: ctx, cancel: cancel, gen: gen, stop: make(chan struct{}), done: make(chan struct{})}
 }
 
 func (l *loop) requestStop() {

@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
+	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/fom-go/fom/schedule/wheel"
@@ -12,37 +13,38 @@ import (
 
 // Delayed is a batch submitted for later by SubmitAfter or SubmitAt.
 //
-// A pending Delayed is all that a delayed batch costs: its timer is a
-// field (the wheel's handle, not an allocation of its own), the pending
-// ones of a generation are a list through prev and next (not a map), and
-// the channel Wait blocks on is made only when someone waits.
+// A pending Delayed is all that a delayed batch costs (80 bytes): it is
+// the wheel's callback itself (no closure), its timer is a field (the
+// wheel's handle, not an allocation of its own), a batch of one task holds
+// it as it is (no slice), and the channel Wait blocks on and the outcome
+// are made only when someone waits or the batch ends. The pending ones of
+// a generation are a ring through prev and next (no map, and no pointer to
+// the generation: a sentinel starts the ring), and being in the ring is
+// being pending: the timer's Fire and Cancel each take it out under the
+// schedule's mutex, and whoever does so first decides, so a Delayed needs
+// no lock or state of its own.
 type Delayed struct {
 	c     *Context
-	gen   *generation
+	tasks any   // the one Task, or several as a taskList
 	at    int64 // Unix ns
-	tasks []Task
 	timer wheel.Timer
 
-	mu         sync.Mutex
-	state      uint8         // delayedPending, ...
-	done       chan struct{} // made by the first Wait before the end
-	prev, next *Delayed      // in gen's pending list; guarded by Context.mu
-	out        *delayedOut   // set at the end
+	prev, next *Delayed                   // in the generation's pending ring; nil when not pending; guarded by Context.mu
+	out        atomic.Pointer[delayedOut] // made by the first Wait before the end, or at the end
 }
 
-// delayedOut is how a Delayed ended: kept apart, so that a pending one
-// does not carry its room.
+// delayedOut is how a Delayed ended, and the channel its waiters block
+// on: kept apart, so that a pending one does not carry its room. It is
+// replaced whole, never changed.
 type delayedOut struct {
+	done  chan struct{} // made by the first Wait before the end; closed at the end
+	ended bool          // batch and err are final
 	batch *Batch
 	err   error
 }
 
-// States of a Delayed.
-const (
-	delayedPending uint8 = iota
-	delayedFiring        // being submitted
-	delayedEnded         // submitted, refused, or canceled: batch and err are final
-)
+// taskList is a delayed batch of several tasks, held in Delayed.tasks.
+type taskList []Task
 
 // ErrDelayedCanceled is returned by Delayed.Wait for a canceled batch.
 var ErrDelayedCanceled = errors.New("delayed batch canceled")
@@ -56,65 +58,80 @@ func (d *Delayed) At() time.Time { return time.Unix(0, d.at) }
 // Cancel prevents the batch from running. It returns true only if the
 // batch will never run; false if it has already been submitted.
 func (d *Delayed) Cancel() bool {
-	d.mu.Lock()
-	if d.state != delayedPending {
-		d.mu.Unlock()
-		return false
+	c := d.c
+	c.mu.Lock()
+	if d.next == nil {
+		c.mu.Unlock()
+		return false // fired, canceled, or being submitted
 	}
-	d.state = delayedFiring // nobody else may end it now
+	c.unlistLocked(d)
 	d.timer.Stop()
-	d.mu.Unlock()
-	d.c.forgetDelayed(d)
+	c.mu.Unlock()
 	d.end(nil, ErrDelayedCanceled)
 	return true
 }
 
 // end records the outcome and wakes the waiters.
 func (d *Delayed) end(b *Batch, err error) {
-	d.mu.Lock()
-	d.state, d.out = delayedEnded, &delayedOut{batch: b, err: err}
-	if d.done != nil {
-		close(d.done)
+	out := &delayedOut{ended: true, batch: b, err: err}
+	for {
+		old := d.out.Load()
+		if d.out.CompareAndSwap(old, out) {
+			if old != nil {
+				close(old.done)
+			}
+			return
+		}
 	}
-	d.mu.Unlock()
 }
 
 // Wait blocks until the batch has run (returning its round), was canceled,
 // could not be submitted, or ctx ends.
 func (d *Delayed) Wait(ctx context.Context) (Round, error) {
-	d.mu.Lock()
-	if d.state != delayedEnded {
-		if d.done == nil {
-			d.done = make(chan struct{})
+	out := d.out.Load()
+	for out == nil || !out.ended {
+		if out == nil {
+			if w := (&delayedOut{done: make(chan struct{})}); d.out.CompareAndSwap(nil, w) {
+				out = w
+			} else {
+				out = d.out.Load()
+				continue
+			}
 		}
-		done := d.done
-		d.mu.Unlock()
 		select {
-		case <-done:
+		case <-out.done:
 		case <-ctx.Done():
 			return Round{}, fmt.Errorf("wait for delayed batch: %w", ctx.Err())
 		}
-		d.mu.Lock()
+		out = d.out.Load()
 	}
-	b, err := d.out.batch, d.out.err
-	d.mu.Unlock()
-	if err != nil {
-		return Round{}, err
+	if out.err != nil {
+		return Round{}, out.err
 	}
-	return b.Wait(ctx)
+	return out.batch.Wait(ctx)
 }
 
-// fire submits the batch when due.
-func (d *Delayed) fire() {
-	d.mu.Lock()
-	if d.state != delayedPending {
-		d.mu.Unlock()
+// delayedFire is a Delayed as the wheel's callback: Fire is not part of
+// Delayed's own methods, which a user calls.
+type delayedFire Delayed
+
+// Fire submits the batch when due, unless Cancel or a stop took it first.
+func (f *delayedFire) Fire(uint64) {
+	d := (*Delayed)(f)
+	c := d.c
+	c.mu.Lock()
+	if d.next == nil {
+		c.mu.Unlock()
 		return
 	}
-	d.state = delayedFiring
-	d.mu.Unlock()
-	d.c.forgetDelayed(d)
-	d.end(d.c.Submit(context.Background(), d.tasks...))
+	c.unlistLocked(d)
+	c.mu.Unlock()
+	switch t := d.tasks.(type) {
+	case taskList:
+		d.end(c.Submit(context.Background(), t...))
+	case Task:
+		d.end(c.Submit(context.Background(), t))
+	}
 }
 
 // SubmitAt submits tasks as a batch at t (at once if t is past). Pending
@@ -124,7 +141,9 @@ func (c *Context) SubmitAt(t time.Time, tasks ...Task) (*Delayed, error) {
 }
 
 // submitDelayed submits tasks at t, which is wait from now: SubmitAfter
-// knows the wait without a second reading of the clock.
+// knows the wait without a second reading of the clock. tasks does not
+// escape (one task is held as it is, several are copied), so a caller's
+// variadic slice stays on its stack.
 func (c *Context) submitDelayed(t time.Time, wait time.Duration, tasks []Task) (*Delayed, error) {
 	if len(tasks) == 0 {
 		return nil, c.refuse(ErrNoTasks)
@@ -138,7 +157,10 @@ func (c *Context) submitDelayed(t time.Time, wait time.Duration, tasks []Task) (
 		return nil, c.refuse(ErrAlreadyStopped)
 	}
 	gen := c.ensureGeneration()
-	d := &Delayed{c: c, gen: gen, at: t.UnixNano(), tasks: tasks}
+	d := &Delayed{c: c, at: t.UnixNano(), tasks: tasks[0]}
+	if len(tasks) > 1 {
+		d.tasks = taskList(slices.Clone(tasks))
+	}
 	w := c.wheel
 	if w == nil {
 		if gen.wheel == nil {
@@ -150,46 +172,32 @@ func (c *Context) submitDelayed(t time.Time, wait time.Duration, tasks []Task) (
 		}
 		w = gen.wheel
 	}
-	// Listed before the timer is set: a timer due at once may fire (and
-	// unlist it, under c.mu, held here) as soon as it is set.
-	d.next = gen.delayed
-	if d.next != nil {
-		d.next.prev = d
+	// Listed before the timer is set: a timer due at once may fire as soon
+	// as it is set, and its Fire then waits for c.mu, held here, as Cancel
+	// and a stop do before they read d.timer.
+	if gen.delayed == nil {
+		gen.delayed = &Delayed{}
+		gen.delayed.prev, gen.delayed.next = gen.delayed, gen.delayed
 	}
-	gen.delayed = d
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if err := w.Set(&d.timer, wait, d.fire); err != nil {
+	head := gen.delayed
+	d.prev, d.next = head, head.next
+	head.next.prev = d
+	head.next = d
+	if err := w.Set(&d.timer, wait, (*delayedFire)(d)); err != nil {
 		c.unlistLocked(d)
 		return nil, fmt.Errorf("schedule %s: submit at %s: %w", c.name, t.Format(time.RFC3339Nano), err)
 	}
 	return d, nil
 }
 
-func (c *Context) forgetDelayed(d *Delayed) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.unlistLocked(d)
-}
-
-// unlistLocked takes d out of its generation's pending list, if there.
+// unlistLocked takes d out of its generation's pending ring, if there.
 func (c *Context) unlistLocked(d *Delayed) {
-	g := d.gen
-	if g == nil {
-		return
-	}
-	switch {
-	case d.prev != nil:
-		d.prev.next = d.next
-	case g.delayed == d:
-		g.delayed = d.next
-	default:
+	if d.next == nil {
 		return // not listed
 	}
-	if d.next != nil {
-		d.next.prev = d.prev
-	}
-	d.prev, d.next, d.gen = nil, nil, nil // a handle kept by the caller holds no generation
+	d.prev.next = d.next
+	d.next.prev = d.prev
+	d.prev, d.next = nil, nil // a handle kept by the caller holds no other Delayed
 }
 
 // cancelDelayed cancels every pending delayed batch of gen and stops its
@@ -197,8 +205,10 @@ func (c *Context) unlistLocked(d *Delayed) {
 func (c *Context) cancelDelayed(gen *generation) {
 	c.mu.Lock()
 	var pending []*Delayed
-	for d := gen.delayed; d != nil; d = d.next {
-		pending = append(pending, d)
+	if head := gen.delayed; head != nil {
+		for d := head.next; d != head; d = d.next {
+			pending = append(pending, d)
+		}
 	}
 	c.mu.Unlock()
 	for _, d := range pending {

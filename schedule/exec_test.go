@@ -8,6 +8,11 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/fom-go/fom/schedule/wheel"
 )
 
 // roundOf submits tasks as a batch and returns its round.
@@ -457,5 +462,95 @@ func TestManyDelayedBatches(t *testing.T) {
 		if ran[i].Load() != 0 {
 			t.Fatalf("batch %d ran after being canceled by the stop", i)
 		}
+	}
+}
+
+// TestDelayedCancelRacesFire: delayed batches of one and of three tasks
+// come due on the real clock while other goroutines cancel them and wait
+// on them. Each either was canceled (Cancel true once, it never ran, every
+// waiter gets ErrDelayedCanceled) or ran exactly once (Cancel false, every
+// waiter gets its round with all of its tasks).
+func TestDelayedCancelRacesFire(t *testing.T) {
+	t.Parallel()
+	w, err := wheel.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Stop() }) // after the schedule's Close, registered below
+	h := newHarness(t, map[string]string{"queueSize": "10000", "threadMax": "4"}, Job{}, func(o *Options) {
+		o.Clock, o.Wheel = clockwork.NewRealClock(), w
+	})
+	const n = 2000
+	var ran [n]atomic.Int32
+	ds := make([]*Delayed, n)
+	for i := range n {
+		tasks := []Task{TaskFunc("t", func(context.Context) (any, error) { ran[i].Add(1); return nil, nil })}
+		if i%3 == 0 {
+			tasks = append(tasks, ok("b"), ok("c"))
+		}
+		d, err := h.c.SubmitAfter(time.Duration(i%5)*time.Millisecond, tasks...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds[i] = d
+	}
+	type waited struct {
+		r   Round
+		err error
+	}
+	canceled := make([]bool, n)
+	early := make([]waited, n)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := g; i < n; i += 4 {
+				canceled[i] = ds[i].Cancel()
+			}
+		})
+	}
+	for g := range 2 {
+		wg.Go(func() {
+			for i := g; i < n; i += 2 {
+				r, err := ds[i].Wait(context.Background())
+				early[i] = waited{r, err}
+			}
+		})
+	}
+	wg.Wait()
+	nCanceled := 0
+	for i, d := range ds {
+		r, err := d.Wait(context.Background())
+		want := 1
+		if i%3 == 0 {
+			want = 3
+		}
+		for _, got := range []waited{early[i], {r, err}} {
+			switch {
+			case canceled[i] && !errors.Is(got.err, ErrDelayedCanceled):
+				t.Fatalf("batch %d canceled, a waiter got %v", i, got.err)
+			case !canceled[i] && (got.err != nil || len(got.r.Results) != want):
+				t.Fatalf("batch %d ran, a waiter got %d results, %v", i, len(got.r.Results), got.err)
+			}
+		}
+		if canceled[i] {
+			if ran[i].Load() != 0 {
+				t.Fatalf("batch %d canceled and ran", i)
+			}
+			nCanceled++
+		} else if ran[i].Load() != 1 {
+			t.Fatalf("batch %d ran %d times", i, ran[i].Load())
+		}
+		if d.Cancel() {
+			t.Fatalf("batch %d canceled twice or after it ran", i)
+		}
+	}
+	t.Logf("%d canceled, %d ran", nCanceled, n-nCanceled)
+}
+
+// TestPendingDelayedSize: a pending delayed batch is 80 bytes (the
+// allocator's size class), the figure of its doc comment.
+func TestPendingDelayedSize(t *testing.T) {
+	if n := unsafe.Sizeof(Delayed{}); n > 80 {
+		t.Fatalf("a Delayed is %d bytes", n)
 	}
 }

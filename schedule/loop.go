@@ -22,9 +22,10 @@ import (
 // Ownership is what keeps this race-free. Under c.mu, SLEEPING means the
 // armed timer owns the activation and no goroutine of it is awake. Whoever
 // takes a sleeping schedule out of SLEEPING (the timer's callback, ExecNow,
-// a plan edit, Shutdown, Close) first disarms the timer by bumping
-// l.armed, so a callback already on its way finds itself stale and does
-// nothing: exactly one of them acts. In RUNNING the round goroutine owns
+// a plan edit, Shutdown, Close) first disarms the timer (bumping l.armed
+// and clearing l.timer; a wheel's callback is told its timer's id, which
+// arming again changes), so a callback already on its way finds itself
+// stale and does nothing: exactly one of them acts. In RUNNING the round goroutine owns
 // the activation, and the others only leave requests (execRequested, the
 // stop channel) that it reads between rounds.
 
@@ -111,17 +112,35 @@ func (c *Context) armLocked(l *loop, now, dead time.Time) {
 		at = limit
 	}
 	l.armed++
-	id := l.armed
-	f := func() { c.wake(l, id) }
 	if c.wheel != nil {
-		// wake only decides under c.mu and hands the round to a goroutine
-		// of its own: quick enough to run on the wheel's own goroutine.
-		if c.wheel.SetInline(&l.wt, at.Sub(now), f) == nil {
-			l.timer = &l.wt // the handle is a field: no allocation per fire
+		// The wake-up only decides under c.mu and hands the round to a
+		// goroutine of its own: quick enough to run on the wheel's own
+		// goroutine. The loop is the callback and the handle is its field:
+		// no allocation per fire.
+		if c.wheel.SetInline(&l.wt, at.Sub(now), (*loopWake)(l)) == nil {
+			l.timer = &l.wt
 			return
 		}
 	}
-	l.timer = clockx.AfterFuncAt(c.clk, at, f)
+	id := l.armed
+	l.timer = clockx.AfterFuncAt(c.clk, at, func() { c.wake(l, id) })
+}
+
+// loopWake is a loop as the wheel's callback of its armed wait.
+type loopWake loop
+
+// Fire is the armed wait's callback on the wheel: it is stale unless the
+// armed wait is still this wheel timer (a disarm sets l.timer to nil, and
+// arming again sets a timer of another id).
+func (lw *loopWake) Fire(id uint64) {
+	l := (*loop)(lw)
+	c := l.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if l.timer != &l.wt || l.wt.ID() != id || c.state != Sleeping {
+		return // disarmed: someone else took the schedule
+	}
+	c.wokenLocked(l)
 }
 
 // disarmLocked takes the armed wait away from its timer: the timer is
@@ -143,6 +162,11 @@ func (c *Context) wake(l *loop, id uint64) {
 	if l.armed != id || c.state != Sleeping {
 		return // disarmed: someone else took the schedule
 	}
+	c.wokenLocked(l)
+}
+
+// wokenLocked goes on from a wait that came to its end.
+func (c *Context) wokenLocked(l *loop) {
 	l.timer = nil
 	l.armed++
 	// Re-checked against wall time: a wait cut short by maxWait, or a

@@ -22,11 +22,14 @@
 // index, not by pointer, and freed entries are reused. The slabs hold no
 // pointers, so the garbage collector neither scans a million pending
 // entries nor puts a write barrier on every link and unlink; only the
-// callbacks sit in pointer slabs beside them. A *Timer names its entry by
-// index and by the timer's own id, unique for the wheel's life, so a stale
-// handle can never stop the timer that reuses its entry. The arena keeps
-// the memory of the peak of pending timers while any is pending and is
-// dropped when the wheel goes idle.
+// callbacks sit in pointer slabs beside them. A callback is an interface
+// (Callback), so a value that already holds a timer's state — a pointer to
+// the caller's own struct — is stored as it is, with no closure allocated
+// per timer; a func() is one too (Func), without an allocation either.
+// A *Timer names its entry by index and by the timer's own id, unique for
+// the wheel's life, so a stale handle can never stop the timer that reuses
+// its entry. The arena keeps the memory of the peak of pending timers
+// while any is pending and is dropped when the wheel goes idle.
 package wheel
 
 import (
@@ -50,6 +53,21 @@ var (
 	ErrFull    = errors.New("wheel: pending timer limit reached")
 	ErrStopped = errors.New("wheel: stopped")
 )
+
+// Callback is what a timer calls when it fires, with the timer's id
+// (Timer.ID): a callback armed again and again, as a schedule's wake-up is,
+// tells a fire of an earlier arming, already on its way when that timer was
+// stopped, from the current one.
+//
+// A pointer to the caller's own struct makes a Callback without an
+// allocation per timer, where a method value or a closure costs one.
+type Callback interface{ Fire(id uint64) }
+
+// Func is a func() as a Callback. Storing it costs no allocation.
+type Func func()
+
+// Fire calls f.
+func (f Func) Fire(uint64) { f() }
 
 // Option configures a Wheel.
 type Option func(*Wheel) error
@@ -146,13 +164,13 @@ type Wheel struct {
 	// The arena. Entry index i (from 1; 0 is "none") is slot (i-1)%slabSize
 	// of slab (i-1)/slabSize.
 	slabs  []*[slabSize]entry
-	fns    []*[slabSize]func()
+	fns    []*[slabSize]Callback
 	used   int32   // indexes handed out so far
 	free   []int32 // indexes of unused entries, reused last-in first-out
 	lastID uint64  // the last timer id handed out
 }
 
-// slabSize is the number of entries per slab: 32 KiB of entries and 8 KiB
+// slabSize is the number of entries per slab: 32 KiB of entries and 16 KiB
 // of callbacks, so growing the arena never copies it.
 const slabSize = 1024
 
@@ -234,7 +252,10 @@ func (w *Wheel) AfterFunc(d time.Duration, f func()) *Timer {
 // since every other timer of the wheel waits while it runs. fom's schedules use it for their
 // wake-ups, which only hand the round to a goroutine of its own.
 func (w *Wheel) AfterFuncInline(d time.Duration, f func()) *Timer {
-	t, err := w.add(d, f, true)
+	if f == nil {
+		return nil
+	}
+	t, err := w.add(d, Func(f), true)
 	if err != nil {
 		return nil
 	}
@@ -243,35 +264,40 @@ func (w *Wheel) AfterFuncInline(d time.Duration, f func()) *Timer {
 
 // TryAfterFunc is AfterFunc with an error for a full or stopped wheel.
 func (w *Wheel) TryAfterFunc(d time.Duration, f func()) (*Timer, error) {
-	t, err := w.add(d, f, false)
+	if f == nil {
+		return nil, errNilCallback
+	}
+	t, err := w.add(d, Func(f), false)
 	if err != nil {
 		return nil, err
 	}
 	return &t, nil
 }
 
-// Set is TryAfterFunc into a Timer the caller holds (a field of its own
-// struct), sparing the handle's allocation; t must not be in use.
-func (w *Wheel) Set(t *Timer, d time.Duration, f func()) error {
-	v, err := w.add(d, f, false)
+// Set is TryAfterFunc of a Callback into a Timer the caller holds (a field
+// of its own struct), sparing the handle's allocation; t must not be in use.
+func (w *Wheel) Set(t *Timer, d time.Duration, cb Callback) error {
+	v, err := w.add(d, cb, false)
 	if err == nil {
 		*t = v
 	}
 	return err
 }
 
-// SetInline is AfterFuncInline into a Timer the caller holds.
-func (w *Wheel) SetInline(t *Timer, d time.Duration, f func()) error {
-	v, err := w.add(d, f, true)
+// SetInline is AfterFuncInline of a Callback into a Timer the caller holds.
+func (w *Wheel) SetInline(t *Timer, d time.Duration, cb Callback) error {
+	v, err := w.add(d, cb, true)
 	if err == nil {
 		*t = v
 	}
 	return err
 }
 
-func (w *Wheel) add(d time.Duration, f func(), inline bool) (Timer, error) {
-	if f == nil {
-		return Timer{}, errors.New("wheel: nil func")
+var errNilCallback = errors.New("wheel: nil callback")
+
+func (w *Wheel) add(d time.Duration, cb Callback, inline bool) (Timer, error) {
+	if cb == nil {
+		return Timer{}, errNilCallback
 	}
 	var elapsed int64
 	if w.realClock {
@@ -301,7 +327,7 @@ func (w *Wheel) add(d time.Duration, f func(), inline bool) (Timer, error) {
 	// Due at once (d <= 0, or the wheel is behind): file it for the tick
 	// being processed, so the advancing goroutine fires it next.
 	e.at, e.inline = max(at, w.current), inline
-	*w.fn(i) = f
+	*w.fn(i) = cb
 	w.lastID++
 	id := w.lastID
 	e.id = id
@@ -316,6 +342,10 @@ func (w *Wheel) add(d time.Duration, f func(), inline bool) (Timer, error) {
 	}
 	return Timer{w: w, id: id, e: i}, nil
 }
+
+// ID returns the timer's id, unique for the wheel's life: what its
+// Callback's Fire gets. Zero for a Timer never set.
+func (t *Timer) ID() uint64 { return t.id }
 
 // Stop cancels the timer. It returns true if the call stopped it, false if
 // it had already fired, been stopped, or t is nil or was never set.
@@ -355,14 +385,14 @@ func (w *Wheel) Pending() int {
 // Stop stops the wheel and returns the callbacks of the timers that never
 // ran. Callbacks already handed to a dispatcher still run; Stop waits for
 // them. Safe to call twice and before any timer.
-func (w *Wheel) Stop() []func() {
+func (w *Wheel) Stop() []Callback {
 	w.mu.Lock()
 	if w.stopped {
 		w.mu.Unlock()
 		return nil
 	}
 	w.stopped = true
-	var left []func()
+	var left []Callback
 	for _, l := range w.levels {
 		for i := range l.buckets {
 			b := &l.buckets[i]
@@ -405,7 +435,7 @@ func (w *Wheel) entry(i int32) *entry {
 }
 
 // fn returns the callback slot of entry i.
-func (w *Wheel) fn(i int32) *func() {
+func (w *Wheel) fn(i int32) *Callback {
 	i--
 	return &w.fns[i/slabSize][i%slabSize]
 }
@@ -420,7 +450,7 @@ func (w *Wheel) newEntry() (int32, *entry) {
 	}
 	if w.used%slabSize == 0 {
 		w.slabs = append(w.slabs, new([slabSize]entry))
-		w.fns = append(w.fns, new([slabSize]func()))
+		w.fns = append(w.fns, new([slabSize]Callback))
 	}
 	w.used++
 	return w.used, w.entry(w.used)
@@ -516,7 +546,7 @@ func (w *Wheel) remove(i int32, e *entry) {
 // dispatchers, which share a channel of expired callbacks.
 func (w *Wheel) startLocked() {
 	w.running = true
-	out := make(chan []func(), 64)
+	out := make(chan []expired, 64)
 	w.wg.Add(1 + w.dispatchers)
 	go w.advance(out)
 	for range w.dispatchers {
@@ -526,21 +556,27 @@ func (w *Wheel) startLocked() {
 
 // run is a dispatcher goroutine: it runs callbacks until its activation's
 // advancing goroutine closes out.
-func (w *Wheel) run(out chan []func()) {
+func (w *Wheel) run(out chan []expired) {
 	defer w.wg.Done()
 	for fs := range out {
 		for _, f := range fs {
-			f()
+			f.cb.Fire(f.id)
 		}
 	}
 }
 
+// expired is a timer taken out of the wheel to fire.
+type expired struct {
+	cb Callback
+	id uint64
+}
+
 // advance is the goroutine that moves time forward. It returns, ending
 // its activation, when no timer is pending or the wheel stops.
-func (w *Wheel) advance(out chan []func()) {
+func (w *Wheel) advance(out chan []expired) {
 	defer w.wg.Done()
 	defer close(out) // dispatchers finish what they were handed, then exit
-	var fired, inline []func()
+	var fired, inline []expired
 	var sleeper *time.Timer // reused across waits
 	defer func() {
 		if sleeper != nil {
@@ -602,11 +638,11 @@ func (w *Wheel) advance(out chan []func()) {
 		w.mu.Unlock()
 		if len(fired) > 0 {
 			out <- fired
-			fired = make([]func(), 0, len(fired))
+			fired = make([]expired, 0, len(fired))
 		}
 		for i, f := range inline {
-			f()
-			inline[i] = nil
+			f.cb.Fire(f.id)
+			inline[i] = expired{}
 		}
 		inline = inline[:0]
 	}
@@ -660,7 +696,7 @@ func (w *Wheel) wait(c <-chan time.Time) waited {
 // cascade moves up to cascadeChunk of a coarse bucket's timers down; the
 // rest wait for the next tick, behind any finer bucket due then. Called
 // with mu held.
-func (w *Wheel) cascade(b *bucket, fired, inline []func()) ([]func(), []func()) {
+func (w *Wheel) cascade(b *bucket, fired, inline []expired) ([]expired, []expired) {
 	for n := 0; b.head != 0 && n < w.chunk; n++ {
 		i := b.head
 		e := w.entry(i)
@@ -686,8 +722,8 @@ func (w *Wheel) cascade(b *bucket, fired, inline []func()) ([]func(), []func()) 
 
 // expire takes the callback of entry i, which is due and in no bucket,
 // onto fired or inline, and frees the entry.
-func (w *Wheel) expire(i int32, e *entry, fired, inline []func()) ([]func(), []func()) {
-	if f := *w.fn(i); e.inline {
+func (w *Wheel) expire(i int32, e *entry, fired, inline []expired) ([]expired, []expired) {
+	if f := (expired{*w.fn(i), e.id}); e.inline {
 		inline = append(inline, f)
 	} else {
 		fired = append(fired, f)

@@ -2,6 +2,7 @@ package wheel
 
 import (
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -105,7 +106,7 @@ func TestPropertyAgainstModel(t *testing.T) {
 		stopping.Store(true)
 		left := w.Stop()
 		for _, f := range left {
-			f()
+			f.Fire(0)
 		}
 		pending := map[int]bool{}
 		for _, m := range all {
@@ -307,5 +308,51 @@ func TestTicksDividesExactly(t *testing.T) {
 				t.Fatalf("tick %v: ticks(%d) = %d, want %d", tick, ns, got, want)
 			}
 		}
+	}
+}
+
+// idFires is a Callback that reports the id each fire gets.
+type idFires chan uint64
+
+func (c idFires) Fire(id uint64) { c <- id }
+
+// TestCallbackGetsItsTimersID: a Callback set on a dispatcher or inline
+// gets the id of the timer that fired (Timer.ID), distinct per timer; a
+// Callback that is a pointer or a chan is set and stopped with no
+// allocation once the arena has room.
+func TestCallbackGetsItsTimersID(t *testing.T) {
+	// Not parallel: AllocsPerRun counts the whole process's allocations.
+	w, _ := New()
+	defer w.Stop()
+	cb := make(idFires, 2)
+	var a, b Timer
+	if err := w.Set(&a, time.Millisecond, cb); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.SetInline(&b, 2*time.Millisecond, cb); err != nil {
+		t.Fatal(err)
+	}
+	if a.ID() == 0 || a.ID() == b.ID() {
+		t.Fatalf("ids %d and %d", a.ID(), b.ID())
+	}
+	got := []uint64{<-cb, <-cb}
+	slices.Sort(got)
+	if want := []uint64{min(a.ID(), b.ID()), max(a.ID(), b.ID())}; !slices.Equal(got, want) {
+		t.Fatalf("fires got ids %v, want %v", got, want)
+	}
+	if err := w.Set(&a, time.Hour, nil); err == nil {
+		t.Fatal("a nil callback was set")
+	}
+	if w.AfterFunc(time.Hour, nil) != nil || w.AfterFuncInline(time.Hour, nil) != nil {
+		t.Fatal("a nil func was set")
+	}
+	keep := w.AfterFunc(time.Hour, func() {}) // the arena stays while a timer is pending
+	defer keep.Stop()
+	if n := testing.AllocsPerRun(100, func() {
+		if w.Set(&a, time.Hour, cb) != nil || !a.Stop() {
+			t.Fatal("set or stop failed")
+		}
+	}); n != 0 {
+		t.Fatalf("%v allocations per Set and Stop", n)
 	}
 }

@@ -1,10 +1,16 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
+	"os/exec"
+	"slices"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -28,23 +34,24 @@ type oneShotResult struct {
 // per timer in either library.
 type stopper interface{ Stop() bool }
 
-// timerLib adds a one-shot timer and returns it.
+// timerLib adds a one-shot timer that records fire i of fs, in the form
+// its library takes (a closure, a Task), and returns it.
 type timerLib struct {
 	name  string
-	after func(d time.Duration, f func()) stopper
+	after func(d time.Duration, fs *fires, i int) stopper
 	close func()
 }
 
 func runtimeTimers() timerLib {
-	return timerLib{name: "Go runtime timers (time.AfterFunc)", after: func(d time.Duration, f func()) stopper {
-		return time.AfterFunc(d, f)
+	return timerLib{name: "Go runtime timers (time.AfterFunc)", after: func(d time.Duration, fs *fires, i int) stopper {
+		return time.AfterFunc(d, fs.fire(i))
 	}, close: func() {}}
 }
 
 func wheelTimers(size int) timerLib {
 	w, _ := wheel.New(wheel.WithSize(size))
-	return timerLib{name: "fom wheel", after: func(d time.Duration, f func()) stopper {
-		return w.AfterFunc(d, f)
+	return timerLib{name: "fom wheel", after: func(d time.Duration, fs *fires, i int) stopper {
+		return w.AfterFunc(d, fs.fire(i))
 	}, close: func() { w.Stop() }}
 }
 
@@ -57,10 +64,24 @@ type delayedPool struct {
 
 func (*delayedPool) Run(context.Context) (any, error) { return nil, nil }
 
+// fireTask is fire i of fs as a fom Task: the same two words as the
+// closure the runtime's and the wheel's timers get, as a user's "close
+// order 42" task holds its order.
+type fireTask struct {
+	fs *fires
+	i  int
+}
+
+func (t fireTask) ID() string { return "fire" }
+
+func (t fireTask) Exec(context.Context) (any, error) { t.fs.record(t.i); return nil, nil }
+
 // appSubmitAfter is what a user of a default App calls for one-shot work:
 // SubmitAfter on a schedule of an App with its store and statistics; each
-// delayed batch is one task that calls the callback.
-func appSubmitAfter() timerLib {
+// delayed batch is one task. With wrap, the task is fom.TaskFunc around
+// the closure the other libraries get (two more small objects per timer,
+// the cost of that convenience); without, a Task of its own (fireTask).
+func appSubmitAfter(wrap bool) timerLib {
 	dir, err := os.MkdirTemp("", "fom-bench-oneshot")
 	if err != nil {
 		panic(err)
@@ -76,16 +97,28 @@ func appSubmitAfter() timerLib {
 	if err := app.Start(context.Background()); err != nil {
 		panic(err)
 	}
-	return timerLib{name: "fom default App, SubmitAfter", after: func(d time.Duration, f func()) stopper {
-		dl, err := sc.SubmitAfter(d, fom.TaskFunc("t", func(context.Context) (any, error) { f(); return nil, nil }))
+	lib := timerLib{name: "fom default App, SubmitAfter(Task)", after: func(d time.Duration, fs *fires, i int) stopper {
+		dl, err := sc.SubmitAfter(d, fireTask{fs, i})
 		if err != nil {
 			panic(err)
 		}
 		return dl
-	}, close: func() {
+	}}
+	if wrap {
+		lib = timerLib{name: "fom default App, SubmitAfter(TaskFunc(closure))", after: func(d time.Duration, fs *fires, i int) stopper {
+			f := fs.fire(i)
+			dl, err := sc.SubmitAfter(d, fom.TaskFunc("fire", func(context.Context) (any, error) { f(); return nil, nil }))
+			if err != nil {
+				panic(err)
+			}
+			return dl
+		}}
+	}
+	lib.close = func() {
 		app.Stop(context.Background())
 		os.RemoveAll(dir)
-	}}
+	}
+	return lib
 }
 
 // fires records each timer's fires; fire(i) is timer i's callback, a
@@ -96,13 +129,13 @@ type fires struct {
 	total atomic.Int64
 }
 
-func (fs *fires) fire(i int) func() {
-	return func() {
-		if fs.count[i].Add(1) == 1 {
-			fs.at[i] = time.Now().UnixNano()
-		}
-		fs.total.Add(1)
+func (fs *fires) fire(i int) func() { return func() { fs.record(i) } }
+
+func (fs *fires) record(i int) {
+	if fs.count[i].Add(1) == 1 {
+		fs.at[i] = time.Now().UnixNano()
 	}
+	fs.total.Add(1)
 }
 
 // settle is how long after the start of insertion the first timer is due:
@@ -137,7 +170,7 @@ func oneShot(lib timerLib, n int) oneShotResult {
 		if i%64 == 0 {
 			now = time.Now()
 		}
-		t := lib.after(base.Add(offsets[i]).Sub(now), fs.fire(i))
+		t := lib.after(base.Add(offsets[i]).Sub(now), fs, i)
 		if i%2 == 1 && !t.Stop() {
 			count[i].Add(100) // could not cancel: counted as a failure below
 		}
@@ -190,20 +223,64 @@ func oneShot(lib timerLib, n int) oneShotResult {
 	return res
 }
 
-// bestOneShot is a library's best over its tries: the highest insertion
-// rate, the least heap, and the lateness of the try with the lowest p99.
-// Exactness must hold in every try.
-func bestOneShot(runs []oneShotResult) oneShotResult {
-	best := runs[0]
-	for _, r := range runs[1:] {
-		if r.p99 < best.p99 {
-			best.p50, best.p99, best.maxLate = r.p50, r.p99, r.maxLate
-		}
-		best.addsPerSec = max(best.addsPerSec, r.addsPerSec)
-		best.bytesPerPen = min(best.bytesPerPen, r.bytesPerPen)
+// oneShotWire is a oneShotResult as a child process prints it.
+type oneShotWire struct {
+	Name          string
+	Adds, Bytes   float64
+	P50, P99, Max time.Duration
+	Exact         bool
+	Detail        string
+}
+
+func (r oneShotResult) wire() oneShotWire {
+	return oneShotWire{r.name, r.addsPerSec, r.bytesPerPen, r.p50, r.p99, r.maxLate, r.exact, r.detail}
+}
+
+// oneShotProcess runs one try of library k in a child process (this
+// program with -oneshot-lib k) and reads its result.
+func oneShotProcess(k, pending, wheelSize int) (oneShotResult, error) {
+	cmd := exec.Command(os.Args[0], "-oneshot-lib", strconv.Itoa(k), "-pending", strconv.Itoa(pending), "-wheel-size", strconv.Itoa(wheelSize))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return oneShotResult{}, fmt.Errorf("one-shot library %d: %w", k, err)
+	}
+	var w oneShotWire
+	if err := json.Unmarshal(out, &w); err != nil {
+		return oneShotResult{}, fmt.Errorf("one-shot library %d: %w in %q", k, err, out)
+	}
+	return oneShotResult{w.Name, w.Adds, w.Bytes, w.P50, w.P99, w.Max, w.Exact, w.Detail}, nil
+}
+
+// medianOneShot is a library's median over its tries of the insertion
+// rate, the heap and the lateness (by p99). Exactness must hold in every
+// try.
+func medianOneShot(runs []oneShotResult) oneShotResult {
+	byRate := slices.Clone(runs)
+	slices.SortFunc(byRate, func(a, b oneShotResult) int { return cmp.Compare(a.addsPerSec, b.addsPerSec) })
+	byHeap := slices.Clone(runs)
+	slices.SortFunc(byHeap, func(a, b oneShotResult) int { return cmp.Compare(a.bytesPerPen, b.bytesPerPen) })
+	byP99 := slices.Clone(runs)
+	slices.SortFunc(byP99, func(a, b oneShotResult) int { return cmp.Compare(a.p99, b.p99) })
+	m := len(runs) / 2
+	med := byP99[m]
+	med.addsPerSec, med.bytesPerPen = byRate[m].addsPerSec, byHeap[m].bytesPerPen
+	for _, r := range runs {
 		if !r.exact {
-			best.exact, best.detail = false, r.detail
+			med.exact, med.detail = false, r.detail
 		}
 	}
-	return best
+	return med
+}
+
+// oneShotRatios is a contender's ratios to the runtime's in each try (the
+// same try: they ran one after the other) and the worst of them.
+func oneShotRatios(lib, base []oneShotResult) (adds, bytes []float64, worstAdds, worstBytes float64) {
+	worstAdds, worstBytes = math.Inf(1), 0
+	for i := range lib {
+		a, b := lib[i].addsPerSec/base[i].addsPerSec, lib[i].bytesPerPen/base[i].bytesPerPen
+		adds, bytes = append(adds, a), append(bytes, b)
+		worstAdds, worstBytes = min(worstAdds, a), max(worstBytes, b)
+	}
+	return adds, bytes, worstAdds, worstBytes
 }

@@ -76,5 +76,6 @@ func (c *Context) Submit(ctx context.Context, tasks ...Task) (*Batch, error) {
 
 // SubmitAfter submits tasks as a batch after d.
 func (c *Context) SubmitAfter(d time.Duration, tasks ...Task) (*Delayed, error) {
-	return c.submitDelayed(c.clk.Now().Add(d), d, tasks)
+	at := c.clk.Now().Add(d)
+	return c.submitDelayed(at, at, tasks)
 }

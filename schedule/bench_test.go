@@ -77,3 +77,25 @@ func BenchmarkFire(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSubmitAfterCancel adds a delayed batch of one task 1–5 s out
+// and cancels it, with 100 000 others pending on the schedule's shared
+// wheel, as a delay queue of mostly canceled work does.
+func BenchmarkSubmitAfterCancel(b *testing.B) {
+	cfg, _ := config.New("bench", config.Spec{})
+	w, _ := wheel.New()
+	defer w.Stop()
+	c, _ := New(cfg, Job{Tasks: func(context.Context) ([]Task, error) { return nil, nil }}, Options{Wheel: w})
+	defer c.Close(context.Background())
+	task := TaskFunc("t", func(context.Context) (any, error) { return nil, nil })
+	for i := range 100_000 {
+		if _, err := c.SubmitAfter(time.Second+time.Duration(i%4000)*time.Millisecond, task); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		d, _ := c.SubmitAfter(time.Second+time.Duration(i%4000)*time.Millisecond, task)
+		d.Cancel()
+	}
+}

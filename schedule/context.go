@@ -35,6 +35,7 @@ type Context struct {
 	rec       Recorder
 	stats     *statistics.Stats
 	wheel     *wheel.Wheel // shared timer, or nil for runtime timers
+	canceled  *delayedOut  // the outcome canceled delayed batches share; made by the first SubmitAt, guarded by mu
 	runners   *Runners     // shared round goroutines, or nil for plain ones
 	gate      Gate         // admits planned rounds, or nil
 

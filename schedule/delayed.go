@@ -35,7 +35,7 @@ type Delayed struct {
 
 // delayedOut is how a Delayed ended, and the channel its waiters block
 // on: kept apart, so that a pending one does not carry its room. It is
-// replaced whole, never changed.
+// replaced whole, never changed, so canceled batches share one.
 type delayedOut struct {
 	done  chan struct{} // made by the first Wait before the end; closed at the end
 	ended bool          // batch and err are final
@@ -66,14 +66,14 @@ func (d *Delayed) Cancel() bool {
 	}
 	c.unlistLocked(d)
 	d.timer.Stop()
+	out := c.canceled
 	c.mu.Unlock()
-	d.end(nil, ErrDelayedCanceled)
+	d.end(out)
 	return true
 }
 
 // end records the outcome and wakes the waiters.
-func (d *Delayed) end(b *Batch, err error) {
-	out := &delayedOut{ended: true, batch: b, err: err}
+func (d *Delayed) end(out *delayedOut) {
 	for {
 		old := d.out.Load()
 		if d.out.CompareAndSwap(old, out) {
@@ -126,25 +126,30 @@ func (f *delayedFire) Fire(uint64) {
 	}
 	c.unlistLocked(d)
 	c.mu.Unlock()
+	var b *Batch
+	var err error
 	switch t := d.tasks.(type) {
 	case taskList:
-		d.end(c.Submit(context.Background(), t...))
+		b, err = c.Submit(context.Background(), t...)
 	case Task:
-		d.end(c.Submit(context.Background(), t))
+		b, err = c.Submit(context.Background(), t)
 	}
+	d.end(&delayedOut{ended: true, batch: b, err: err})
 }
 
 // SubmitAt submits tasks as a batch at t (at once if t is past). Pending
 // delayed batches are canceled when the schedule stops.
 func (c *Context) SubmitAt(t time.Time, tasks ...Task) (*Delayed, error) {
-	return c.submitDelayed(t, until(c.clk, t), tasks)
+	now := c.clk.Now()
+	return c.submitDelayed(t, now.Add(t.Sub(now)), tasks) // as until: by monotonic time when t has it
 }
 
-// submitDelayed submits tasks at t, which is wait from now: SubmitAfter
-// knows the wait without a second reading of the clock. tasks does not
+// submitDelayed submits tasks at t, which is the instant due of the
+// context's clock: a reading of it, with its monotonic part, which the
+// wheel compares with no reading of its own. tasks does not
 // escape (one task is held as it is, several are copied), so a caller's
 // variadic slice stays on its stack.
-func (c *Context) submitDelayed(t time.Time, wait time.Duration, tasks []Task) (*Delayed, error) {
+func (c *Context) submitDelayed(t, due time.Time, tasks []Task) (*Delayed, error) {
 	if len(tasks) == 0 {
 		return nil, c.refuse(ErrNoTasks)
 	}
@@ -175,6 +180,9 @@ func (c *Context) submitDelayed(t time.Time, wait time.Duration, tasks []Task) (
 	// Listed before the timer is set: a timer due at once may fire as soon
 	// as it is set, and its Fire then waits for c.mu, held here, as Cancel
 	// and a stop do before they read d.timer.
+	if c.canceled == nil {
+		c.canceled = &delayedOut{ended: true, err: ErrDelayedCanceled}
+	}
 	if gen.delayed == nil {
 		gen.delayed = &Delayed{}
 		gen.delayed.prev, gen.delayed.next = gen.delayed, gen.delayed
@@ -183,7 +191,7 @@ func (c *Context) submitDelayed(t time.Time, wait time.Duration, tasks []Task) (
 	d.prev, d.next = head, head.next
 	head.next.prev = d
 	head.next = d
-	if err := w.Set(&d.timer, wait, (*delayedFire)(d)); err != nil {
+	if err := w.SetAt(&d.timer, due, (*delayedFire)(d)); err != nil {
 		c.unlistLocked(d)
 		return nil, fmt.Errorf("schedule %s: submit at %s: %w", c.name, t.Format(time.RFC3339Nano), err)
 	}

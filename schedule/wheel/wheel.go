@@ -295,17 +295,39 @@ func (w *Wheel) SetInline(t *Timer, d time.Duration, cb Callback) error {
 
 var errNilCallback = errors.New("wheel: nil callback")
 
+// SetAt is Set of a timer due at the instant at of the wheel's clock. A
+// time from that clock's Now, and one made from it by Add, carries a
+// monotonic reading: then SetAt reads no clock, where Set reads it for
+// the wait's start. (A time without one, as a fake clock's, is compared
+// by wall clock, as the wheel's own reading is then.)
+func (w *Wheel) SetAt(t *Timer, at time.Time, cb Callback) error {
+	v, err := w.addAt(max(int64(at.Sub(w.start)), 0), -1, cb, false)
+	if err == nil {
+		*t = v
+	}
+	return err
+}
+
+// elapsed is the time since the wheel's start by its clock.
+func (w *Wheel) elapsed() int64 {
+	if w.realClock {
+		return int64(time.Since(w.start))
+	}
+	return max(int64(w.clk.Now().Sub(w.start)), 0) // a clock set back is still at the start
+}
+
 func (w *Wheel) add(d time.Duration, cb Callback, inline bool) (Timer, error) {
+	now := w.elapsed()
+	return w.addAt(now+min(int64(max(d, 0)), math.MaxInt64-now), now, cb, inline)
+}
+
+// addAt adds a timer due at due ns after the start; now is the elapsed
+// time of the caller's reading, or -1 when it made none.
+func (w *Wheel) addAt(due, now int64, cb Callback, inline bool) (Timer, error) {
 	if cb == nil {
 		return Timer{}, errNilCallback
 	}
-	var elapsed int64
-	if w.realClock {
-		elapsed = int64(time.Since(w.start))
-	} else {
-		elapsed = max(int64(w.clk.Now().Sub(w.start)), 0) // a clock set back is still at the start
-	}
-	at := w.ticks(elapsed + int64(max(d, 0)) + w.tick - 1) // round up: never early
+	at := w.ticks(min(due, math.MaxInt64-w.tick) + w.tick - 1) // round up: never early
 	w.mu.Lock()
 	if w.stopped {
 		w.mu.Unlock()
@@ -321,7 +343,10 @@ func (w *Wheel) add(d time.Duration, cb Callback, inline bool) (Timer, error) {
 	if w.pending == 0 && w.due.Len() == 0 {
 		// Nothing pending: the processed time may jump to now, so a new
 		// timer lands on the finest level.
-		w.current = max(w.current, w.ticks(elapsed))
+		if now < 0 {
+			now = w.elapsed()
+		}
+		w.current = max(w.current, w.ticks(now))
 	}
 	i, e := w.newEntry()
 	// Due at once (d <= 0, or the wheel is behind): file it for the tick

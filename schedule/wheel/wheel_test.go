@@ -1,6 +1,7 @@
 package wheel
 
 import (
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -354,5 +355,51 @@ func TestCallbackGetsItsTimersID(t *testing.T) {
 		}
 	}); n != 0 {
 		t.Fatalf("%v allocations per Set and Stop", n)
+	}
+}
+
+// TestSetAt: a timer set for an instant of the wheel's clock fires at it,
+// never before, on a fake clock (wall time) and on the real one
+// (monotonic); one at the far end of time, by Set or SetAt, is pending
+// until stopped.
+func TestSetAt(t *testing.T) {
+	t.Parallel()
+	fake := clockwork.NewFakeClock()
+	w, _ := New(WithClock(fake))
+	defer w.Stop()
+	fired := make(idFires, 1)
+	var a Timer
+	if err := w.SetAt(&a, fake.Now().Add(time.Second), fired); err != nil {
+		t.Fatal(err)
+	}
+	fake.Advance(999 * time.Millisecond)
+	select {
+	case <-fired:
+		t.Fatal("fired early")
+	case <-time.After(20 * time.Millisecond):
+	}
+	fake.Advance(time.Millisecond)
+	if id := <-fired; id != a.ID() {
+		t.Fatalf("fired %d, set %d", id, a.ID())
+	}
+
+	rw, _ := New()
+	defer rw.Stop()
+	at := time.Now().Add(5 * time.Millisecond)
+	if err := rw.SetAt(&a, at, Func(func() { fired <- uint64(time.Since(at)) })); err != nil {
+		t.Fatal(err)
+	}
+	if late := time.Duration(<-fired); late < 0 {
+		t.Fatalf("fired %s early", -late)
+	}
+	var far, farAt Timer
+	if err := rw.Set(&far, time.Duration(math.MaxInt64), fired); err != nil {
+		t.Fatal(err)
+	}
+	if err := rw.SetAt(&farAt, time.Now().AddDate(290, 0, 0), fired); err != nil {
+		t.Fatal(err)
+	}
+	if rw.Pending() != 2 || !far.Stop() || !farAt.Stop() {
+		t.Fatalf("far timers: %d pending", rw.Pending())
 	}
 }

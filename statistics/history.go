@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
 	"time"
 
@@ -110,19 +111,27 @@ func (s *Stats) RecordRound(x RoundSample) {
 	h.page = appendRound(h.page, h.seq, &x)
 	h.n++
 	h.lastStart = x.Start.UnixNano()
-	h.trim(s.settings.Rounds)
+	if keep := s.settings.Rounds; h.n > keep+max(keep/4, 1) {
+		h.trim(keep)
+	}
 }
 
 // trim drops the oldest rounds past keep (more rounds since the last flush
-// than the history keeps). The page moves forward in its array rather than
-// being copied down: the next append that outgrows the array moves only
-// what is kept, so a round costs no copy of the whole page.
+// than the history keeps, as without a store). A round may leave the page
+// up to a quarter of keep rounds past it (RecordRound), so that the kept
+// ones are copied down in their array once per that many rounds: a round
+// then costs neither a copy of the whole page nor an allocation. Whoever
+// reads the page or the count of unsaved rounds trims first.
 func (h *history) trim(keep int) {
-	for h.n > keep {
-		h.page = skipRound(h.page)
-		h.n--
+	if h.n <= keep {
+		return
+	}
+	rest := h.page
+	for ; h.n > keep; h.n-- {
+		rest = skipRound(rest)
 		h.unsaved++
 	}
+	h.page = h.page[:copy(h.page, rest)]
 }
 
 func (s *Stats) histLocked() *history {
@@ -140,6 +149,7 @@ func (s *Stats) UnsavedRounds() int64 {
 	if s.hist == nil {
 		return 0
 	}
+	s.hist.trim(s.settings.Rounds)
 	return s.hist.unsaved
 }
 
@@ -365,8 +375,20 @@ func skipRound(b []byte) []byte {
 }
 
 // skipVarints returns the index after the n varints at b[i:] (each ends
-// at its first byte below 0x80), or len(b)+1 if b ends first.
+// at its first byte below 0x80), or len(b)+1 if b ends first. Eight bytes
+// at a time: their high bits, inverted, mark the varints that end there.
 func skipVarints(b []byte, i, n int) int {
+	for ; i+8 <= len(b); i += 8 {
+		ends := ^binary.LittleEndian.Uint64(b[i:]) & 0x8080808080808080
+		if c := bits.OnesCount64(ends); c < n {
+			n -= c
+			continue
+		}
+		for ; n > 1; n-- {
+			ends &= ends - 1 // the earliest end goes
+		}
+		return i + bits.TrailingZeros64(ends)/8 + 1
+	}
 	for ; i < len(b); i++ {
 		if b[i] < 0x80 {
 			if n--; n == 0 {
@@ -493,6 +515,7 @@ func (s *Stats) RecentRounds() []RoundRecord {
 	var takenN, n int
 	s.mu.Lock()
 	if h := s.hist; h != nil { // copies: the page is appended to under the lock
+		h.trim(s.settings.Rounds)
 		taken, takenN = h.taken, h.takenN // never written again once taken
 		page, n = slices.Clone(h.page), h.n
 	}

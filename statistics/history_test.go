@@ -2,8 +2,11 @@ package statistics
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -281,6 +284,86 @@ func TestSkipRoundEndsWhereReadRoundDoes(t *testing.T) {
 		for cut := range len(enc) {
 			if got := skipRound(enc[:cut]); got != nil {
 				t.Fatalf("round %d cut at %d of %d: skipped to %v", i, cut, len(enc), got)
+			}
+		}
+	}
+}
+
+// TestHistoryWithoutAStoreKeepsTheNewest: with no flush, 1 000 rounds
+// leave the newest Settings.Rounds, in order, and count the rest as
+// unsaved; once the page has grown, recording a round allocates nothing
+// (the kept rounds are copied down in their array).
+func TestHistoryWithoutAStoreKeepsTheNewest(t *testing.T) {
+	// Not parallel: AllocsPerRun counts the whole process's allocations.
+	set := DefaultSettings()
+	set.Rounds = 50
+	s, _ := New("job", clockwork.NewFakeClockAt(day1), set)
+	at := day1
+	ids := make([]string, 7)
+	for i := range ids {
+		ids[i] = fmt.Sprint("task-", i)
+	}
+	tasks := make([]TaskSample, 1)
+	record := func(i int) {
+		at = at.Add(time.Second)
+		tasks[0] = TaskSample{ID: ids[i%7], Status: i % numStatus, Started: at, Cost: time.Duration(i) * time.Millisecond}
+		s.RecordRound(round(int64(i), at, "plan", tasks...))
+	}
+	for i := 1; i <= 1000; i++ {
+		record(i)
+	}
+	rs := s.RecentRounds()
+	if len(rs) != 50 || rs[0].Number != 1000 || rs[49].Number != 951 || rs[0].Tasks[0].ID != "task-6" {
+		t.Fatalf("%d rounds kept, newest %d, oldest %d", len(rs), rs[0].Number, rs[len(rs)-1].Number)
+	}
+	for i, r := range rs {
+		if r.Number != int64(1000-i) || r.Seq != int64(1000-i) {
+			t.Fatalf("round %d of the history is number %d, seq %d", i, r.Number, r.Seq)
+		}
+	}
+	if u := s.UnsavedRounds(); u != 950 {
+		t.Fatalf("unsaved %d, want 950", u)
+	}
+	// AllocsPerRun would round an allocation every few dozen rounds down
+	// to none: the count is taken over all of them.
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	for i := 1001; i <= 1500; i++ {
+		record(i)
+	}
+	runtime.ReadMemStats(&m1)
+	if n := m1.Mallocs - m0.Mallocs; n != 0 {
+		t.Fatalf("%d allocations in 500 rounds", n)
+	}
+}
+
+// TestSkipVarints compares the eight-bytes-at-a-time skip with decoding
+// one varint after another, from every start and for every count, on
+// varints of every length; past the end it is len(b)+1.
+func TestSkipVarints(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(5, 6))
+	var b []byte
+	for range 200 {
+		b = binary.AppendUvarint(b, r.Uint64()>>r.IntN(64))
+	}
+	for i := 0; i < len(b); i++ {
+		at := i
+		for n := 1; n <= 40; n++ {
+			if at <= len(b) {
+				if at < len(b) {
+					_, k := binary.Uvarint(b[at:])
+					if k <= 0 {
+						at = len(b) + 1
+					} else {
+						at += k
+					}
+				} else {
+					at = len(b) + 1
+				}
+			}
+			if got := skipVarints(b, i, n); got != at {
+				t.Fatalf("skip %d varints from %d: %d, want %d", n, i, got, at)
 			}
 		}
 	}

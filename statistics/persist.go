@@ -362,6 +362,7 @@ func (s *Stats) Take() (*Changes, error) {
 		ch.Days = append(ch.Days, store.Day{Schedule: s.schedule, Day: k, Data: b})
 	}
 	if h := s.hist; h != nil && h.n > 0 && h.taken == nil {
+		h.trim(s.settings.Rounds)
 		// One page for the rounds since the last flush, in the slot of its
 		// last round: a page that slot held ended at least Settings.Rounds
 		// rounds earlier, so none of its rounds is among the newest kept.

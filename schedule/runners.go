@@ -31,7 +31,10 @@ import (
 // schedules into thousands of goroutines and doubled the CPU per round.
 // Idle runners end after a linger, so a burst's runners serve
 // the next burst of a per-second schedule and then go away; Close ends
-// them all as soon as they are idle (an app calls it when it stops).
+// them all as soon as they are idle (an app calls it when it stops). The
+// linger is one timer for the whole set, not one per runner: an idle
+// runner waits on its channel alone, so going idle between two fires
+// costs no timer reset and no select.
 type Runners struct {
 	linger time.Duration
 	limit  int           // runners running at once before work queues
@@ -48,12 +51,16 @@ type Runners struct {
 	armed   bool
 	boost   int    // runners the watchdog started at its last stall in a row, 0 after progress
 	epoch   uint64 // bumped by Close; a runner of an older epoch ends when idle
+	reap    *time.Timer
+	reaping bool   // reap is armed: it is while any runner is idle
+	lap     uint64 // reaps so far
 }
 
 type runner struct {
-	ch    chan func() // a function to run, or nil to end; one send per idle spell
-	idx   int         // position in Runners.idle, -1 when not idle
-	epoch uint64
+	ch      chan func() // a function to run, or nil to end; one send per idle spell
+	idx     int         // position in Runners.idle, -1 when not idle
+	epoch   uint64
+	idleLap uint64 // Runners.lap when it went idle
 }
 
 // DefaultRunnerLinger is how long an idle runner waits for more work.
@@ -167,7 +174,6 @@ func (rs *Runners) next() func() {
 }
 
 func (rs *Runners) run(r *runner, f func()) {
-	var linger *time.Timer
 	for f != nil {
 		f()
 		rs.mu.Lock()
@@ -181,29 +187,40 @@ func (rs *Runners) run(r *runner, f func()) {
 			rs.mu.Unlock()
 			break
 		}
-		r.idx = len(rs.idle)
+		r.idx, r.idleLap = len(rs.idle), rs.lap
 		rs.idle = append(rs.idle, r)
-		rs.mu.Unlock()
-		if linger == nil {
-			linger = time.NewTimer(rs.linger)
-		} else {
-			linger.Reset(rs.linger)
-		}
-		select {
-		case f = <-r.ch:
-		case <-linger.C:
-			rs.mu.Lock()
-			if r.idx >= 0 {
-				rs.removeIdle(r)
-				rs.mu.Unlock()
-				return
+		if !rs.reaping {
+			rs.reaping = true
+			if rs.reap == nil {
+				rs.reap = time.AfterFunc(rs.linger, rs.reapIdle)
+			} else {
+				rs.reap.Reset(rs.linger)
 			}
-			rs.mu.Unlock()
-			f = <-r.ch // taken by Go just as the linger ended
 		}
+		rs.mu.Unlock()
+		f = <-r.ch // nil from reapIdle or Close: end
 	}
-	if linger != nil {
-		linger.Stop()
+}
+
+// reapIdle runs once per linger while any runner is idle: it ends those
+// idle since before its previous run, so a runner ends after between one
+// and two lingers of idleness.
+func (rs *Runners) reapIdle() {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	rs.reaping = false
+	rs.lap++
+	for i := 0; i < len(rs.idle); {
+		if r := rs.idle[i]; r.idleLap+1 < rs.lap {
+			rs.removeIdle(r) // the last one moves to i
+			r.ch <- nil
+			continue
+		}
+		i++
+	}
+	if len(rs.idle) > 0 {
+		rs.reaping = true
+		rs.reap.Reset(rs.linger)
 	}
 }
 
@@ -236,4 +253,8 @@ func (rs *Runners) Close() {
 		r.ch <- nil
 	}
 	rs.idle = nil
+	if rs.reaping {
+		rs.reap.Stop()
+		rs.reaping = false
+	}
 }

@@ -91,6 +91,7 @@ type history struct {
 	seq       int64 // the last round's sequence number
 	lastStart int64 // and its start
 	page      []byte
+	lens      []int32 // each round's bytes in page, oldest first: trimming needs no decoding
 	n         int
 	taken     []byte
 	takenN    int
@@ -108,7 +109,9 @@ func (s *Stats) RecordRound(x RoundSample) {
 	}
 	h := s.histLocked()
 	h.seq++
+	before := len(h.page)
 	h.page = appendRound(h.page, h.seq, &x)
+	h.lens = append(h.lens, int32(len(h.page)-before))
 	h.n++
 	h.lastStart = x.Start.UnixNano()
 	if keep := s.settings.Rounds; h.n > keep+max(keep/4, 1) {
@@ -120,18 +123,40 @@ func (s *Stats) RecordRound(x RoundSample) {
 // than the history keeps, as without a store). A round may leave the page
 // up to a quarter of keep rounds past it (RecordRound), so that the kept
 // ones are copied down in their array once per that many rounds: a round
-// then costs neither a copy of the whole page nor an allocation. Whoever
-// reads the page or the count of unsaved rounds trims first.
+// then costs neither a copy of the whole page nor an allocation, and the
+// lengths recorded with the rounds spare decoding them. Whoever reads the
+// page or the count of unsaved rounds trims first.
 func (h *history) trim(keep int) {
 	if h.n <= keep {
 		return
 	}
-	rest := h.page
-	for ; h.n > keep; h.n-- {
-		rest = skipRound(rest)
-		h.unsaved++
+	if len(h.lens) != h.n { // cannot happen: fom wrote every round; drop them rather than misread
+		h.unsaved += int64(h.n)
+		h.page, h.lens, h.n = h.page[:0], h.lens[:0], 0
+		return
 	}
-	h.page = h.page[:copy(h.page, rest)]
+	drop, size := h.n-keep, 0
+	for _, l := range h.lens[:drop] {
+		size += int(l)
+	}
+	h.page = h.page[:copy(h.page, h.page[size:])]
+	h.lens = h.lens[:copy(h.lens, h.lens[drop:])]
+	h.n = keep
+	h.unsaved += int64(drop)
+}
+
+// roundLens returns the length of each of the n rounds at the start of b.
+func roundLens(b []byte, n int) []int32 {
+	lens := make([]int32, 0, n)
+	for range n {
+		rest := skipRound(b)
+		if rest == nil {
+			break // cannot happen: fom wrote it
+		}
+		lens = append(lens, int32(len(b)-len(rest)))
+		b = rest
+	}
+	return lens
 }
 
 func (s *Stats) histLocked() *history {

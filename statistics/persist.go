@@ -371,7 +371,7 @@ func (s *Stats) Take() (*Changes, error) {
 			Start: time.Unix(0, h.lastStart).UTC(), Data: data}}
 		ch.rounds = h.n
 		h.taken, h.takenN = data, h.n
-		h.page, h.n = h.page[:0], 0
+		h.page, h.lens, h.n = h.page[:0], h.lens[:0], 0
 	}
 	ch.taken = s.pending.take()
 	ch.Failures = make([]store.Failure, len(ch.taken))
@@ -428,6 +428,7 @@ func (c *Changes) Failed() {
 		h := s.hist
 		body, _, _ := pageBody(h.taken)
 		h.page, h.n = append(slices.Clip(body), h.page...), h.n+h.takenN
+		h.lens = append(roundLens(body, h.takenN), h.lens...)
 		h.taken, h.takenN = nil, 0
 		h.trim(s.settings.Rounds)
 	}

@@ -76,6 +76,5 @@ func (c *Context) Submit(ctx context.Context, tasks ...Task) (*Batch, error) {
 
 // SubmitAfter submits tasks as a batch after d.
 func (c *Context) SubmitAfter(d time.Duration, tasks ...Task) (*Delayed, error) {
-	at := c.clk.Now().Add(d)
-	return c.submitDelayed(at, at, tasks)
+	return c.submitDelayed(time.Time{}, d, tasks)
 }

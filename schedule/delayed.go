@@ -140,16 +140,15 @@ func (f *delayedFire) Fire(uint64) {
 // SubmitAt submits tasks as a batch at t (at once if t is past). Pending
 // delayed batches are canceled when the schedule stops.
 func (c *Context) SubmitAt(t time.Time, tasks ...Task) (*Delayed, error) {
-	now := c.clk.Now()
-	return c.submitDelayed(t, now.Add(t.Sub(now)), tasks) // as until: by monotonic time when t has it
+	return c.submitDelayed(t, 0, tasks)
 }
 
-// submitDelayed submits tasks at t, which is the instant due of the
-// context's clock: a reading of it, with its monotonic part, which the
-// wheel compares with no reading of its own. tasks does not
-// escape (one task is held as it is, several are copied), so a caller's
-// variadic slice stays on its stack.
-func (c *Context) submitDelayed(t, due time.Time, tasks []Task) (*Delayed, error) {
+// submitDelayed submits tasks at t or, when t is zero, after d. After d,
+// the wheel reads its clock once and says when that is; at t, the wait is
+// until t by the context's clock (by monotonic time when t has a reading
+// of it). tasks does not escape (one task is held as it is, several are
+// copied), so a caller's variadic slice stays on its stack.
+func (c *Context) submitDelayed(t time.Time, d time.Duration, tasks []Task) (*Delayed, error) {
 	if len(tasks) == 0 {
 		return nil, c.refuse(ErrNoTasks)
 	}
@@ -162,9 +161,9 @@ func (c *Context) submitDelayed(t, due time.Time, tasks []Task) (*Delayed, error
 		return nil, c.refuse(ErrAlreadyStopped)
 	}
 	gen := c.ensureGeneration()
-	d := &Delayed{c: c, at: t.UnixNano(), tasks: tasks[0]}
+	dl := &Delayed{c: c, tasks: tasks[0]}
 	if len(tasks) > 1 {
-		d.tasks = taskList(slices.Clone(tasks))
+		dl.tasks = taskList(slices.Clone(tasks))
 	}
 	w := c.wheel
 	if w == nil {
@@ -179,7 +178,7 @@ func (c *Context) submitDelayed(t, due time.Time, tasks []Task) (*Delayed, error
 	}
 	// Listed before the timer is set: a timer due at once may fire as soon
 	// as it is set, and its Fire then waits for c.mu, held here, as Cancel
-	// and a stop do before they read d.timer.
+	// and a stop do before they read dl.timer.
 	if c.canceled == nil {
 		c.canceled = &delayedOut{ended: true, err: ErrDelayedCanceled}
 	}
@@ -188,14 +187,23 @@ func (c *Context) submitDelayed(t, due time.Time, tasks []Task) (*Delayed, error
 		gen.delayed.prev, gen.delayed.next = gen.delayed, gen.delayed
 	}
 	head := gen.delayed
-	d.prev, d.next = head, head.next
-	head.next.prev = d
-	head.next = d
-	if err := w.SetAt(&d.timer, due, (*delayedFire)(d)); err != nil {
-		c.unlistLocked(d)
-		return nil, fmt.Errorf("schedule %s: submit at %s: %w", c.name, t.Format(time.RFC3339Nano), err)
+	dl.prev, dl.next = head, head.next
+	head.next.prev = dl
+	head.next = dl
+	var err error
+	if t.IsZero() {
+		if t, err = w.SetAfter(&dl.timer, d, (*delayedFire)(dl)); err != nil {
+			err = fmt.Errorf("schedule %s: submit after %s: %w", c.name, d, err)
+		}
+	} else if err = w.Set(&dl.timer, until(c.clk, t), (*delayedFire)(dl)); err != nil {
+		err = fmt.Errorf("schedule %s: submit at %s: %w", c.name, t.Format(time.RFC3339Nano), err)
 	}
-	return d, nil
+	if err != nil {
+		c.unlistLocked(dl)
+		return nil, err
+	}
+	dl.at = t.UnixNano()
+	return dl, nil
 }
 
 // unlistLocked takes d out of its generation's pending ring, if there.

@@ -359,6 +359,9 @@ func TestSubmitAfter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if !d.At().Equal(t0.Add(30 * time.Second)) {
+		t.Fatalf("due at %v, want %v", d.At(), t0.Add(30*time.Second))
+	}
 	canceled, _ := h.c.SubmitAfter(30*time.Second, task)
 	if !canceled.Cancel() || canceled.Cancel() {
 		t.Fatal("Cancel must be true once, before the batch runs")
@@ -389,6 +392,9 @@ func TestDelayedBatchCanceledByStop(t *testing.T) {
 	d, err := h.c.SubmitAt(t0.Add(time.Hour), ok("later"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !d.At().Equal(t0.Add(time.Hour)) {
+		t.Fatalf("due at %v", d.At())
 	}
 	if err := h.c.Shutdown(); err != nil {
 		t.Fatal(err)

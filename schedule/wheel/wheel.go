@@ -295,19 +295,6 @@ func (w *Wheel) SetInline(t *Timer, d time.Duration, cb Callback) error {
 
 var errNilCallback = errors.New("wheel: nil callback")
 
-// SetAt is Set of a timer due at the instant at of the wheel's clock. A
-// time from that clock's Now, and one made from it by Add, carries a
-// monotonic reading: then SetAt reads no clock, where Set reads it for
-// the wait's start. (A time without one, as a fake clock's, is compared
-// by wall clock, as the wheel's own reading is then.)
-func (w *Wheel) SetAt(t *Timer, at time.Time, cb Callback) error {
-	v, err := w.addAt(max(int64(at.Sub(w.start)), 0), -1, cb, false)
-	if err == nil {
-		*t = v
-	}
-	return err
-}
-
 // elapsed is the time since the wheel's start by its clock.
 func (w *Wheel) elapsed() int64 {
 	if w.realClock {
@@ -316,9 +303,32 @@ func (w *Wheel) elapsed() int64 {
 	return max(int64(w.clk.Now().Sub(w.start)), 0) // a clock set back is still at the start
 }
 
+// SetAfter is Set, and returns the instant the timer is due by the
+// wheel's clock: its start moved by the elapsed time, read once (from the
+// monotonic clock alone for a real one), plus d. A caller that wants the
+// instant as well as the timer reads no clock of its own. (Its wall time
+// is the start's moved by monotonic time: after a step of the wall clock
+// it differs from the clock's Now plus d by that step.)
+func (w *Wheel) SetAfter(t *Timer, d time.Duration, cb Callback) (time.Time, error) {
+	now, due := w.after(d)
+	v, err := w.addAt(due, now, cb, false)
+	if err != nil {
+		return time.Time{}, err
+	}
+	*t = v
+	return w.start.Add(time.Duration(due)), nil
+}
+
+// after returns the elapsed time and the elapsed time at which a wait of
+// d ends (now for a negative d, at most the end of time).
+func (w *Wheel) after(d time.Duration) (now, due int64) {
+	now = w.elapsed()
+	return now, now + min(int64(max(d, 0)), math.MaxInt64-now)
+}
+
 func (w *Wheel) add(d time.Duration, cb Callback, inline bool) (Timer, error) {
-	now := w.elapsed()
-	return w.addAt(now+min(int64(max(d, 0)), math.MaxInt64-now), now, cb, inline)
+	now, due := w.after(d)
+	return w.addAt(due, now, cb, inline)
 }
 
 // addAt adds a timer due at due ns after the start; now is the elapsed

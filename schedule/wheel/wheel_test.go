@@ -358,19 +358,20 @@ func TestCallbackGetsItsTimersID(t *testing.T) {
 	}
 }
 
-// TestSetAt: a timer set for an instant of the wheel's clock fires at it,
-// never before, on a fake clock (wall time) and on the real one
-// (monotonic); one at the far end of time, by Set or SetAt, is pending
-// until stopped.
-func TestSetAt(t *testing.T) {
+// TestSetAfter: a timer set by SetAfter says when it is due (now plus the
+// wait by the wheel's clock) and fires then, never before, on a fake
+// clock and on the real one; one at the end of time is pending until
+// stopped.
+func TestSetAfter(t *testing.T) {
 	t.Parallel()
 	fake := clockwork.NewFakeClock()
 	w, _ := New(WithClock(fake))
 	defer w.Stop()
 	fired := make(idFires, 1)
 	var a Timer
-	if err := w.SetAt(&a, fake.Now().Add(time.Second), fired); err != nil {
-		t.Fatal(err)
+	at, err := w.SetAfter(&a, time.Second, fired)
+	if err != nil || !at.Equal(fake.Now().Add(time.Second)) {
+		t.Fatalf("due %v (%v), want %v", at, err, fake.Now().Add(time.Second))
 	}
 	fake.Advance(999 * time.Millisecond)
 	select {
@@ -385,21 +386,20 @@ func TestSetAt(t *testing.T) {
 
 	rw, _ := New()
 	defer rw.Stop()
-	at := time.Now().Add(5 * time.Millisecond)
-	if err := rw.SetAt(&a, at, Func(func() { fired <- uint64(time.Since(at)) })); err != nil {
-		t.Fatal(err)
+	before := time.Now()
+	at, err = rw.SetAfter(&a, 5*time.Millisecond, Func(func() { fired <- 0 }))
+	if err != nil || at.Before(before.Add(5*time.Millisecond)) || at.After(time.Now().Add(5*time.Millisecond)) {
+		t.Fatalf("due %v (%v), set between %v and now, 5ms out", at, err, before)
 	}
-	if late := time.Duration(<-fired); late < 0 {
+	<-fired
+	if late := time.Since(at); late < 0 {
 		t.Fatalf("fired %s early", -late)
 	}
-	var far, farAt Timer
-	if err := rw.Set(&far, time.Duration(math.MaxInt64), fired); err != nil {
+	var far Timer
+	if _, err := rw.SetAfter(&far, time.Duration(math.MaxInt64), fired); err != nil {
 		t.Fatal(err)
 	}
-	if err := rw.SetAt(&farAt, time.Now().AddDate(290, 0, 0), fired); err != nil {
-		t.Fatal(err)
-	}
-	if rw.Pending() != 2 || !far.Stop() || !farAt.Stop() {
-		t.Fatalf("far timers: %d pending", rw.Pending())
+	if rw.Pending() != 1 || !far.Stop() {
+		t.Fatalf("far timer: %d pending", rw.Pending())
 	}
 }

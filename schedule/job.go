@@ -66,7 +66,9 @@ type Options struct {
 	// Wheel, when set, times the schedule's fires and delayed batches; an
 	// app shares a few among all its schedules, so that schedules due at
 	// the same instant are woken by a few timers rather than one runtime
-	// timer each. Default: a runtime timer per wait, and a wheel of the
+	// timer each. It must read the same clock as Clock (an app makes both
+	// from its own): a fire's wait is handed to it from a reading of
+	// Clock. Default: a runtime timer per wait, and a wheel of the
 	// schedule's own for delayed batches.
 	Wheel *wheel.Wheel
 	// Runners, when set, runs the schedule's round goroutines on reusable

@@ -117,7 +117,9 @@ func (c *Context) armLocked(l *loop, now, dead time.Time) {
 		// goroutine of its own: quick enough to run on the wheel's own
 		// goroutine. The loop is the callback and the handle is its field:
 		// no allocation per fire.
-		if c.wheel.SetInline(&l.wt, at.Sub(now), (*loopWake)(l)) == nil {
+		// The wait counts from now, the reading it was computed from, not
+		// from the wheel's own later one.
+		if c.wheel.SetInlineFrom(&l.wt, now, at.Sub(now), (*loopWake)(l)) == nil {
 			l.timer = &l.wt
 			return
 		}

@@ -284,15 +284,6 @@ func (w *Wheel) Set(t *Timer, d time.Duration, cb Callback) error {
 	return err
 }
 
-// SetInline is AfterFuncInline of a Callback into a Timer the caller holds.
-func (w *Wheel) SetInline(t *Timer, d time.Duration, cb Callback) error {
-	v, err := w.add(d, cb, true)
-	if err == nil {
-		*t = v
-	}
-	return err
-}
-
 var errNilCallback = errors.New("wheel: nil callback")
 
 // elapsed is the time since the wheel's start by its clock.
@@ -301,6 +292,22 @@ func (w *Wheel) elapsed() int64 {
 		return int64(time.Since(w.start))
 	}
 	return max(int64(w.clk.Now().Sub(w.start)), 0) // a clock set back is still at the start
+}
+
+// SetInlineFrom is AfterFuncInline of a Callback into a Timer the caller
+// holds (t must not be in use), for a wait of d from from, a reading of the
+// wheel's clock (with its monotonic reading, for a real one) that the
+// caller made: the time between that reading and this call does not move
+// the timer, and no clock is read. A caller that turned an instant into a
+// wait by its own reading passes that reading, and the timer is due at the
+// instant, however late the call.
+func (w *Wheel) SetInlineFrom(t *Timer, from time.Time, d time.Duration, cb Callback) error {
+	start := max(int64(from.Sub(w.start)), 0)
+	v, err := w.addAt(start+min(int64(max(d, 0)), math.MaxInt64-start), -1, cb, true)
+	if err == nil {
+		*t = v
+	}
+	return err
 }
 
 // SetAfter is Set, and returns the instant the timer is due by the

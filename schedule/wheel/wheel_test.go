@@ -330,7 +330,7 @@ func TestCallbackGetsItsTimersID(t *testing.T) {
 	if err := w.Set(&a, time.Millisecond, cb); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.SetInline(&b, 2*time.Millisecond, cb); err != nil {
+	if err := w.SetInlineFrom(&b, time.Now(), 2*time.Millisecond, cb); err != nil {
 		t.Fatal(err)
 	}
 	if a.ID() == 0 || a.ID() == b.ID() {
@@ -401,5 +401,44 @@ func TestSetAfter(t *testing.T) {
 	}
 	if rw.Pending() != 1 || !far.Stop() {
 		t.Fatalf("far timer: %d pending", rw.Pending())
+	}
+}
+
+// TestSetInlineFrom: a wait set from an earlier reading of the clock is
+// due at that reading plus the wait, not at the call's time plus the
+// wait: a caller that turned an instant into a wait fires at the instant.
+func TestSetInlineFrom(t *testing.T) {
+	t.Parallel()
+	fake := clockwork.NewFakeClock()
+	w, _ := New(WithClock(fake))
+	defer w.Stop()
+	fired := make(idFires, 1)
+	from := fake.Now()
+	fake.Advance(40 * time.Second)
+	var a Timer
+	if err := w.SetInlineFrom(&a, from, time.Minute, fired); err != nil {
+		t.Fatal(err)
+	}
+	fake.Advance(19 * time.Second)
+	select {
+	case <-fired:
+		t.Fatal("fired early")
+	case <-time.After(20 * time.Millisecond):
+	}
+	fake.Advance(time.Second) // from + a minute
+	select {
+	case id := <-fired:
+		if id != a.ID() {
+			t.Fatalf("fired %d, set %d", id, a.ID())
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("not fired at its instant")
+	}
+	var late Timer // from a reading whose wait is already over: at once
+	if err := w.SetInlineFrom(&late, from, time.Second, fired); err != nil {
+		t.Fatal(err)
+	}
+	if id := <-fired; id != late.ID() {
+		t.Fatalf("fired %d, set %d", id, late.ID())
 	}
 }

@@ -364,10 +364,7 @@ func TestCallbackGetsItsTimersID(t *testing.T) {
 // stopped.
 func TestSetAfter(t *testing.T) {
 	t.Parallel()
-	fake := clockwork.NewFakeClock()
-	w, _ := New(WithClock(fake))
-	defer w.Stop()
-	fired := make(idFires, 1)
+	fake, w, fired := fakeWheel(t)
 	var a Timer
 	at, err := w.SetAfter(&a, time.Second, fired)
 	if err != nil || !at.Equal(fake.Now().Add(time.Second)) {
@@ -409,10 +406,7 @@ func TestSetAfter(t *testing.T) {
 // wait: a caller that turned an instant into a wait fires at the instant.
 func TestSetInlineFrom(t *testing.T) {
 	t.Parallel()
-	fake := clockwork.NewFakeClock()
-	w, _ := New(WithClock(fake))
-	defer w.Stop()
-	fired := make(idFires, 1)
+	fake, w, fired := fakeWheel(t)
 	from := fake.Now()
 	fake.Advance(40 * time.Second)
 	var a Timer
@@ -441,4 +435,16 @@ func TestSetInlineFrom(t *testing.T) {
 	if id := <-fired; id != late.ID() {
 		t.Fatalf("fired %d, set %d", id, late.ID())
 	}
+}
+
+// fakeWheel is a wheel on a fake clock, stopped at the test's end, and a
+// callback reporting its fires.
+func fakeWheel(t *testing.T) (*clockwork.FakeClock, *Wheel, idFires) {
+	fake := clockwork.NewFakeClock()
+	w, err := New(WithClock(fake))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Stop() })
+	return fake, w, make(idFires, 1)
 }

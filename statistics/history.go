@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math/bits"
 	"slices"
 	"time"
 
@@ -378,9 +377,9 @@ func readRound(rd *reader, tasks bool) (RoundRecord, error) {
 }
 
 // skipRound returns b after its first round, reading nothing into memory
-// (a history without a store trims one round for every round, so this is
-// on every fire's path: it steps over varints by their continuation bits
-// rather than decoding them). It returns nil for a truncated round.
+// (it steps over varints by their continuation bits rather than decoding
+// them), or nil for a truncated round. Only a page handed back by a failed
+// flush needs it, to learn its rounds' lengths: RecordRound records them.
 func skipRound(b []byte) []byte {
 	i := skipVarints(b, 0, 2) + 1 // seq, start; version
 	// number, batch, planned, end, the counts, the cause
@@ -400,20 +399,8 @@ func skipRound(b []byte) []byte {
 }
 
 // skipVarints returns the index after the n varints at b[i:] (each ends
-// at its first byte below 0x80), or len(b)+1 if b ends first. Eight bytes
-// at a time: their high bits, inverted, mark the varints that end there.
+// at its first byte below 0x80), or len(b)+1 if b ends first.
 func skipVarints(b []byte, i, n int) int {
-	for ; i+8 <= len(b); i += 8 {
-		ends := ^binary.LittleEndian.Uint64(b[i:]) & 0x8080808080808080
-		if c := bits.OnesCount64(ends); c < n {
-			n -= c
-			continue
-		}
-		for ; n > 1; n-- {
-			ends &= ends - 1 // the earliest end goes
-		}
-		return i + bits.TrailingZeros64(ends)/8 + 1
-	}
 	for ; i < len(b); i++ {
 		if b[i] < 0x80 {
 			if n--; n == 0 {

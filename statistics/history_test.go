@@ -337,7 +337,7 @@ func TestHistoryWithoutAStoreKeepsTheNewest(t *testing.T) {
 	}
 }
 
-// TestSkipVarints compares the eight-bytes-at-a-time skip with decoding
+// TestSkipVarints compares skipping by continuation bits with decoding
 // one varint after another, from every start and for every count, on
 // varints of every length; past the end it is len(b)+1.
 func TestSkipVarints(t *testing.T) {

@@ -66,7 +66,9 @@ func (c *Context) Submit(ctx context.Context, tasks ...Task) (*Batch, error) {
 		defer cancel()
 		defer stop()
 		<-g.wait()
-		gen.tmo.remove(nil, g)
+		if g.hasDeadline() {
+			gen.tmo.remove(nil, g)
+		}
 		b.round = g.round(c.clk)
 		c.complete(bctx, b.round)
 		close(b.done)

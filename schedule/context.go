@@ -45,7 +45,8 @@ type Context struct {
 	state         State
 	execRequested bool // RUNNING: one re-run queued
 	resumeMissed  bool
-	lending       bool // RUNNING: the round goroutine runs tasks as a worker
+	lending       bool        // RUNNING: the round goroutine runs tasks as a worker
+	debugOn       atomic.Bool // the level is debug (setLevel)
 	plan          Plan
 	gen           *generation
 	loop          *loop

@@ -113,12 +113,15 @@ func (c *Context) exec(gen *generation, run *taskRun) {
 	if !run.begin(start, ctx, cancel) {
 		return // timed out or canceled while queued; already recorded
 	}
-	if s.TaskOverTime > 0 && s.DetectTimeoutOnEachTask {
+	ownDeadline := s.TaskOverTime > 0 && s.DetectTimeoutOnEachTask
+	if ownDeadline {
 		gen.tmo.add(deadline{at: start.Add(s.TaskOverTime), run: run})
 	}
 	value, err := c.call(ctx, run.task)
 	end := c.clk.Now()
-	gen.tmo.remove(run, nil)
+	if ownDeadline { // nothing else puts a run in the heap: no lock to take otherwise
+		gen.tmo.remove(run, nil)
+	}
 	res := Result{Status: StatusSuccess, Value: value, Started: start, Cost: end.Sub(start)}
 	if err != nil {
 		res.Status, res.Err = StatusFailed, err

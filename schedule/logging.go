@@ -21,23 +21,31 @@ func (c *Context) SetLogLevel(l zapcore.Level) error {
 			return fmt.Errorf("schedule %s: save log level: %w", c.name, err)
 		}
 	}
-	c.level.SetLevel(l)
+	c.setLevel(l)
 	return nil
 }
 
 // BindLogLevel sets the initial level and a function that saves changes.
 func (c *Context) BindLogLevel(initial zapcore.Level, save func(zapcore.Level) error) {
-	c.level.SetLevel(initial)
+	c.setLevel(initial)
 	c.onLevel = save
 }
 
 // ApplyLogLevel puts l in force without saving it: a level another
 // instance of the app saved in a shared store.
-func (c *Context) ApplyLogLevel(l zapcore.Level) { c.level.SetLevel(l) }
+func (c *Context) ApplyLogLevel(l zapcore.Level) { c.setLevel(l) }
 
-// debug reports whether the schedule logs at debug level: one atomic load,
-// so that the round path skips building entries nobody writes.
-func (c *Context) debug() bool { return c.level.Enabled(zapcore.DebugLevel) }
+// setLevel puts l in force for the logger and for debug.
+func (c *Context) setLevel(l zapcore.Level) {
+	c.level.SetLevel(l)
+	c.debugOn.Store(l <= zapcore.DebugLevel)
+}
+
+// debug reports whether the schedule logs at debug level: one atomic load
+// of a flag beside the context's state, so that the round path skips
+// building entries nobody writes without reaching for the level's own
+// allocation (a cache miss per fire with thousands of schedules).
+func (c *Context) debug() bool { return c.debugOn.Load() }
 
 // checkDebug is log.Check at debug level, skipped at the cost of one atomic
 // load when the schedule's own level is above debug.

@@ -335,7 +335,9 @@ func (c *Context) runRound(l *loop, gen *generation, planned time.Time, cause Ca
 			<-g.wait()
 		}
 	}
-	gen.tmo.remove(nil, g)
+	if g.hasDeadline() { // set by this goroutine before submitting, or never
+		gen.tmo.remove(nil, g)
+	}
 	r = g.round(c.clk)
 	r.Cause, r.By = cause, by
 	c.complete(l.ctx, r)

@@ -14,8 +14,13 @@ import (
 // The counts sit in arrays of 16, one per power of two ("octave"),
 // allocated on first use: recording is an index, not a map update, and a
 // schedule whose costs stay within a few octaves holds a few of them.
+// The octave added to last is kept at hand: a schedule's costs mostly
+// fall in the same octave, and with thousands of schedules the octaves'
+// array of pointers is one more line to fetch from memory on every add.
 type Histogram struct {
 	octaves []*[subBuckets]int64 // octave o counts buckets o*16 .. o*16+15
+	last    *[subBuckets]int64   // octaves[lastO], or nil
+	lastO   int
 	total   int64
 }
 
@@ -55,13 +60,19 @@ func (h *Histogram) Add(d time.Duration) {
 // addN adds n to bucket k (0 <= k <= maxBucket).
 func (h *Histogram) addN(k int32, n int64) {
 	o := int(k) / subBuckets
+	if h.last != nil && h.lastO == o {
+		h.last[int(k)%subBuckets] += n
+		h.total += n
+		return
+	}
 	if o >= len(h.octaves) {
 		h.octaves = append(h.octaves, make([]*[subBuckets]int64, o+1-len(h.octaves))...)
 	}
 	if h.octaves[o] == nil {
 		h.octaves[o] = new([subBuckets]int64)
 	}
-	h.octaves[o][int(k)%subBuckets] += n
+	h.last, h.lastO = h.octaves[o], o
+	h.last[int(k)%subBuckets] += n
 	h.total += n
 }
 

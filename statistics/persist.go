@@ -245,7 +245,7 @@ func (s *Stats) Load(ctx context.Context, st store.Store) (warnings []string, er
 			dd.changed = cur.changed
 		}
 		s.days[k] = dd
-		if k.Equal(s.today) {
+		if k.UnixNano() == s.today {
 			s.cur = dd
 		}
 	}
@@ -345,7 +345,7 @@ func (s *Stats) Take() (*Changes, error) {
 	for k, d := range s.days {
 		if k.Before(cutoff) {
 			delete(s.days, k)
-			if k.Equal(s.today) {
+			if k.UnixNano() == s.today {
 				s.cur = nil
 			}
 			continue

@@ -167,8 +167,8 @@ type Stats struct {
 	pending  ring[Failure] // not yet flushed: at most settings.Failures, the newest
 	unsaved  int64         // failures dropped from pending before a flush took them
 	results  ring[resultEntry]
-	hist     *history  // the run history's numbering and rounds not yet written; made by the first round or Load
-	today    time.Time // the day cur belongs to
+	hist     *history // the run history's numbering and rounds not yet written; made by the first round or Load
+	today    int64    // the day cur belongs to, Unix ns of its midnight (UTC)
 	cur      *day
 }
 
@@ -194,7 +194,7 @@ func dayOf(t time.Time) time.Time {
 
 // dayLocked returns the day of t, marked changed, for recording.
 func (s *Stats) dayLocked(t time.Time) *day {
-	if s.cur != nil && !t.Before(s.today) && t.Before(s.today.Add(24*time.Hour)) {
+	if ns := t.UnixNano(); s.cur != nil && ns >= s.today && ns < s.today+int64(24*time.Hour) {
 		s.cur.changed = true // the common case: today
 		return s.cur
 	}
@@ -205,8 +205,8 @@ func (s *Stats) dayLocked(t time.Time) *day {
 		s.days[k] = d
 	}
 	d.changed = true
-	if k.After(s.today) || s.cur == nil {
-		s.today, s.cur = k, d
+	if s.cur == nil || k.UnixNano() > s.today {
+		s.today, s.cur = k.UnixNano(), d
 	}
 	return d
 }

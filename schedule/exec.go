@@ -102,8 +102,12 @@ func (c *Context) exec(gen *generation, run *taskRun) {
 	// A task's context answers FromContext and Logger. It needs a cancel of
 	// its own only when a deadline can fire; a shutdown cancels it through
 	// the generation's context, after the OnCancel hooks.
-	run.rctx = runCtx{Context: run.group.ctx, c: c, id: run.id}
-	var ctx context.Context = &run.rctx
+	rc := &run.rctx
+	if g := run.group; g.recycled && run == &g.first {
+		rc = new(runCtx) // the run is used again by a later round; the task may keep its context
+	}
+	*rc = runCtx{Context: run.group.ctx, c: c, id: run.id}
+	var ctx context.Context = rc
 	cancel := context.CancelFunc(func() {})
 	if s.TaskOverTime > 0 || run.group.hasDeadline() {
 		ctx, cancel = context.WithCancel(ctx)

@@ -3,13 +3,14 @@ package schedule
 import (
 	"context"
 	"fmt"
-	"github.com/fom-go/fom/statistics"
+	"slices"
 	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/fom-go/fom/config"
 	"github.com/fom-go/fom/internal/clockx"
-
-	"go.uber.org/zap"
+	"github.com/fom-go/fom/statistics"
 )
 
 // An activation (one start-to-stop cycle, a *loop) holds no goroutine while
@@ -311,8 +312,13 @@ func (c *Context) runRound(l *loop, gen *generation, planned time.Time, cause Ca
 		ce.Write(zap.Int64("round", n), zap.Time("planned", planned), zap.Duration("late", start.Sub(planned)))
 	}
 	s := c.cfg.Current()
-	g := newGroup(gen.ctx, n, false, planned, start)
+	g := gen.roundGroup(gen.ctx, n, planned, start)
 	tasks, err := c.createTasks(l.ctx)
+	// The group is used again for the next round when its one run ran
+	// here to its end: then nothing but this goroutine holds it once the
+	// round is complete (a Shutdown that cancels the run stops the
+	// activation, so no next round reuses it).
+	reuse := false
 	if err != nil {
 		c.log.Error("creating tasks failed", zap.Int64("round", n), zap.Error(err))
 		run := g.newRun(nil, c.name+".Tasks", start)
@@ -320,7 +326,9 @@ func (c *Context) runRound(l *loop, gen *generation, planned time.Time, cause Ca
 		c.settle(run, Result{Status: StatusFailed, Err: fmt.Errorf("schedule %s: create tasks: %w", c.name, err)})
 	}
 	if w := c.lend(gen, s); w != nil {
-		gen.pool.help(w, c.submitAll(gen, g, tasks, s, w))
+		kept := c.submitAll(gen, g, tasks, s, w)
+		gen.pool.help(w, kept)
+		reuse = kept != nil && err == nil && len(tasks) == 1
 		c.mu.Lock()
 		c.lending = false
 		c.mu.Unlock()
@@ -340,8 +348,23 @@ func (c *Context) runRound(l *loop, gen *generation, planned time.Time, cause Ca
 	}
 	r = g.round(c.clk)
 	r.Cause, r.By = cause, by
+	if reuse && c.keepsRounds() {
+		r.Results = slices.Clone(r.Results) // the group's own slice is used again
+	}
 	c.complete(l.ctx, r)
+	if reuse {
+		gen.spare = g
+	}
 	return r, true
+}
+
+// keepsRounds reports whether code other than fom's may keep a round's
+// results past the round: OnComplete, the job's own plan (handed the
+// previous round), a recorder. fom's plans and statistics copy what they
+// keep; runRounds drops the results before it keeps the round.
+func (c *Context) keepsRounds() bool {
+	_, nop := c.rec.(nopRecorder)
+	return c.job.OnComplete != nil || c.job.Plan != nil || !nop
 }
 
 // lend makes the round goroutine a worker of the pool for this round, when

@@ -90,10 +90,33 @@ type group struct {
 	deadline  time.Time // round-wide deadline, zero when none
 	heapIndex int
 	lastEnd   time.Time // the latest outcome's instant: the round's end
+
+	// recycled: a round's group, which its activation may use again for
+	// a later round (generation.roundGroup). Its first run's task context
+	// is then allocated apart, since a task may keep its context past its
+	// return.
+	recycled bool
 }
 
 func newGroup(ctx context.Context, number int64, batch bool, planned, start time.Time) *group {
 	return &group{ctx: ctx, number: number, batch: batch, planned: planned, start: start, heapIndex: -1}
+}
+
+// roundGroup returns the group of a round: the generation's spare one,
+// cleared, else a new one. Only the activation's round goroutine calls it
+// and sets the spare (runRound), one round after the other.
+//
+// A fire's group was its largest allocation (about 700 bytes with its
+// first run and result): with thousands of schedules firing every second
+// it made most of the garbage, and its collection a tenth of the CPU.
+func (gen *generation) roundGroup(ctx context.Context, number int64, planned, start time.Time) *group {
+	g := gen.spare
+	if g == nil {
+		g = new(group)
+	}
+	gen.spare = nil
+	*g = group{ctx: ctx, number: number, planned: planned, start: start, heapIndex: -1, recycled: true}
+	return g
 }
 
 // newRun returns a run of task t for the group. The first run of a group

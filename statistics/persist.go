@@ -249,6 +249,7 @@ func (s *Stats) Load(ctx context.Context, st store.Store) (warnings []string, er
 			s.cur = dd
 		}
 	}
+	s.older = true // the next Take looks at every day
 	loaded := make([]Failure, 0, len(fs))
 	for i := len(fs) - 1; i >= 0; i-- { // oldest first
 		f := fs[i]
@@ -332,6 +333,11 @@ type Changes struct {
 	taken    []Failure
 	days     []*day
 	rounds   int // how many rounds this took
+
+	// What one flush of a schedule takes, mostly: today and a page.
+	oneDay   [1]store.Day
+	oneD     [1]*day
+	oneRound [1]store.Round
 }
 
 // Take returns what changed since the last Take, encoded for the store,
@@ -341,25 +347,43 @@ func (s *Stats) Take() (*Changes, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ch := &Changes{s: s}
-	cutoff := s.cutoffLocked()
-	for k, d := range s.days {
-		if k.Before(cutoff) {
-			delete(s.days, k)
-			if k.UnixNano() == s.today {
-				s.cur = nil
-			}
-			continue
-		}
-		if !d.changed {
-			continue
-		}
+	ch.Days, ch.days = ch.oneDay[:0], ch.oneD[:0]
+	take := func(k time.Time, d *day) error {
 		b, err := encodeDay(d)
 		if err != nil {
-			return nil, fmt.Errorf("statistics of schedule %q: encode %s: %w", s.schedule, k.Format(time.DateOnly), err)
+			return fmt.Errorf("statistics of schedule %q: encode %s: %w", s.schedule, k.Format(time.DateOnly), err)
 		}
 		d.changed = false
 		ch.days = append(ch.days, d)
 		ch.Days = append(ch.Days, store.Day{Schedule: s.schedule, Day: k, Data: b})
+		return nil
+	}
+	if s.older {
+		cutoff := s.cutoffLocked()
+		// Another day changed, a new day began (days may have left the
+		// window), or the window or the days were set anew: look at
+		// them all. Otherwise only today can have changed. (An idle
+		// schedule keeps its days past the window until it records on a
+		// new day: a few days at most, and Days shows the window only.)
+		for k, d := range s.days {
+			if k.Before(cutoff) {
+				delete(s.days, k)
+				if k.UnixNano() == s.today {
+					s.cur = nil
+				}
+				continue
+			}
+			if d.changed {
+				if err := take(k, d); err != nil {
+					return nil, err
+				}
+			}
+		}
+		s.older = false
+	} else if d := s.cur; d != nil && d.changed {
+		if err := take(time.Unix(0, s.today).UTC(), d); err != nil {
+			return nil, err
+		}
 	}
 	if h := s.hist; h != nil && h.n > 0 && h.taken == nil {
 		h.trim(s.settings.Rounds)
@@ -367,8 +391,9 @@ func (s *Stats) Take() (*Changes, error) {
 		// last round: a page that slot held ended at least Settings.Rounds
 		// rounds earlier, so none of its rounds is among the newest kept.
 		data := pageData(h.page, h.n)
-		ch.Rounds = []store.Round{{Schedule: s.schedule, Slot: int(h.seq % int64(s.settings.Rounds)), Seq: h.seq, First: h.seq - int64(h.n) + 1,
-			Start: time.Unix(0, h.lastStart).UTC(), Data: data}}
+		ch.oneRound[0] = store.Round{Schedule: s.schedule, Slot: int(h.seq % int64(s.settings.Rounds)), Seq: h.seq, First: h.seq - int64(h.n) + 1,
+			Start: time.Unix(0, h.lastStart).UTC(), Data: data}
+		ch.Rounds = ch.oneRound[:]
 		ch.rounds = h.n
 		h.taken, h.takenN = data, h.n
 		h.page, h.lens, h.n = h.page[:0], h.lens[:0], 0
@@ -390,7 +415,7 @@ func (s *Stats) Retention() store.Retention {
 
 // cutoffLocked is the first day inside the retention window.
 func (s *Stats) cutoffLocked() time.Time {
-	return dayOf(s.clk.Now()).AddDate(0, 0, -(s.settings.RetentionDays - 1))
+	return dayOf(s.clk.Now()).Add(-time.Duration(s.settings.RetentionDays-1) * 24 * time.Hour) // UTC days
 }
 
 // Empty reports whether there is nothing to write.
@@ -417,6 +442,7 @@ func (c *Changes) Failed() {
 	defer s.mu.Unlock()
 	for _, d := range c.days {
 		d.changed = true
+		s.older = s.older || d != s.cur
 	}
 	newer := s.pending.take()
 	for _, f := range append(c.taken, newer...) {

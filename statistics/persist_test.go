@@ -155,3 +155,88 @@ func TestFailedFlushKeepsOrderAndNewerOutcomes(t *testing.T) {
 		t.Fatalf("a third take found %+v", empty)
 	}
 }
+
+// takenDays returns the days a Take gives and their counts.
+func takenDays(t *testing.T, s *Stats) map[time.Time]int64 {
+	t.Helper()
+	ch, err := s.Take()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch.Done()
+	out := map[time.Time]int64{}
+	for _, d := range ch.Days {
+		dd, err := decodeDay(d.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[d.Day] = dd.count
+	}
+	return out
+}
+
+// Take looks at today alone while nothing else changed, and at every day
+// once another day changed or a new day began: no change is left behind.
+func TestTakeFindsEveryChangedDay(t *testing.T) {
+	t.Parallel()
+	day1 := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+	clk := clockwork.NewFakeClockAt(day1.Add(24*time.Hour - 2*time.Second)) // 23:59:58
+	s, _ := New("job", clk, DefaultSettings())
+	day2 := day1.Add(24 * time.Hour)
+	rec := func(at time.Time) { s.Record(Sample{At: at, TaskID: "t", Status: Success, Cost: time.Millisecond}) }
+	check := func(step string, want map[time.Time]int64) {
+		t.Helper()
+		got := takenDays(t, s)
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("%s: took %v, want %v", step, got, want)
+		}
+	}
+	rec(clk.Now())
+	check("first", map[time.Time]int64{day1: 1})
+	check("nothing new", map[time.Time]int64{})
+	rec(clk.Now())
+	rec(clk.Now())
+	check("today again", map[time.Time]int64{day1: 3})
+	rec(day1.Add(24*time.Hour - time.Second)) // 23:59:59
+	clk.Advance(3 * time.Second)
+	rec(clk.Now()) // 00:00:01: a new day, yesterday's last change not taken yet
+	check("across midnight", map[time.Time]int64{day1: 4, day2: 1})
+	rec(clk.Now())
+	check("the new day alone", map[time.Time]int64{day2: 2})
+	rec(day1.Add(time.Hour)) // a late outcome of yesterday
+	check("a late outcome", map[time.Time]int64{day1: 5})
+	s.RecordLateness(day1.Add(2*time.Hour), time.Millisecond) // lateness only
+	if got := takenDays(t, s); len(got) != 1 || got[day1] != 5 {
+		t.Fatalf("lateness of yesterday: took %v", got)
+	}
+	ch, _ := s.Take()
+	s.Record(Sample{At: day1.Add(3 * time.Hour), TaskID: "t", Status: Success})
+	ch.Failed() // nothing was taken: nothing to put back
+	check("after a failed write of nothing", map[time.Time]int64{day1: 6})
+	rec(day1)
+	ch, _ = s.Take()
+	rec(clk.Now())
+	ch.Failed() // yesterday goes back beside today's new change
+	check("after a failed write", map[time.Time]int64{day1: 7, day2: 3})
+}
+
+// dayOf is the UTC day's midnight, before 1970 too and from any zone.
+func TestDayOfIsTheUTCMidnight(t *testing.T) {
+	t.Parallel()
+	ny, _ := time.LoadLocation("America/New_York")
+	for _, at := range []time.Time{
+		time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC),
+		time.Date(2026, 11, 24, 23, 59, 59, 999999999, time.UTC),
+		time.Date(2026, 3, 8, 1, 30, 0, 0, ny),
+		time.Date(1969, 12, 31, 23, 0, 0, 0, time.UTC),
+		time.Date(1969, 12, 31, 0, 0, 0, 0, time.UTC),
+		time.Date(1900, 2, 28, 12, 0, 0, 5, time.UTC),
+		time.Unix(0, 0),
+		time.Unix(-1, 0),
+	} {
+		y, m, d := at.UTC().Date()
+		if want, got := time.Date(y, m, d, 0, 0, 0, 0, time.UTC), dayOf(at); !got.Equal(want) || got.Location() != time.UTC {
+			t.Errorf("dayOf(%v) = %v, want %v", at, got, want)
+		}
+	}
+}

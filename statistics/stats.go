@@ -170,6 +170,7 @@ type Stats struct {
 	hist     *history // the run history's numbering and rounds not yet written; made by the first round or Load
 	today    int64    // the day cur belongs to, Unix ns of its midnight (UTC)
 	cur      *day
+	older    bool // a day other than cur changed since the last Take
 }
 
 // New returns empty statistics for schedule.
@@ -187,9 +188,17 @@ func New(schedule string, clk clockwork.Clock, s Settings) (*Stats, error) {
 // Schedule returns the schedule's name.
 func (s *Stats) Schedule() string { return s.schedule }
 
+// dayOf is the UTC midnight starting t's day. A UTC day is 86 400
+// seconds, so this is a division, not a calendar computation (it runs for
+// every schedule at every flush).
 func dayOf(t time.Time) time.Time {
-	y, m, d := t.UTC().Date()
-	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
+	const day = 24 * 60 * 60
+	sec := t.Unix()
+	start := sec - sec%day
+	if start > sec { // before 1970: % truncates towards zero
+		start -= day
+	}
+	return time.Unix(start, 0).UTC()
 }
 
 // dayLocked returns the day of t, marked changed, for recording.
@@ -206,7 +215,13 @@ func (s *Stats) dayLocked(t time.Time) *day {
 	}
 	d.changed = true
 	if s.cur == nil || k.UnixNano() > s.today {
+		if s.cur != nil && s.cur.changed {
+			s.older = true // yesterday's last changes are not written yet
+		}
 		s.today, s.cur = k.UnixNano(), d
+	}
+	if d != s.cur {
+		s.older = true
 	}
 	return d
 }
@@ -389,6 +404,7 @@ func (s *Stats) SetSettings(n Settings) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.settings = n
+	s.older = true // the retention window may have shrunk
 	s.failures.resize(n.Failures)
 	s.unsaved += int64(s.pending.resize(n.Failures))
 	s.results.resize(n.Results)

@@ -16,6 +16,7 @@ type taskRun struct {
 	index     int // position in the group's results
 	submitted time.Time
 	holdsID   bool // counted in the conflict registry
+	direct    bool // kept by the round goroutine at submission and run there at once
 
 	// Set by the pool under its lock when a worker takes the run.
 	started time.Time

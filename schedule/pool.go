@@ -225,19 +225,27 @@ func (p *pool) lend() *worker {
 // tasks of first's group (never another round's or batch's, which would
 // hold this round up), and gives the worker slot back; a task still queued
 // then gets a worker if a slot is free. first may be nil.
+//
+// It takes the pool's lock before each run and after it, where it also
+// finds the next run or, after the last, gives the slot back: twice for a
+// round of one task (every fire's path), not four times.
 func (p *pool) help(w *worker, first *taskRun) {
 	run := first
+	p.mu.Lock()
 	for run != nil {
-		p.runOne(w, run)
+		run.worker = w
+		p.active.add(run)
+		p.mu.Unlock()
+		pprof.SetGoroutineLabels(w.labels) // again: a task may have changed them
+		p.exec(run)
 		p.mu.Lock()
+		p.active.remove(run)
 		g := run.group
 		run = nil
 		if !p.closed && p.workers <= p.max {
 			run = p.popGroup(g)
 		}
-		p.mu.Unlock()
 	}
-	p.mu.Lock()
 	p.workers--
 	for !p.closed && len(p.queue) > 0 && p.workers < p.max {
 		p.spawn(p.pop())

@@ -116,7 +116,8 @@ func (gen *generation) roundGroup(ctx context.Context, number int64, planned, st
 		g = new(group)
 	}
 	gen.spare = nil
-	*g = group{ctx: ctx, number: number, planned: planned, start: start, heapIndex: -1, recycled: true}
+	*g = group{}
+	g.ctx, g.number, g.planned, g.start, g.heapIndex, g.recycled = ctx, number, planned, start, -1, true
 	return g
 }
 

@@ -27,10 +27,11 @@ func BenchmarkRound(b *testing.B) {
 		c.terminate(l, gen)
 	}()
 	plan := c.plan
+	rn := &runner{} // as a round on the app's runners
 	b.ReportAllocs()
 	for b.Loop() {
 		now := time.Now()
-		r, _ := c.runRound(l, gen, now, CausePlan, "")
+		r, _ := c.runRound(l, gen, now, CausePlan, "", rn)
 		plan.Next(r)
 	}
 }

@@ -76,7 +76,6 @@ type generation struct {
 	stall    stallCheck   // in tmo while tasks past their timeout may hold workers
 	delayed  *Delayed     // sentinel of the pending SubmitAt batches' ring, made by the first; guarded by Context.mu
 	wheel    *wheel.Wheel // own wheel for SubmitAt when none is shared; made on first use, guarded by Context.mu
-	spare    *group       // a finished round's group nothing holds any more, for the next round (runRound)
 }
 
 // loop is one activation of a schedule, from Startup until it is STOPPED
@@ -102,7 +101,7 @@ type loop struct {
 	// closure per activation rather than one per fire.
 	planned time.Time
 	manual  bool // that round was asked for (ExecNow): not gated
-	rounds  func()
+	rounds  func(*runner)
 	asked   bool    // guarded by Context.mu: the next round goLocked starts is an ExecNow
 	askedBy *string // and who asked: written by ExecNow while SLEEPING, read by that round
 }

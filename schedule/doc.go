@@ -85,9 +85,20 @@
 //
 // # Cost
 //
-// An idle schedule is a timer entry and its data (about 5 KiB), with no
+// An idle schedule is a timer entry and its data (about 4 KiB), with no
 // goroutine. A fire takes the timing wheel's own goroutine a lock and a
 // hand-off, then one goroutine from the app's shared Runners, which keeps
-// its grown stack from round to round. bench/README.md has the numbers
-// against robfig/cron, gocron and the runtime's timers.
+// its grown stack from round to round.
+//
+// With thousands of schedules a fire's cost is mostly memory: each one
+// touches its schedule's cold data (context, loop, pool, statistics) and
+// makes garbage the collector then has to chase. So a round of one task run
+// on the round goroutine (the common case) uses the group, run and result
+// of the last such round its runner ran (runner.roundGroup), still in that
+// goroutine's cache; only the task's
+// context, and the results when OnComplete, the job's own plan or a
+// recorder may keep them, are allocated anew. A group other goroutines may
+// still hold (tasks on workers, a deadline) is left to the collector.
+// bench/README.md has the numbers against robfig/cron, gocron and the
+// runtime's timers.
 package schedule

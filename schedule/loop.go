@@ -88,12 +88,12 @@ func (c *Context) goLocked(l *loop, st step, planned time.Time) {
 		l.manual, l.asked = l.asked, false
 		if c.runners != nil {
 			if l.rounds == nil {
-				l.rounds = func() { c.runRounds(l, l.planned) }
+				l.rounds = func(rn *runner) { c.runRounds(l, l.planned, rn) }
 			}
 			l.planned = planned
-			c.runners.Go(l.rounds)
+			c.runners.goOn(l.rounds)
 		} else {
-			go c.runRounds(l, planned)
+			go c.runRounds(l, planned, nil)
 		}
 	case stepStop:
 		go c.finish(l)
@@ -180,7 +180,7 @@ func (c *Context) wokenLocked(l *loop) {
 // runRounds is the round goroutine: it runs rounds until the next fire is in
 // the future (then the armed timer owns the activation), a managed pool's
 // round is over, or the activation stops.
-func (c *Context) runRounds(l *loop, planned time.Time) {
+func (c *Context) runRounds(l *loop, planned time.Time, rn *runner) {
 	manual := l.manual
 	cause, by := CausePlan, ""
 	switch {
@@ -204,7 +204,7 @@ func (c *Context) runRounds(l *loop, planned time.Time) {
 			c.mu.Unlock()
 		} else {
 			var ran bool
-			if r, ran = c.runRound(l, l.gen, planned, cause, by); !ran {
+			if r, ran = c.runRound(l, l.gen, planned, cause, by, rn); !ran {
 				c.finish(l)
 				return
 			}
@@ -295,7 +295,7 @@ func (c *Context) selfStopLocked(l *loop) {
 
 // runRound runs one round: create tasks, submit them, wait on the latch,
 // call OnComplete. ran is false when a stop came before the round began.
-func (c *Context) runRound(l *loop, gen *generation, planned time.Time, cause Cause, by string) (r Round, ran bool) {
+func (c *Context) runRound(l *loop, gen *generation, planned time.Time, cause Cause, by string, rn *runner) (r Round, ran bool) {
 	c.mu.Lock()
 	if c.state == Stopping {
 		c.mu.Unlock()
@@ -312,7 +312,7 @@ func (c *Context) runRound(l *loop, gen *generation, planned time.Time, cause Ca
 		ce.Write(zap.Int64("round", n), zap.Time("planned", planned), zap.Duration("late", start.Sub(planned)))
 	}
 	s := c.cfg.Current()
-	g := gen.roundGroup(gen.ctx, n, planned, start)
+	g := rn.roundGroup(gen.ctx, n, planned, start)
 	tasks, err := c.createTasks(l.ctx)
 	// The group is used again for the next round when its one run ran
 	// here to its end: then nothing but this goroutine holds it once the
@@ -352,8 +352,8 @@ func (c *Context) runRound(l *loop, gen *generation, planned time.Time, cause Ca
 		r.Results = slices.Clone(r.Results) // the group's own slice is used again
 	}
 	c.complete(l.ctx, r)
-	if reuse {
-		gen.spare = g
+	if reuse && rn != nil {
+		rn.spare = g
 	}
 	return r, true
 }

@@ -8,19 +8,38 @@ import (
 	"time"
 )
 
-// spareOf returns the generation's spare group, read under the context's
-// lock (the round goroutine sets it before it takes the lock to decide).
-func spareOf(c *Context) *group {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.gen == nil {
-		return nil
+// spares returns the groups idle runners keep for their next round. A
+// runner sets its spare before it locks the set to go idle.
+func spares(rs *Runners) []*group {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	var out []*group
+	for _, r := range rs.idle {
+		if r.spare != nil {
+			out = append(out, r.spare)
+		}
 	}
-	return c.gen.spare
+	return out
 }
 
-// A round of one task run on the round goroutine leaves its group for the
-// next round, which uses it again: no group is allocated per fire.
+// idleSpare waits until a runner is idle again and returns its spare.
+func (h *harness) idleSpare() *group {
+	h.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for h.c.runners.Idle() == 0 {
+		if time.Now().After(deadline) {
+			h.t.Fatal("no runner went idle")
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	if s := spares(h.c.runners); len(s) == 1 {
+		return s[0]
+	}
+	return nil
+}
+
+// A round of one task run on the round goroutine leaves its group to its
+// runner, which uses it again for the next round: no group per fire.
 func TestARoundsGroupIsUsedAgain(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, map[string]string{"cron": "0 0 * * * *"}, Job{Tasks: func(context.Context) ([]Task, error) {
@@ -35,7 +54,7 @@ func TestARoundsGroupIsUsedAgain(t *testing.T) {
 			t.Fatal(err)
 		}
 		h.waitSleeping(n)
-		g := spareOf(h.c)
+		g := h.idleSpare()
 		if g == nil {
 			t.Fatalf("round %d left no spare group", n)
 		}
@@ -70,7 +89,7 @@ func TestAGroupOthersMayHoldIsNotUsedAgain(t *testing.T) {
 					t.Fatal(err)
 				}
 				h.waitSleeping(n)
-				if spareOf(h.c) != nil {
+				if h.idleSpare() != nil {
 					t.Fatalf("round %d left its group for the next", n)
 				}
 			}
@@ -143,7 +162,7 @@ func TestRecycledRoundsKeepWhatTheyHandedOut(t *testing.T) {
 			t.Fatalf("round %d kept by OnComplete now reads %+v", i+1, r)
 		}
 	}
-	if spareOf(h.c) == nil {
-		t.Fatal("the rounds' group was not used again")
+	if h.idleSpare() == nil {
+		t.Fatal("the rounds' group was not kept for another")
 	}
 }

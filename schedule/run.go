@@ -92,9 +92,9 @@ type group struct {
 	heapIndex int
 	lastEnd   time.Time // the latest outcome's instant: the round's end
 
-	// recycled: a round's group, which its activation may use again for
-	// a later round (generation.roundGroup). Its first run's task context
-	// is then allocated apart, since a task may keep its context past its
+	// recycled: a round's group, which its runner may use again for a
+	// later round (runner.roundGroup). Its first run's task context is
+	// then allocated apart, since a task may keep its context past its
 	// return.
 	recycled bool
 }
@@ -103,21 +103,25 @@ func newGroup(ctx context.Context, number int64, batch bool, planned, start time
 	return &group{ctx: ctx, number: number, batch: batch, planned: planned, start: start, heapIndex: -1}
 }
 
-// roundGroup returns the group of a round: the generation's spare one,
-// cleared, else a new one. Only the activation's round goroutine calls it
-// and sets the spare (runRound), one round after the other.
+// roundGroup returns the group of a round: the runner's spare one,
+// cleared, else a new one. rn may be nil (a round on a goroutine of its
+// own): then every round has a new group.
 //
 // A fire's group was its largest allocation (about 700 bytes with its
 // first run and result): with thousands of schedules firing every second
-// it made most of the garbage, and its collection a tenth of the CPU.
-func (gen *generation) roundGroup(ctx context.Context, number int64, planned, start time.Time) *group {
-	g := gen.spare
+// it made most of the garbage, and its collection a tenth of the CPU. A
+// runner's spare is the group of the round it ran last, so its memory is
+// still in cache.
+func (rn *runner) roundGroup(ctx context.Context, number int64, planned, start time.Time) *group {
+	var g *group
+	if rn != nil {
+		g, rn.spare = rn.spare, nil
+	}
 	if g == nil {
 		g = new(group)
 	}
-	gen.spare = nil
 	*g = group{}
-	g.ctx, g.number, g.planned, g.start, g.heapIndex, g.recycled = ctx, number, planned, start, -1, true
+	g.ctx, g.number, g.planned, g.start, g.heapIndex, g.recycled = ctx, number, planned, start, -1, rn != nil
 	return g
 }
 

@@ -43,7 +43,7 @@ type Runners struct {
 	mu      sync.Mutex
 	idle    []*runner // the last one is taken first: usually the warmest
 	running int       // runners running a function
-	queue   []func()
+	queue   []func(*runner)
 	head    int    // queue[head:] waits
 	done    uint64 // functions finished, to tell a busy queue from a stalled one
 	watch   *time.Timer
@@ -57,10 +57,15 @@ type Runners struct {
 }
 
 type runner struct {
-	ch      chan func() // a function to run, or nil to end; one send per idle spell
-	idx     int         // position in Runners.idle, -1 when not idle
+	ch      chan func(*runner) // a function to run, or nil to end; one send per idle spell
+	idx     int                // position in Runners.idle, -1 when not idle
 	epoch   uint64
 	idleLap uint64 // Runners.lap when it went idle
+
+	// The group of a round this runner ran that nothing holds any more,
+	// for the next round it runs (runRound): its memory is still in this
+	// goroutine's cache, and a runner keeps one, not every schedule.
+	spare *group
 }
 
 // DefaultRunnerLinger is how long an idle runner waits for more work.
@@ -91,7 +96,10 @@ func NewRunners(linger time.Duration, limit int) *Runners {
 
 // Go runs f on an idle runner, on a new one, or, when enough run already,
 // on the first runner to finish. It never blocks.
-func (rs *Runners) Go(f func()) {
+func (rs *Runners) Go(f func()) { rs.goOn(func(*runner) { f() }) }
+
+// goOn is Go for a function told the runner it runs on.
+func (rs *Runners) goOn(f func(*runner)) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	switch {
@@ -111,9 +119,9 @@ func (rs *Runners) Go(f func()) {
 }
 
 // spawnLocked starts a runner for f; called with rs.mu held.
-func (rs *Runners) spawnLocked(f func()) {
+func (rs *Runners) spawnLocked(f func(*runner)) {
 	rs.running++
-	go rs.run(&runner{ch: make(chan func(), 1), idx: -1, epoch: rs.epoch}, f)
+	go rs.run(&runner{ch: make(chan func(*runner), 1), idx: -1, epoch: rs.epoch}, f)
 }
 
 // armLocked arms the watchdog; called with rs.mu held.
@@ -153,7 +161,7 @@ func (rs *Runners) check() {
 }
 
 // next takes the oldest queued function; called with rs.mu held.
-func (rs *Runners) next() func() {
+func (rs *Runners) next() func(*runner) {
 	if rs.head == len(rs.queue) {
 		return nil
 	}
@@ -173,9 +181,9 @@ func (rs *Runners) next() func() {
 	return f
 }
 
-func (rs *Runners) run(r *runner, f func()) {
+func (rs *Runners) run(r *runner, f func(*runner)) {
 	for f != nil {
-		f()
+		f(r)
 		rs.mu.Lock()
 		rs.done++
 		if f = rs.next(); f != nil {

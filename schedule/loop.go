@@ -314,10 +314,11 @@ func (c *Context) runRound(l *loop, gen *generation, planned time.Time, cause Ca
 	s := c.cfg.Current()
 	g := rn.roundGroup(gen.ctx, n, planned, start)
 	tasks, err := c.createTasks(l.ctx)
-	// The group is used again for the next round when its one run ran
-	// here to its end: then nothing but this goroutine holds it once the
-	// round is complete (a Shutdown that cancels the run stops the
-	// activation, so no next round reuses it).
+	// The group is used again, by the next round this runner runs, when
+	// its one run ran here to its end: then nothing but this goroutine
+	// holds it once the round is complete. (A Shutdown that cancels the
+	// run from a goroutine of its own delivers its outcome, and lets go
+	// of it, before the round can complete.)
 	reuse := false
 	if err != nil {
 		c.log.Error("creating tasks failed", zap.Int64("round", n), zap.Error(err))
@@ -353,7 +354,9 @@ func (c *Context) runRound(l *loop, gen *generation, planned time.Time, cause Ca
 	}
 	c.complete(l.ctx, r)
 	if reuse && rn != nil {
-		rn.spare = g
+		// r.Results, when not copied, is the group's: runRounds only
+		// drops it (fom's plans read a round's times).
+		rn.keep(g)
 	}
 	return r, true
 }

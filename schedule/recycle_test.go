@@ -43,7 +43,7 @@ func (h *harness) idleSpare() *group {
 func TestARoundsGroupIsUsedAgain(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, map[string]string{"cron": "0 0 * * * *"}, Job{Tasks: func(context.Context) ([]Task, error) {
-		return []Task{ok("t")}, nil
+		return []Task{TaskFunc("t", func(context.Context) (any, error) { return "a value", nil })}, nil
 	}})
 	if err := h.c.Startup(); err != nil {
 		t.Fatal(err)
@@ -57,6 +57,9 @@ func TestARoundsGroupIsUsedAgain(t *testing.T) {
 		g := h.idleSpare()
 		if g == nil {
 			t.Fatalf("round %d left no spare group", n)
+		}
+		if g.ctx != nil || g.first.task != nil || g.oneResult[0].Value != nil || g.number != 0 {
+			t.Fatalf("round %d's spare group still holds its round: %+v", n, g)
 		}
 		if first == nil {
 			first = g

@@ -115,14 +115,21 @@ func newGroup(ctx context.Context, number int64, batch bool, planned, start time
 func (rn *runner) roundGroup(ctx context.Context, number int64, planned, start time.Time) *group {
 	var g *group
 	if rn != nil {
-		g, rn.spare = rn.spare, nil
+		g, rn.spare = rn.spare, nil // cleared by keep
 	}
 	if g == nil {
 		g = new(group)
 	}
-	*g = group{}
 	g.ctx, g.number, g.planned, g.start, g.heapIndex, g.recycled = ctx, number, planned, start, -1, rn != nil
 	return g
+}
+
+// keep makes g, a finished round's group nothing else holds, the runner's
+// spare. It is cleared now rather than when used again, so that it holds
+// no task, value or error of its round while it waits.
+func (rn *runner) keep(g *group) {
+	*g = group{}
+	rn.spare = g
 }
 
 // newRun returns a run of task t for the group. The first run of a group

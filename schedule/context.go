@@ -61,6 +61,7 @@ type Context struct {
 	lastOutcome   Outcome       // of the last scheduled round
 	lastSuccess   time.Time     // end of the last round whose every task succeeded
 	lastLate      time.Duration // how late the last round started
+	dead          int64         // the config's deadTime in Unix ns, 0 for none: read on every wake-up without reaching for the config
 	changed       chan struct{} // made when someone waits; closed at the next state change or round end
 }
 
@@ -163,6 +164,7 @@ func New(cfg *config.Config, job Job, opts Options) (*Context, error) {
 	c.log = parent.WithOptions(zap.WrapCore(func(core zapcore.Core) zapcore.Core {
 		return levelCore{Core: core, lvl: c.level}
 	})).Named(name)
+	c.dead = unixOrZero(cfg.Settings().DeadTime)
 	c.plan = job.Plan
 	if c.plan == nil {
 		p, err := planOf(cfg.Settings())
@@ -439,6 +441,7 @@ func (c *Context) ExecNowBy(by string) error {
 func (c *Context) onConfig(ch config.Change) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.dead = unixOrZero(ch.Settings.DeadTime)
 	if c.gen != nil && !c.gen.stopping.Load() {
 		c.gen.pool.resize(sizeOf(&ch.Settings))
 	}
@@ -510,6 +513,14 @@ func (c *Context) resumeNextLocked(l *loop, lastFire time.Time, runMissed bool) 
 		l.prev = prev
 	}
 	return next, ok
+}
+
+// unixOrZero is t in Unix ns, 0 for the zero time.
+func unixOrZero(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
 }
 
 func isPlanKey(k string) bool {

@@ -62,8 +62,7 @@ func (c *Context) decideLocked(l *loop, next time.Time, ok bool) step {
 	// Comparisons follow clockx.Until: monotonic for a fire derived from a
 	// clock reading (fixedRate, fixedDelay), wall time for a calendar one.
 	now := c.clk.Now()
-	dead := c.cfg.Current().DeadTime
-	if !dead.IsZero() && !now.Before(dead) {
+	if c.dead != 0 && now.UnixNano() >= c.dead { // wall time, as the config's deadTime
 		c.selfStopLocked(l)
 		return stepStop
 	}
@@ -74,7 +73,7 @@ func (c *Context) decideLocked(l *loop, next time.Time, ok bool) step {
 	if c.state != Sleeping {
 		c.setState(Sleeping)
 	}
-	c.armLocked(l, now, dead)
+	c.armLocked(l, now)
 	return stepSleep
 }
 
@@ -104,10 +103,10 @@ func (c *Context) goLocked(l *loop, st step, planned time.Time) {
 
 // armLocked arms the wait for c.next, bounded by the dead time and maxWait;
 // now is a clock reading.
-func (c *Context) armLocked(l *loop, now, dead time.Time) {
+func (c *Context) armLocked(l *loop, now time.Time) {
 	at := c.next
-	if !dead.IsZero() && dead.Before(at) {
-		at = dead
+	if c.dead != 0 && c.dead < at.UnixNano() {
+		at = time.Unix(0, c.dead)
 	}
 	if limit := now.Add(maxWait); limit.Before(at) {
 		at = limit

@@ -170,7 +170,7 @@ type Stats struct {
 	hist     *history // the run history's numbering and rounds not yet written; made by the first round or Load
 	today    int64    // the day cur belongs to, Unix ns of its midnight (UTC)
 	cur      *day
-	older    bool // a day other than cur changed since the last Take
+	older    bool // the next Take looks at every day: another day than cur changed, a new day began, or settings or days were set anew
 }
 
 // New returns empty statistics for schedule.

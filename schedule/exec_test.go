@@ -256,6 +256,23 @@ func (h *hooked) Exec(context.Context) (any, error) {
 	return 42, nil
 }
 
+// afterExec waits for the result AfterExec was given. A task's AfterExec
+// runs after its outcome is recorded, on the goroutine that ran it: the
+// round may complete before the hook of a task a worker ran.
+func (h *hooked) afterExec(t *testing.T) Result {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if r, ok := h.after.Load().(Result); ok {
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("AfterExec of %s was not called", h.id)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
 func TestHooksAndPanics(t *testing.T) {
 	t.Parallel()
 	var results []Result
@@ -280,10 +297,10 @@ func TestHooksAndPanics(t *testing.T) {
 	if !errors.As(r.Results[1].Err, &pe) || pe.Value != "boom" || !strings.Contains(string(pe.Stack), "(*hooked).Exec") {
 		t.Fatalf("boom %+v", r.Results[1])
 	}
-	if r.Results[2].Value != 42 || good.after.Load().(Result).Status != StatusSuccess {
+	if r.Results[2].Value != 42 || good.afterExec(t).Status != StatusSuccess {
 		t.Fatalf("good %+v", r.Results[2])
 	}
-	if boom.after.Load().(Result).Status != StatusFailed {
+	if boom.afterExec(t).Status != StatusFailed {
 		t.Fatal("AfterExec must see the recorded result")
 	}
 	mu.Lock()

@@ -22,20 +22,24 @@ func spares(rs *Runners) []*group {
 	return out
 }
 
-// idleSpare waits until a runner is idle again and returns its spare.
-func (h *harness) idleSpare() *group {
+// idleSpares waits until every runner is idle again and returns the
+// spares they keep.
+func (h *harness) idleSpares() []*group {
 	h.t.Helper()
+	rs := h.c.runners
 	deadline := time.Now().Add(5 * time.Second)
-	for h.c.runners.Idle() == 0 {
+	for {
+		rs.mu.Lock()
+		busy := rs.running
+		rs.mu.Unlock()
+		if busy == 0 {
+			return spares(rs)
+		}
 		if time.Now().After(deadline) {
-			h.t.Fatal("no runner went idle")
+			h.t.Fatal("the runners did not go idle")
 		}
 		time.Sleep(100 * time.Microsecond)
 	}
-	if s := spares(h.c.runners); len(s) == 1 {
-		return s[0]
-	}
-	return nil
 }
 
 // A round of one task run on the round goroutine leaves its group to its
@@ -54,10 +58,11 @@ func TestARoundsGroupIsUsedAgain(t *testing.T) {
 			t.Fatal(err)
 		}
 		h.waitSleeping(n)
-		g := h.idleSpare()
-		if g == nil {
-			t.Fatalf("round %d left no spare group", n)
+		kept := h.idleSpares() // one runner: the next round finds it idle
+		if len(kept) != 1 {
+			t.Fatalf("round %d left %d spare groups", n, len(kept))
 		}
+		g := kept[0]
 		if g.ctx != nil || g.first.task != nil || g.oneResult[0].Value != nil || g.number != 0 {
 			t.Fatalf("round %d's spare group still holds its round: %+v", n, g)
 		}
@@ -92,7 +97,7 @@ func TestAGroupOthersMayHoldIsNotUsedAgain(t *testing.T) {
 					t.Fatal(err)
 				}
 				h.waitSleeping(n)
-				if h.idleSpare() != nil {
+				if len(h.idleSpares()) != 0 {
 					t.Fatalf("round %d left its group for the next", n)
 				}
 			}
@@ -165,7 +170,7 @@ func TestRecycledRoundsKeepWhatTheyHandedOut(t *testing.T) {
 			t.Fatalf("round %d kept by OnComplete now reads %+v", i+1, r)
 		}
 	}
-	if h.idleSpare() == nil {
-		t.Fatal("the rounds' group was not kept for another")
+	if len(h.idleSpares()) == 0 {
+		t.Fatal("no runner kept a round's group for another")
 	}
 }

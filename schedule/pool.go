@@ -116,10 +116,10 @@ func (p *pool) pop() *taskRun {
 func (p *pool) work(w *worker, run *taskRun) {
 	defer p.wg.Done()
 	for {
-		if run != nil {
-			p.runOne(w, run)
-		}
 		p.mu.Lock()
+		if run != nil {
+			p.runLocked(w, run)
+		}
 		if p.closed || p.workers > p.max {
 			p.workers--
 			p.mu.Unlock()
@@ -159,16 +159,17 @@ func (p *pool) work(w *worker, run *taskRun) {
 	}
 }
 
-func (p *pool) runOne(w *worker, run *taskRun) {
+// runLocked runs run as worker w. It is called with p.mu held and returns
+// with it held, releasing it while the task runs: the caller decides what
+// the worker does next under the same lock that ends the run.
+func (p *pool) runLocked(w *worker, run *taskRun) {
 	pprof.SetGoroutineLabels(w.labels) // again: a task may have changed them
-	p.mu.Lock()
 	run.worker = w
 	p.active.add(run)
 	p.mu.Unlock()
 	p.exec(run)
 	p.mu.Lock()
 	p.active.remove(run)
-	p.mu.Unlock()
 }
 
 // runList is a pool's running tasks, oldest first, linked through the runs
@@ -228,18 +229,12 @@ func (p *pool) lend() *worker {
 //
 // It takes the pool's lock before each run and after it, where it also
 // finds the next run or, after the last, gives the slot back: twice for a
-// round of one task (every fire's path), not four times.
+// round of one task (every fire's path).
 func (p *pool) help(w *worker, first *taskRun) {
 	run := first
 	p.mu.Lock()
 	for run != nil {
-		run.worker = w
-		p.active.add(run)
-		p.mu.Unlock()
-		pprof.SetGoroutineLabels(w.labels) // again: a task may have changed them
-		p.exec(run)
-		p.mu.Lock()
-		p.active.remove(run)
+		p.runLocked(w, run)
 		g := run.group
 		run = nil
 		if !p.closed && p.workers <= p.max {

@@ -9,8 +9,20 @@ import (
 // instant do not queue on one lock.
 const conflictShards = 64
 
+// sweepMin is the fewest ids a shard holds before it sweeps idle ones.
+const sweepMin = 64
+
 // Conflicts tracks which task ids are running, across every schedule that
 // shares it. An app owns one; two apps in one process do not see each other.
+//
+// An id stays in the registry while idle, so that a schedule running the
+// same task every period finds its entry rather than inserting and
+// deleting one on every fire; the holder of a run keeps the entry and
+// gives it back without a second lookup. A shard sweeps out ids that
+// stayed idle since its previous sweep once it has doubled in size since
+// then: a fixed set of ids is never swept, and ids made anew for every
+// task (an order number, say) stay bounded by twice those in use between
+// two sweeps.
 type Conflicts struct {
 	seed   maphash.Seed
 	shards [conflictShards]conflictShard
@@ -33,16 +45,26 @@ func (r *Conflicts) SetClaims(c Claims) { r.claims = c }
 
 type conflictShard struct {
 	mu      sync.Mutex
-	running map[string]int
-	claimed map[string]bool // ids claimed through Claims; made on first use
-	_       [32]byte        // keep shards on separate cache lines
+	ids     map[string]*heldID
+	sweepAt int      // the size at which the shard next sweeps
+	_       [40]byte // keep shards on separate cache lines
+}
+
+// heldID is an id's entry in its shard, guarded by the shard's lock.
+type heldID struct {
+	shard   *conflictShard
+	id      string
+	running int32
+	used    bool // acquired since the shard's last sweep
+	claimed bool // claimed through Claims by the current holder
 }
 
 // NewConflicts returns an empty registry.
 func NewConflicts() *Conflicts {
 	r := &Conflicts{seed: maphash.MakeSeed()}
 	for i := range r.shards {
-		r.shards[i].running = map[string]int{}
+		r.shards[i].ids = map[string]*heldID{}
+		r.shards[i].sweepAt = sweepMin
 	}
 	return r
 }
@@ -51,50 +73,67 @@ func (r *Conflicts) shard(id string) *conflictShard {
 	return &r.shards[maphash.String(r.seed, id)%conflictShards]
 }
 
-// acquire marks id as running. With exclusive it fails, changing nothing,
-// when id is already running.
-func (r *Conflicts) acquire(id string, exclusive bool) bool {
+// acquire marks id as running and returns its entry, which release takes
+// back. With exclusive it returns nil, changing nothing, when id is
+// already running or (with Claims) is claimed elsewhere.
+func (r *Conflicts) acquire(id string, exclusive bool) *heldID {
 	s := r.shard(id)
 	s.mu.Lock()
-	if exclusive && s.running[id] > 0 {
-		s.mu.Unlock()
-		return false
+	h := s.ids[id]
+	if h == nil {
+		if len(s.ids) >= s.sweepAt {
+			s.sweep()
+		}
+		h = &heldID{shard: s, id: id}
+		s.ids[id] = h
 	}
-	s.running[id]++
+	if exclusive && h.running > 0 {
+		s.mu.Unlock()
+		return nil
+	}
+	h.running++
+	h.used = true
 	s.mu.Unlock()
 	if !exclusive || r.claims == nil {
-		return true
+		return h
 	}
 	// Counted here first (a second acquire here is refused meanwhile),
 	// then claimed beyond the process without holding the lock.
 	if !r.claims.Claim(id) {
-		r.release(id)
-		return false
+		r.release(h)
+		return nil
 	}
 	s.mu.Lock()
-	if s.claimed == nil {
-		s.claimed = map[string]bool{}
-	}
-	s.claimed[id] = true
+	h.claimed = true
 	s.mu.Unlock()
-	return true
+	return h
 }
 
-func (r *Conflicts) release(id string) {
-	s := r.shard(id)
+// release gives back an entry acquire returned.
+func (r *Conflicts) release(h *heldID) {
+	s := h.shard
 	s.mu.Lock()
-	if s.running[id] > 1 {
-		s.running[id]--
-		s.mu.Unlock()
-		return
+	h.running--
+	claimed := h.claimed && h.running == 0
+	if claimed {
+		h.claimed = false
 	}
-	delete(s.running, id)
-	claimed := s.claimed[id]
-	delete(s.claimed, id)
 	s.mu.Unlock()
 	if claimed {
-		r.claims.Unclaim(id)
+		r.claims.Unclaim(h.id)
 	}
+}
+
+// sweep drops the ids idle since the previous sweep and sets the size of
+// the next. Called with s.mu held.
+func (s *conflictShard) sweep() {
+	for id, h := range s.ids {
+		if h.running == 0 && !h.used {
+			delete(s.ids, id)
+		}
+		h.used = false
+	}
+	s.sweepAt = max(2*len(s.ids), sweepMin)
 }
 
 // Running reports whether a task with this id has been submitted and has
@@ -103,5 +142,6 @@ func (r *Conflicts) Running(id string) bool {
 	s := r.shard(id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.running[id] > 0
+	h := s.ids[id]
+	return h != nil && h.running > 0
 }

@@ -46,11 +46,10 @@ func (c *Context) submitOne(gen *generation, g *group, t Task, s *config.Setting
 		c.settle(run, Result{Status: StatusCanceled, Err: c.taskErr(run.id, ErrCanceled, "schedule is stopping")})
 		return nil
 	}
-	if !c.conflicts.acquire(run.id, s.EnableTaskConflict) {
+	if run.held = c.conflicts.acquire(run.id, s.EnableTaskConflict); run.held == nil {
 		c.settle(run, Result{Status: StatusConflict, Err: c.taskErr(run.id, ErrConflict, "")})
 		return nil
 	}
-	run.holdsID = true
 	if keep {
 		run.direct = true
 		return run
@@ -69,9 +68,9 @@ func (c *Context) submitOne(gen *generation, g *group, t Task, s *config.Setting
 }
 
 func (c *Context) releaseID(r *taskRun) {
-	if r.holdsID {
-		r.holdsID = false
-		c.conflicts.release(r.id)
+	if h := r.held; h != nil {
+		r.held = nil
+		c.conflicts.release(h)
 	}
 }
 

@@ -13,9 +13,9 @@ type taskRun struct {
 	task      Task
 	id        string
 	group     *group
-	index     int // position in the group's results
+	held      *heldID // its id's entry in the conflict registry while it counts there
+	index     int     // position in the group's results
 	submitted time.Time
-	holdsID   bool // counted in the conflict registry
 	direct    bool // kept by the round goroutine at submission and run there at once
 
 	// Set by the pool under its lock when a worker takes the run.

@@ -1,0 +1,105 @@
+package schedule
+
+import (
+	"fmt"
+	"testing"
+)
+
+// ids counts the registry's entries, idle ones included.
+func (r *Conflicts) ids() int {
+	n := 0
+	for i := range r.shards {
+		s := &r.shards[i]
+		s.mu.Lock()
+		n += len(s.ids)
+		s.mu.Unlock()
+	}
+	return n
+}
+
+func TestConflictsKeepARecurringID(t *testing.T) {
+	r := NewConflicts()
+	first := r.acquire("import", false)
+	r.release(first)
+	for i := range 10_000 {
+		h := r.acquire("import", false)
+		if h != first {
+			t.Fatalf("acquire %d made a new entry for a recurring id", i)
+		}
+		// Other ids come and go meanwhile, in the same shards.
+		r.release(r.acquire(fmt.Sprintf("order-%d", i), false))
+		r.release(h)
+	}
+	if r.Running("import") {
+		t.Fatal("import still running after its last release")
+	}
+}
+
+func TestConflictsSweepIdsThatDoNotRecur(t *testing.T) {
+	r := NewConflicts()
+	held := r.acquire("long", true)
+	for i := range 200_000 {
+		r.release(r.acquire(fmt.Sprintf("order-%d", i), i%2 == 0))
+	}
+	// Each shard holds less than twice the ids used between two sweeps
+	// (at least sweepMin), never all 200 000.
+	if n := r.ids(); n > conflictShards*4*sweepMin {
+		t.Fatalf("%d ids kept after 200 000 one-off ids", n)
+	}
+	if !r.Running("long") {
+		t.Fatal("a running id was swept")
+	}
+	if r.acquire("long", true) != nil {
+		t.Fatal("an exclusive acquire of a running id succeeded after sweeps")
+	}
+	r.release(held)
+	if r.Running("long") {
+		t.Fatal("long still running after release")
+	}
+	if h := r.acquire("long", true); h == nil {
+		t.Fatal("long cannot be acquired after release")
+	}
+}
+
+// countingClaims records claims and refuses ids named in refuse.
+type countingClaims struct {
+	refuse    map[string]bool
+	claimed   map[string]int
+	unclaimed map[string]int
+}
+
+func (c *countingClaims) Claim(id string) bool {
+	if c.refuse[id] {
+		return false
+	}
+	c.claimed[id]++
+	return true
+}
+
+func (c *countingClaims) Unclaim(id string) { c.unclaimed[id]++ }
+
+func TestConflictsClaimOnceForTheLastHolder(t *testing.T) {
+	r := NewConflicts()
+	cl := &countingClaims{refuse: map[string]bool{"elsewhere": true}, claimed: map[string]int{}, unclaimed: map[string]int{}}
+	r.SetClaims(cl)
+	if r.acquire("elsewhere", true) != nil || r.Running("elsewhere") {
+		t.Fatal("an id claimed elsewhere was acquired")
+	}
+	a := r.acquire("sync", true)        // claims
+	b := r.acquire("sync", false)       // a schedule without enableTaskConflict: no claim
+	if r.acquire("sync", true) != nil { // running here
+		t.Fatal("second exclusive acquire succeeded")
+	}
+	r.release(a)
+	if cl.unclaimed["sync"] != 0 {
+		t.Fatal("unclaimed while another holder still runs the id")
+	}
+	r.release(b)
+	if cl.claimed["sync"] != 1 || cl.unclaimed["sync"] != 1 {
+		t.Fatalf("claims %v, unclaims %v", cl.claimed, cl.unclaimed)
+	}
+	r.release(r.acquire("sync", false)) // no claim was made: none is given back
+	if cl.unclaimed["sync"] != 1 {
+		t.Fatalf("unclaims %v", cl.unclaimed)
+	}
+}

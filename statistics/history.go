@@ -177,13 +177,6 @@ func (s *Stats) UnsavedRounds() int64 {
 	return s.hist.unsaved
 }
 
-func unixOrZero(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixNano()
-}
-
 func timeOrZero(ns int64) time.Time {
 	if ns == 0 {
 		return time.Time{}
@@ -256,24 +249,52 @@ func clip(s string, n int) string {
 // version byte and varints: number, batch, planned, end, the six status
 // counts, the cause's index and who asked (length, bytes); then per task
 // detailed a 1 byte and its id, status, started, cost, error and stack;
-// a 0 byte and the count of tasks not detailed.
+// a 0 byte and the count of tasks not detailed. Version 1 wrote planned,
+// end and started as Unix ns; version 2 writes them from the round's
+// start (appendSince): a round of one task is about 50 bytes rather than
+// 65, and three nine-byte varints fewer are a fifth of its encoding's work.
 const (
 	pageVersion1  = 1
 	roundVersion1 = 1
+	roundVersion2 = 2
 )
+
+// appendSince encodes t as its distance from start (Unix ns): 0 for the
+// zero time, else 1 + the distance zigzagged (an instant before start
+// takes as few bytes as one after it). The difference wraps as int64
+// arithmetic does, and sinceOf adds it back the same way: every instant
+// comes back exactly.
+func appendSince(b []byte, t time.Time, start int64) []byte {
+	if t.IsZero() {
+		return append(b, 0)
+	}
+	d := t.UnixNano() - start
+	return binary.AppendUvarint(b, uint64(d<<1^d>>63)+1)
+}
+
+// sinceOf decodes appendSince's form.
+func sinceOf(u uint64, start int64) time.Time {
+	if u == 0 {
+		return time.Time{}
+	}
+	u--
+	return time.Unix(0, start+(int64(u>>1)^-int64(u&1))).UTC()
+}
 
 // appendRound encodes round seq onto b. Errors are formatted here, once.
 func appendRound(b []byte, seq int64, x *RoundSample) []byte {
+	start := x.Start.UnixNano()
 	b = binary.AppendUvarint(b, uint64(seq))
-	b = binary.AppendVarint(b, x.Start.UnixNano())
-	b = append(b, roundVersion1)
-	batch := int64(0)
+	b = binary.AppendVarint(b, start)
+	b = append(b, roundVersion2)
+	b = binary.AppendVarint(b, x.Number)
 	if x.Batch {
-		batch = 1
+		b = append(b, 2) // the varint 1
+	} else {
+		b = append(b, 0)
 	}
-	for _, v := range [...]int64{x.Number, batch, x.Planned.UnixNano(), x.End.UnixNano()} {
-		b = binary.AppendVarint(b, v)
-	}
+	b = appendSince(b, x.Planned, start)
+	b = appendSince(b, x.End, start)
 	var byStatus [numStatus]int64
 	for _, t := range x.Tasks {
 		if t.Status >= 0 && t.Status < numStatus {
@@ -302,7 +323,7 @@ func appendRound(b []byte, seq int64, x *RoundSample) []byte {
 		b = append(b, 1)
 		b = appendString(b, t.ID)
 		b = binary.AppendUvarint(b, uint64(min(max(t.Status, 0), numStatus-1)))
-		b = binary.AppendVarint(b, unixOrZero(t.Started))
+		b = appendSince(b, t.Started, start)
 		b = binary.AppendVarint(b, int64(t.Cost))
 		b = appendString(b, msg)
 		b = appendString(b, stack)
@@ -327,13 +348,23 @@ func appendRound(b []byte, seq int64, x *RoundSample) []byte {
 func readRound(rd *reader, tasks bool) (RoundRecord, error) {
 	var r RoundRecord
 	r.Seq = int64(rd.uvarint())
-	r.Start = time.Unix(0, rd.varint()).UTC()
-	if rd.byte() != roundVersion1 && rd.err == nil {
+	start := rd.varint()
+	r.Start = time.Unix(0, start).UTC()
+	version := rd.byte()
+	if version != roundVersion1 && version != roundVersion2 && rd.err == nil {
 		return r, fmt.Errorf("%w: unknown encoding", store.ErrCorrupt)
+	}
+	// at reads an instant of the round in its version's form.
+	at := func() time.Time {
+		if version == roundVersion1 {
+			return time.Unix(0, rd.varint()).UTC()
+		}
+		return sinceOf(rd.uvarint(), start)
 	}
 	r.Number = rd.varint()
 	r.Batch = rd.varint() == 1
-	r.Planned, r.End = time.Unix(0, rd.varint()).UTC(), time.Unix(0, rd.varint()).UTC()
+	r.Planned = at()
+	r.End = at()
 	for i := range r.byStatus {
 		r.byStatus[i] = rd.varint()
 	}
@@ -364,7 +395,12 @@ func readRound(rd *reader, tasks bool) (RoundRecord, error) {
 			return r, fmt.Errorf("task status %d", st)
 		}
 		t.Status = names[min(st, numStatus-1)]
-		t.Started, t.Cost = timeOrZero(rd.varint()), time.Duration(rd.varint())
+		if version == roundVersion1 {
+			t.Started = timeOrZero(rd.varint())
+		} else {
+			t.Started = sinceOf(rd.uvarint(), start)
+		}
+		t.Cost = time.Duration(rd.varint())
 		t.Error, t.Stack = rd.string(), rd.string()
 		r.Tasks = append(r.Tasks, t)
 	}

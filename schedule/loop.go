@@ -180,17 +180,42 @@ func (c *Context) wokenLocked(l *loop) {
 // the future (then the armed timer owns the activation), a managed pool's
 // round is over, or the activation stops.
 func (c *Context) runRounds(l *loop, planned time.Time, rn *runner) {
-	manual := l.manual
-	cause, by := CausePlan, ""
+	at := roundsAt{planned: planned, cause: CausePlan, manual: l.manual}
 	switch {
-	case manual:
-		cause, by = CauseExec, nameOf(l.askedBy) // written only while sleeping
+	case at.manual:
+		at.cause, at.by = CauseExec, nameOf(l.askedBy) // written only while sleeping
 	case l.pinned:
-		cause = CauseStart
+		at.cause = CauseStart
 	}
+	c.roundsFrom(l, at, rn)
+}
+
+// roundsAt is where a round goroutine goes on from: the next round to
+// run, or a round whose tasks are done that is still to complete.
+type roundsAt struct {
+	planned time.Time
+	cause   Cause
+	by      string
+	manual  bool
+	ended   *endedRound
+}
+
+// roundsFrom runs rounds from at (runRounds). On app runners that rounds
+// of other schedules wait for, a round whose tasks are done leaves the
+// rest of its work (OnComplete, statistics, the next fire) to the runners'
+// second queue, which runs once no round waits to start: in a burst of
+// schedules due at the same instant, every task starts before any
+// bookkeeping, as late as the first halves of the rounds before it make
+// it, not the whole rounds. The schedule stays RUNNING until its round
+// completes, so nothing about its state machine changes; only when.
+func (c *Context) roundsFrom(l *loop, at roundsAt, rn *runner) {
 	for {
 		var r Round
-		if c.gate != nil && !manual && !c.admit(l, planned) {
+		switch {
+		case at.ended != nil:
+			r = c.endRound(l, *at.ended, rn)
+			at.ended = nil
+		case c.gate != nil && !at.manual && !c.admit(l, at.planned):
 			// Not this process's fire: the plan goes on from it.
 			select {
 			case <-l.stop:
@@ -199,21 +224,27 @@ func (c *Context) runRounds(l *loop, planned time.Time, rn *runner) {
 			default:
 			}
 			c.mu.Lock()
-			r = Round{Number: c.rounds, Planned: planned, Start: planned, End: planned}
+			r = Round{Number: c.rounds, Planned: at.planned, Start: at.planned, End: at.planned}
 			c.mu.Unlock()
-		} else {
-			var ran bool
-			if r, ran = c.runRound(l, l.gen, planned, cause, by, rn); !ran {
+		default:
+			e, ran := c.startRound(l, l.gen, at.planned, at.cause, at.by, rn)
+			if !ran {
 				c.finish(l)
 				return
 			}
+			if rn != nil && rn.rs != nil && rn.rs.crowded() {
+				at.ended = &e
+				rn.rs.later(func(rn *runner) { c.roundsFrom(l, at, rn) })
+				return
+			}
+			r = c.endRound(l, e, rn)
 		}
 		c.mu.Lock()
 		again := c.execRequested
 		c.execRequested = false
-		cause, by = CausePlan, ""
+		at.cause, at.by = CausePlan, ""
 		if again {
-			cause, by = CauseRerun, nameOf(c.execBy)
+			at.cause, at.by = CauseRerun, nameOf(c.execBy)
 		}
 		plan, ver := c.plan, c.planVer
 		c.mu.Unlock()
@@ -234,12 +265,12 @@ func (c *Context) runRounds(l *loop, planned time.Time, rn *runner) {
 		}
 		c.mu.Lock()
 		l.prev, l.pinned = r, false
-		manual = again // an exec-now re-run is not a planned fire
+		at.manual = again // an exec-now re-run is not a planned fire
 		switch {
 		case c.execRequested: // asked for while the next fire was computed
 			c.execRequested = false
-			next, ok, manual = c.clk.Now(), true, true
-			cause, by = CauseRerun, nameOf(c.execBy)
+			next, ok, at.manual = c.clk.Now(), true, true
+			at.cause, at.by = CauseRerun, nameOf(c.execBy)
 		case !again && ver != c.planVer: // edited while the round ran; config plans only
 			next, ok = time.Time{}, false
 			if c.plan != nil {
@@ -253,7 +284,7 @@ func (c *Context) runRounds(l *loop, planned time.Time, rn *runner) {
 		c.mu.Unlock()
 		switch st {
 		case stepRound:
-			planned = next
+			at.planned = next
 		case stepStop:
 			c.finish(l)
 			return
@@ -295,10 +326,30 @@ func (c *Context) selfStopLocked(l *loop) {
 // runRound runs one round: create tasks, submit them, wait on the latch,
 // call OnComplete. ran is false when a stop came before the round began.
 func (c *Context) runRound(l *loop, gen *generation, planned time.Time, cause Cause, by string, rn *runner) (r Round, ran bool) {
+	e, ran := c.startRound(l, gen, planned, cause, by, rn)
+	if !ran {
+		return Round{}, false
+	}
+	return c.endRound(l, e, rn), true
+}
+
+// endedRound is a round whose tasks are all done (startRound), to be
+// completed (endRound).
+type endedRound struct {
+	g     *group
+	cause Cause
+	by    string
+	reuse bool // the group may be used again (runRound)
+}
+
+// startRound starts a round and runs it until its tasks are done: create
+// tasks, submit them, wait on the latch. ran is false when a stop came
+// before the round began.
+func (c *Context) startRound(l *loop, gen *generation, planned time.Time, cause Cause, by string, rn *runner) (e endedRound, ran bool) {
 	c.mu.Lock()
 	if c.state == Stopping {
 		c.mu.Unlock()
-		return Round{}, false
+		return endedRound{}, false
 	}
 	c.setState(Running)
 	c.rounds++
@@ -346,18 +397,25 @@ func (c *Context) runRound(l *loop, gen *generation, planned time.Time, cause Ca
 	if g.hasDeadline() { // set by this goroutine before submitting, or never
 		gen.tmo.remove(nil, g)
 	}
-	r = g.round(c.clk)
-	r.Cause, r.By = cause, by
-	if reuse && c.keepsRounds() {
+	return endedRound{g: g, cause: cause, by: by, reuse: reuse && rn != nil}, true
+}
+
+// endRound completes a round startRound ran: OnComplete, statistics, and
+// its group to the runner that completes it (rn), when it may be used
+// again.
+func (c *Context) endRound(l *loop, e endedRound, rn *runner) Round {
+	r := e.g.round(c.clk)
+	r.Cause, r.By = e.cause, e.by
+	if e.reuse && c.keepsRounds() {
 		r.Results = slices.Clone(r.Results) // the group's own slice is used again
 	}
 	c.complete(l.ctx, r)
-	if reuse && rn != nil {
-		// r.Results, when not copied, is the group's: runRounds only
+	if e.reuse && rn != nil {
+		// r.Results, when not copied, is the group's: roundsFrom only
 		// drops it (fom's plans read a round's times).
-		rn.keep(g)
+		rn.keep(e.g)
 	}
-	return r, true
+	return r
 }
 
 // keepsRounds reports whether code other than fom's may keep a round's

@@ -180,42 +180,17 @@ func (c *Context) wokenLocked(l *loop) {
 // the future (then the armed timer owns the activation), a managed pool's
 // round is over, or the activation stops.
 func (c *Context) runRounds(l *loop, planned time.Time, rn *runner) {
-	at := roundsAt{planned: planned, cause: CausePlan, manual: l.manual}
+	manual := l.manual
+	cause, by := CausePlan, ""
 	switch {
-	case at.manual:
-		at.cause, at.by = CauseExec, nameOf(l.askedBy) // written only while sleeping
+	case manual:
+		cause, by = CauseExec, nameOf(l.askedBy) // written only while sleeping
 	case l.pinned:
-		at.cause = CauseStart
+		cause = CauseStart
 	}
-	c.roundsFrom(l, at, rn)
-}
-
-// roundsAt is where a round goroutine goes on from: the next round to
-// run, or a round whose tasks are done that is still to complete.
-type roundsAt struct {
-	planned time.Time
-	cause   Cause
-	by      string
-	manual  bool
-	ended   *endedRound
-}
-
-// roundsFrom runs rounds from at (runRounds). On app runners that rounds
-// of other schedules wait for, a round whose tasks are done leaves the
-// rest of its work (OnComplete, statistics, the next fire) to the runners'
-// second queue, which runs once no round waits to start: in a burst of
-// schedules due at the same instant, every task starts before any
-// bookkeeping, as late as the first halves of the rounds before it make
-// it, not the whole rounds. The schedule stays RUNNING until its round
-// completes, so nothing about its state machine changes; only when.
-func (c *Context) roundsFrom(l *loop, at roundsAt, rn *runner) {
 	for {
 		var r Round
-		switch {
-		case at.ended != nil:
-			r = c.endRound(l, *at.ended, rn)
-			at.ended = nil
-		case c.gate != nil && !at.manual && !c.admit(l, at.planned):
+		if c.gate != nil && !manual && !c.admit(l, planned) {
 			// Not this process's fire: the plan goes on from it.
 			select {
 			case <-l.stop:
@@ -224,27 +199,21 @@ func (c *Context) roundsFrom(l *loop, at roundsAt, rn *runner) {
 			default:
 			}
 			c.mu.Lock()
-			r = Round{Number: c.rounds, Planned: at.planned, Start: at.planned, End: at.planned}
+			r = Round{Number: c.rounds, Planned: planned, Start: planned, End: planned}
 			c.mu.Unlock()
-		default:
-			e, ran := c.startRound(l, l.gen, at.planned, at.cause, at.by, rn)
-			if !ran {
+		} else {
+			var ran bool
+			if r, ran = c.runRound(l, l.gen, planned, cause, by, rn); !ran {
 				c.finish(l)
 				return
 			}
-			if rn != nil && rn.rs != nil && rn.rs.crowded() {
-				at.ended = &e
-				rn.rs.later(func(rn *runner) { c.roundsFrom(l, at, rn) })
-				return
-			}
-			r = c.endRound(l, e, rn)
 		}
 		c.mu.Lock()
 		again := c.execRequested
 		c.execRequested = false
-		at.cause, at.by = CausePlan, ""
+		cause, by = CausePlan, ""
 		if again {
-			at.cause, at.by = CauseRerun, nameOf(c.execBy)
+			cause, by = CauseRerun, nameOf(c.execBy)
 		}
 		plan, ver := c.plan, c.planVer
 		c.mu.Unlock()
@@ -265,12 +234,12 @@ func (c *Context) roundsFrom(l *loop, at roundsAt, rn *runner) {
 		}
 		c.mu.Lock()
 		l.prev, l.pinned = r, false
-		at.manual = again // an exec-now re-run is not a planned fire
+		manual = again // an exec-now re-run is not a planned fire
 		switch {
 		case c.execRequested: // asked for while the next fire was computed
 			c.execRequested = false
-			next, ok, at.manual = c.clk.Now(), true, true
-			at.cause, at.by = CauseRerun, nameOf(c.execBy)
+			next, ok, manual = c.clk.Now(), true, true
+			cause, by = CauseRerun, nameOf(c.execBy)
 		case !again && ver != c.planVer: // edited while the round ran; config plans only
 			next, ok = time.Time{}, false
 			if c.plan != nil {
@@ -284,7 +253,7 @@ func (c *Context) roundsFrom(l *loop, at roundsAt, rn *runner) {
 		c.mu.Unlock()
 		switch st {
 		case stepRound:
-			at.planned = next
+			planned = next
 		case stepStop:
 			c.finish(l)
 			return
@@ -326,30 +295,10 @@ func (c *Context) selfStopLocked(l *loop) {
 // runRound runs one round: create tasks, submit them, wait on the latch,
 // call OnComplete. ran is false when a stop came before the round began.
 func (c *Context) runRound(l *loop, gen *generation, planned time.Time, cause Cause, by string, rn *runner) (r Round, ran bool) {
-	e, ran := c.startRound(l, gen, planned, cause, by, rn)
-	if !ran {
-		return Round{}, false
-	}
-	return c.endRound(l, e, rn), true
-}
-
-// endedRound is a round whose tasks are all done (startRound), to be
-// completed (endRound).
-type endedRound struct {
-	g     *group
-	cause Cause
-	by    string
-	reuse bool // the group may be used again (runRound)
-}
-
-// startRound starts a round and runs it until its tasks are done: create
-// tasks, submit them, wait on the latch. ran is false when a stop came
-// before the round began.
-func (c *Context) startRound(l *loop, gen *generation, planned time.Time, cause Cause, by string, rn *runner) (e endedRound, ran bool) {
 	c.mu.Lock()
 	if c.state == Stopping {
 		c.mu.Unlock()
-		return endedRound{}, false
+		return Round{}, false
 	}
 	c.setState(Running)
 	c.rounds++
@@ -397,25 +346,18 @@ func (c *Context) startRound(l *loop, gen *generation, planned time.Time, cause 
 	if g.hasDeadline() { // set by this goroutine before submitting, or never
 		gen.tmo.remove(nil, g)
 	}
-	return endedRound{g: g, cause: cause, by: by, reuse: reuse && rn != nil}, true
-}
-
-// endRound completes a round startRound ran: OnComplete, statistics, and
-// its group to the runner that completes it (rn), when it may be used
-// again.
-func (c *Context) endRound(l *loop, e endedRound, rn *runner) Round {
-	r := e.g.round(c.clk)
-	r.Cause, r.By = e.cause, e.by
-	if e.reuse && c.keepsRounds() {
+	r = g.round(c.clk)
+	r.Cause, r.By = cause, by
+	if reuse && c.keepsRounds() {
 		r.Results = slices.Clone(r.Results) // the group's own slice is used again
 	}
 	c.complete(l.ctx, r)
-	if e.reuse && rn != nil {
-		// r.Results, when not copied, is the group's: roundsFrom only
+	if reuse && rn != nil {
+		// r.Results, when not copied, is the group's: runRounds only
 		// drops it (fom's plans read a round's times).
-		rn.keep(e.g)
+		rn.keep(g)
 	}
-	return r
+	return r, true
 }
 
 // keepsRounds reports whether code other than fom's may keep a round's

@@ -3,7 +3,6 @@ package schedule
 import (
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -42,12 +41,11 @@ type Runners struct {
 	stall  time.Duration // stallAfter; tests change it
 
 	mu      sync.Mutex
-	idle    []*runner    // the last one is taken first: usually the warmest
-	running int          // runners running a function
-	queue   fifo         // functions waiting for a runner
-	tails   fifo         // rounds' ends left by their runners (later): run when queue is empty
-	waiting atomic.Int32 // queue's length, read without the lock (crowded)
-	done    uint64       // functions finished, to tell a busy queue from a stalled one
+	idle    []*runner // the last one is taken first: usually the warmest
+	running int       // runners running a function
+	queue   []func(*runner)
+	head    int    // queue[head:] waits
+	done    uint64 // functions finished, to tell a busy queue from a stalled one
 	watch   *time.Timer
 	seen    uint64 // done when the watchdog was armed
 	armed   bool
@@ -59,7 +57,6 @@ type Runners struct {
 }
 
 type runner struct {
-	rs      *Runners
 	ch      chan func(*runner) // a function to run, or nil to end; one send per idle spell
 	idx     int                // position in Runners.idle, -1 when not idle
 	epoch   uint64
@@ -114,35 +111,17 @@ func (rs *Runners) goOn(f func(*runner)) {
 	case rs.running < rs.limit:
 		rs.spawnLocked(f)
 	default:
-		rs.queue.push(f)
-		rs.waiting.Store(int32(rs.queue.len()))
+		rs.queue = append(rs.queue, f)
 		if !rs.armed {
 			rs.armLocked()
 		}
 	}
 }
 
-// crowded reports whether functions wait for a runner (goOn queued them):
-// a round's runner then leaves the round's end for later.
-func (rs *Runners) crowded() bool { return rs.waiting.Load() > 0 }
-
-// later queues f behind every function waiting for a runner, now and until
-// it runs: the end of a round whose tasks are done (roundsFrom). Runners
-// take from this queue only when the first is empty; the runner calling
-// later is busy and takes one of the two when it returns.
-func (rs *Runners) later(f func(*runner)) {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	rs.tails.push(f)
-	if !rs.armed { // the watchdog covers them as it does the first queue
-		rs.armLocked()
-	}
-}
-
 // spawnLocked starts a runner for f; called with rs.mu held.
 func (rs *Runners) spawnLocked(f func(*runner)) {
 	rs.running++
-	go rs.run(&runner{rs: rs, ch: make(chan func(*runner), 1), idx: -1, epoch: rs.epoch}, f)
+	go rs.run(&runner{ch: make(chan func(*runner), 1), idx: -1, epoch: rs.epoch}, f)
 }
 
 // armLocked arms the watchdog; called with rs.mu held.
@@ -163,7 +142,7 @@ func (rs *Runners) check() {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	rs.armed = false
-	if rs.pendingLocked() == 0 {
+	if rs.head == len(rs.queue) {
 		rs.boost = 0
 		return
 	}
@@ -173,55 +152,31 @@ func (rs *Runners) check() {
 		return
 	}
 	rs.boost = max(1, 2*rs.boost)
-	for range min(rs.boost, rs.pendingLocked()) {
+	for range min(rs.boost, len(rs.queue)-rs.head) {
 		rs.spawnLocked(rs.next())
 	}
-	if rs.pendingLocked() != 0 {
+	if rs.head != len(rs.queue) {
 		rs.armLocked()
 	}
 }
 
-// pendingLocked is the number of functions waiting, in either queue.
-func (rs *Runners) pendingLocked() int { return rs.queue.len() + rs.tails.len() }
-
-// next takes the oldest function waiting for a runner, else the oldest
-// round's end; called with rs.mu held.
+// next takes the oldest queued function; called with rs.mu held.
 func (rs *Runners) next() func(*runner) {
-	if rs.queue.len() > 0 {
-		f := rs.queue.pop()
-		rs.waiting.Store(int32(rs.queue.len()))
-		return f
-	}
-	return rs.tails.pop()
-}
-
-// fifo is a queue of functions.
-type fifo struct {
-	items []func(*runner)
-	head  int // items[head:] wait
-}
-
-func (q *fifo) len() int { return len(q.items) - q.head }
-
-func (q *fifo) push(f func(*runner)) { q.items = append(q.items, f) }
-
-// pop takes the oldest function, or nil.
-func (q *fifo) pop() func(*runner) {
-	if q.head == len(q.items) {
+	if rs.head == len(rs.queue) {
 		return nil
 	}
-	f := q.items[q.head]
-	q.items[q.head] = nil
-	q.head++
+	f := rs.queue[rs.head]
+	rs.queue[rs.head] = nil
+	rs.head++
 	switch {
-	case q.head == len(q.items):
-		q.items, q.head = q.items[:0], 0
-	case q.head >= 1024 && q.head*2 >= len(q.items):
+	case rs.head == len(rs.queue):
+		rs.queue, rs.head = rs.queue[:0], 0
+	case rs.head >= 1024 && rs.head*2 >= len(rs.queue):
 		// A queue that never drains under steady load must not keep
 		// growing: move what waits to the front.
-		n := copy(q.items, q.items[q.head:])
-		clear(q.items[n:])
-		q.items, q.head = q.items[:n], 0
+		n := copy(rs.queue, rs.queue[rs.head:])
+		clear(rs.queue[n:])
+		rs.queue, rs.head = rs.queue[:n], 0
 	}
 	return f
 }

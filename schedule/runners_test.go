@@ -1,8 +1,6 @@
 package schedule
 
 import (
-	"context"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -246,11 +244,11 @@ func TestRunnersQueueThatNeverDrainsStaysBounded(t *testing.T) {
 	defer rs.mu.Unlock()
 	// Steady load: 1 000 added and 1 000 taken per round, never empty.
 	for range 3000 {
-		rs.queue.push(noop)
+		rs.queue = append(rs.queue, noop)
 	}
 	for range 200 {
 		for range 1000 {
-			rs.queue.push(noop)
+			rs.queue = append(rs.queue, noop)
 		}
 		for range 1000 {
 			if rs.next() == nil {
@@ -258,70 +256,10 @@ func TestRunnersQueueThatNeverDrainsStaysBounded(t *testing.T) {
 			}
 		}
 	}
-	if n := rs.queue.len(); n != 3000 {
+	if n := len(rs.queue) - rs.head; n != 3000 {
 		t.Fatalf("waiting %d, want 3000", n)
 	}
-	if c := cap(rs.queue.items); c > 16384 {
+	if c := cap(rs.queue); c > 16384 {
 		t.Fatalf("queue capacity %d for 3 000 waiting", c)
-	}
-}
-
-// TestABurstStartsEveryTaskBeforeAnyRoundEnds: on runners that rounds wait
-// for, a round whose tasks are done leaves its end (OnComplete,
-// statistics, the next fire) until no round waits to start; every round
-// still completes, in its schedule's order, and its schedule sleeps again.
-func TestABurstStartsEveryTaskBeforeAnyRoundEnds(t *testing.T) {
-	t.Parallel()
-	shared := NewRunners(0, 1) // one runner: the order is the queue's
-	shared.stall = time.Hour   // and no watchdog runner joins it
-	defer shared.Close()
-	var mu sync.Mutex
-	var events []string
-	log := func(e string) { mu.Lock(); events = append(events, e); mu.Unlock() }
-	job := func(name string, tasks func(context.Context) ([]Task, error)) Job {
-		return Job{Tasks: tasks, OnComplete: func(context.Context, Round) { log("end " + name) }}
-	}
-	started := func(name string) Task {
-		return TaskFunc(name, func(context.Context) (any, error) { log("task " + name); return nil, nil })
-	}
-	blocked := newGate("blocked")
-	x := newHarness(t, map[string]string{"execOnLoad": "true", "fixedRate": "1h"}, job("x", tasksOf(blocked)),
-		func(o *Options) { o.Runners = shared })
-	if err := x.c.Startup(); err != nil {
-		t.Fatal(err)
-	}
-	waitChan(t, blocked.started, "blocked task")
-	var hs []*harness
-	for _, name := range []string{"a", "b", "c"} {
-		h := newHarness(t, map[string]string{"fixedRate": "1h"}, job(name, tasksOf(started(name))),
-			func(o *Options) { o.Runners = shared })
-		if err := h.c.Startup(); err != nil {
-			t.Fatal(err)
-		}
-		if err := h.c.ExecNow(); err != nil { // queued behind x's round
-			t.Fatal(err)
-		}
-		hs = append(hs, h)
-	}
-	blocked.open()
-	x.waitSleeping(1)
-	for _, h := range hs {
-		h.waitSleeping(1)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(events) != 7 {
-		t.Fatalf("events %v", events)
-	}
-	lastTask, firstEnd := -1, len(events)
-	for i, e := range events {
-		if strings.HasPrefix(e, "task ") {
-			lastTask = i
-		} else {
-			firstEnd = min(firstEnd, i)
-		}
-	}
-	if lastTask > firstEnd {
-		t.Fatalf("a round ended before every queued task started: %v", events)
 	}
 }

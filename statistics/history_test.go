@@ -204,7 +204,7 @@ func TestALargeRoundKeepsItsFailures(t *testing.T) {
 // still listed.
 func TestUnreadableRoundsAreNamed(t *testing.T) {
 	t.Parallel()
-	pageOf := func(seq int64, x RoundSample) []byte { return pageData(appendRound(nil, seq, &x), 1) }
+	pageOf := func(seq int64, x RoundSample) []byte { return pageData(appendRound(nil, "job", seq, &x), 1) }
 	whole := pageOf(7, round(1, day1, "plan", TaskSample{ID: strings.Repeat("x", 30), Status: Failed}))
 	for _, data := range [][]byte{nil, {9}, {pageVersion1}, {pageVersion1, 1, 7, 0, 200}, whole[:len(whole)-5], {pageVersion1, 2, 7, 0, roundVersion1, 1}, append(slices.Clone(whole[:len(whole)-2]), 1)} {
 		_, err := DecodePage(store.Round{Schedule: "job", First: 7, Seq: 7, Data: data})
@@ -272,11 +272,11 @@ func TestSkipRoundEndsWhereReadRoundDoes(t *testing.T) {
 		round(3, day1, "rerun", many...),
 	}
 	for i, x := range rounds {
-		enc := appendRound(nil, int64(i)*1e12+1, &x)
+		enc := appendRound(nil, "job", int64(i)*1e12+1, &x)
 		tail := []byte{42, 43}
 		full := append(slices.Clone(enc), tail...)
 		rd := &reader{b: full}
-		if _, err := readRound(rd, true); err != nil {
+		if _, err := readRound(rd, "job", true); err != nil {
 			t.Fatalf("round %d: %v", i, err)
 		}
 		if got := skipRound(full); !slices.Equal(got, rd.b) || !slices.Equal(got, tail) {
@@ -388,11 +388,11 @@ func TestRoundInstantsComeBackExactly(t *testing.T) {
 	for i, c := range cases {
 		x := RoundSample{Number: 9, Cause: "exec", By: "ops", Planned: c.planned, Start: start, End: c.end,
 			Tasks: []TaskSample{{ID: "t", Status: Success, Started: c.started, Cost: time.Millisecond}}}
-		enc := appendRound(nil, 3, &x)
+		enc := appendRound(nil, "job", 3, &x)
 		if enc[len(binary.AppendUvarint(nil, 3))+len(binary.AppendVarint(nil, start.UnixNano()))] != roundVersion2 {
 			t.Fatalf("case %d: not written as version 2", i)
 		}
-		r, err := readRound(&reader{b: enc}, true)
+		r, err := readRound(&reader{b: enc}, "job", true)
 		if err != nil {
 			t.Fatalf("case %d: %v", i, err)
 		}
@@ -401,7 +401,7 @@ func TestRoundInstantsComeBackExactly(t *testing.T) {
 		}
 	}
 	one := round(1, day1, "plan", TaskSample{ID: "import", Status: Success, Started: day1.Add(time.Millisecond), Cost: time.Millisecond})
-	if n, was := len(appendRound(nil, 1000, &one)), len(appendRoundV1(1000, one)); n > was-15 {
+	if n, was := len(appendRound(nil, "import", 1000, &one)), len(appendRoundV1(1000, one)); n > was-15 {
 		t.Fatalf("a round of one task is %d bytes, %d in version 1", n, was)
 	} else {
 		t.Logf("a round of one task: %d bytes, %d in version 1", n, was)
@@ -440,7 +440,7 @@ func TestVersion1RoundsStillRead(t *testing.T) {
 	x := round(4, day1, "plan", TaskSample{ID: "import", Status: Success, Started: day1.Add(2 * time.Millisecond), Cost: 5 * time.Millisecond})
 	x.Planned, x.Start, x.End = day1.Add(-time.Millisecond), day1, day1.Add(9*time.Millisecond)
 	old := appendRoundV1(10, x)
-	body := append(slices.Clone(old), appendRound(nil, 11, &x)...)
+	body := append(slices.Clone(old), appendRound(nil, "job", 11, &x)...)
 	if got := skipRound(body); !slices.Equal(got, body[len(old):]) {
 		t.Fatal("skipRound does not end a version 1 round where it ends")
 	}
@@ -453,5 +453,38 @@ func TestVersion1RoundsStillRead(t *testing.T) {
 			r.Duration != 9*time.Millisecond || r.Outcome != "success" || len(r.Tasks) != 1 || !r.Tasks[0].Started.Equal(x.Tasks[0].Started) || r.Tasks[0].Cost != 5*time.Millisecond {
 			t.Fatalf("round #%d read as %+v", r.Seq, r)
 		}
+	}
+}
+
+// TestTaskIDsComeBack: a task named as its schedule (a Run job's one task)
+// is written as one byte; every other id, the empty one included, as
+// itself; each reads back as written, and skipRound ends where readRound
+// does.
+func TestTaskIDsComeBack(t *testing.T) {
+	t.Parallel()
+	ids := []string{"import", "", "import.Run", "other", "импорт"}
+	var tasks []TaskSample
+	for _, id := range ids {
+		tasks = append(tasks, TaskSample{ID: id, Status: Success, Started: day1, Cost: time.Millisecond})
+	}
+	x := round(1, day1, "plan", tasks...)
+	enc := appendRound(nil, "import", 1, &x)
+	full := append(slices.Clone(enc), 42)
+	rd := &reader{b: full}
+	r, err := readRound(rd, "import", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range ids {
+		if r.Tasks[i].ID != id {
+			t.Fatalf("task %d read as %q, wrote %q", i, r.Tasks[i].ID, id)
+		}
+	}
+	if got := skipRound(full); !slices.Equal(got, rd.b) || !slices.Equal(got, []byte{42}) {
+		t.Fatalf("skipped to %v, read to %v", got, rd.b)
+	}
+	named, other := round(1, day1, "plan", tasks[0]), round(1, day1, "plan", tasks[3])
+	if a, b := len(appendRound(nil, "import", 1, &named)), len(appendRound(nil, "import", 1, &other)); a != b-len("other") {
+		t.Fatalf("a task named as its schedule takes %d bytes, one named other %d", a, b)
 	}
 }

@@ -202,7 +202,10 @@ func (c *Context) expire(gen *generation, d deadline) {
 		c.interrupt(d.at, StatusTimeout, ErrTimeout, "round deadline", d.group.unfinished()...)
 	}
 	if s := c.cfg.Current(); s.TaskOverTime > 0 {
-		armStall(gen, c.clk.Now().Add(s.TaskOverTime))
+		// From the deadline, not from a reading made after interrupting:
+		// the round may have completed (and the clock moved on) meanwhile,
+		// and a check armed that late would miss a task queued since.
+		armStall(gen, d.at.Add(s.TaskOverTime))
 	}
 }
 

@@ -3,26 +3,86 @@ package schedule
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 )
 
 // Batch is an ad-hoc submission.
+//
+// A batch is one allocation: it holds its tasks' context when the
+// caller's can never be canceled (a Background, or values alone), its
+// round's one result, and the outcome a delayed batch hands to its
+// Delayed; its Done channel is made only for a caller who asks before the
+// end. Unless the job has an OnComplete, which may block or wait for
+// another batch of the same pool, the batch completes on the goroutine
+// that delivers its last outcome, not on a goroutine of its own, and its
+// group (the latch its tasks report to) is used again by a later batch.
 type Batch struct {
 	number int64
-	done   chan struct{}
 	round  Round
+	mu     sync.Mutex
+	ended  bool          // round is final; guarded by mu
+	done   chan struct{} // made by the first Done before the end; guarded by mu
+
+	c      *Context
+	gen    *generation
+	g      *group
+	ctx    context.Context    // the tasks' parent: &own, or the caller's made cancelable
+	cancel context.CancelFunc // of a cancelable caller's context; nil otherwise
+	stop   func() bool        // unhooks cancel from the generation's context
+	own    batchCtx
+	out    delayedOut // a delayed batch's outcome: see Delayed.end
+	one    [1]Result  // the round's one result, when its group is used again
+}
+
+// batchCtx is a batch's context when the caller's can never be canceled:
+// the caller's values, the schedule (FromContext), and the generation's
+// cancellation, without the three allocations of WithValue, WithCancel
+// and AfterFunc.
+type batchCtx struct {
+	context.Context // the generation's: canceled when the schedule stops
+	values          context.Context
+	c               *Context
+}
+
+func (b *batchCtx) Value(key any) any {
+	if _, ok := key.(scheduleKey); ok {
+		return b.c
+	}
+	return b.values.Value(key)
 }
 
 // Number is the batch's number; batches are numbered apart from rounds.
 func (b *Batch) Number() int64 { return b.number }
 
 // Done is closed once every task has an outcome and OnComplete returned.
-func (b *Batch) Done() <-chan struct{} { return b.done }
+func (b *Batch) Done() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.done == nil {
+		b.done = make(chan struct{})
+		if b.ended {
+			close(b.done)
+		}
+	}
+	return b.done
+}
+
+// finished reports whether the batch has ended, so that a Wait after the
+// end makes no channel.
+func (b *Batch) finished() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ended
+}
 
 // Wait blocks until the batch is complete or ctx ends.
 func (b *Batch) Wait(ctx context.Context) (Round, error) {
+	if b.finished() {
+		return b.round, nil
+	}
 	select {
-	case <-b.done:
+	case <-b.Done():
 		return b.round, nil
 	case <-ctx.Done():
 		return Round{}, fmt.Errorf("wait for batch %d: %w", b.number, ctx.Err())
@@ -50,30 +110,72 @@ func (c *Context) Submit(ctx context.Context, tasks ...Task) (*Batch, error) {
 	c.batches++
 	n := c.batches
 	gen.wg.Add(1)
+	if gen.groups == nil {
+		gen.groups = new(sync.Pool)
+	}
 	c.mu.Unlock()
 
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	bctx, cancel := context.WithCancel(context.WithValue(ctx, scheduleKey{}, c))
-	stop := context.AfterFunc(gen.ctx, cancel)
+	b := &Batch{number: n, c: c, gen: gen}
+	if ctx.Done() == nil {
+		b.own = batchCtx{Context: gen.ctx, values: ctx, c: c}
+		b.ctx = &b.own
+	} else {
+		b.ctx, b.cancel = context.WithCancel(context.WithValue(ctx, scheduleKey{}, c))
+		b.stop = context.AfterFunc(gen.ctx, b.cancel)
+	}
 	now := c.clk.Now()
-	g := newGroup(bctx, n, true, now, now)
-	b := &Batch{number: n, done: make(chan struct{})}
-	c.submitAll(gen, g, tasks, c.cfg.Current(), nil)
-	go func() {
-		defer gen.wg.Done()
-		defer cancel()
-		defer stop()
-		<-g.wait()
-		if g.hasDeadline() {
-			gen.tmo.remove(nil, g)
+	s := c.cfg.Current()
+	if c.job.OnComplete == nil {
+		// Completed by whoever delivers the last outcome. Without a
+		// timeout nothing but the batch and the pool holds its group, and
+		// it is used again.
+		if s.TaskOverTime == 0 {
+			b.g = batchGroup(gen.groups, b.ctx, n, now)
+		} else {
+			b.g = newGroup(b.ctx, n, true, now, now)
 		}
-		b.round = g.round(c.clk)
-		c.complete(bctx, b.round)
-		close(b.done)
+		b.g.owner = b
+		c.submitAll(gen, b.g, tasks, s, nil)
+		return b, nil
+	}
+	b.g = newGroup(b.ctx, n, true, now, now)
+	c.submitAll(gen, b.g, tasks, s, nil)
+	go func() {
+		<-b.g.wait()
+		b.end()
 	}()
 	return b, nil
+}
+
+// end completes the batch once its group is: round, statistics,
+// OnComplete, Done.
+func (b *Batch) end() {
+	c, g := b.c, b.g
+	if g.hasDeadline() {
+		b.gen.tmo.remove(nil, g)
+	}
+	b.round = g.round(c.clk)
+	if g.home != nil && len(b.round.Results) == 1 {
+		b.one[0] = b.round.Results[0] // the group's own slice is used again
+		b.round.Results = b.one[:]
+	}
+	b.g = nil
+	g.release()
+	c.complete(b.ctx, b.round)
+	b.mu.Lock()
+	b.ended = true
+	if b.done != nil {
+		close(b.done)
+	}
+	b.mu.Unlock()
+	if b.cancel != nil {
+		b.stop()
+		b.cancel()
+	}
+	b.gen.wg.Done()
 }
 
 // SubmitAfter submits tasks as a batch after d.

@@ -134,7 +134,12 @@ func (f *delayedFire) Fire(uint64) {
 	case Task:
 		b, err = c.Submit(context.Background(), t)
 	}
-	d.end(&delayedOut{ended: true, batch: b, err: err})
+	if err != nil {
+		d.end(&delayedOut{ended: true, err: err})
+		return
+	}
+	b.out = delayedOut{ended: true, batch: b} // the batch's room: no allocation of its own
+	d.end(&b.out)
 }
 
 // SubmitAt submits tasks as a batch at t (at once if t is past). Pending

@@ -99,6 +99,14 @@
 // context, and the results when OnComplete, the job's own plan or a
 // recorder may keep them, are allocated anew. A group other goroutines may
 // still hold (tasks on workers, a deadline) is left to the collector.
+// An ad-hoc batch (Submit, and a delayed batch when due) is one Batch: it
+// completes on the goroutine that delivers its last outcome rather than
+// on a goroutine of its own (unless the job has an OnComplete, which may
+// wait for another batch of its pool), its tasks' context is part of it
+// when the caller's cannot be canceled, and its group goes back to the
+// generation once its completion and the pool are done with it (counted
+// in group.holds), for the next batch. A batch with a taskOverTime keeps
+// its group: the timeout watcher may still name its runs.
 // A task's id stays in the app's conflict registry while idle (Conflicts),
 // so a recurring task finds its entry rather than inserting and deleting
 // one per fire.

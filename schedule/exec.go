@@ -54,10 +54,12 @@ func (c *Context) submitOne(gen *generation, g *group, t Task, s *config.Setting
 		run.direct = true
 		return run
 	}
+	g.hold() // the pool's, until a worker is done with the run or the pool drops it
 	ok, closed := gen.pool.submit(run)
 	if ok {
 		return nil
 	}
+	g.release()
 	c.releaseID(run)
 	if closed {
 		c.settle(run, Result{Status: StatusCanceled, Err: c.taskErr(run.id, ErrCanceled, "schedule is stopping")})
@@ -125,6 +127,7 @@ func (c *Context) exec(gen *generation, run *taskRun) {
 	}
 	ownDeadline := s.TaskOverTime > 0 && s.DetectTimeoutOnEachTask
 	if ownDeadline {
+		run.group.keep.Store(true) // the timeout watcher may hold the run past its end
 		gen.tmo.add(deadline{at: start.Add(s.TaskOverTime), run: run})
 	}
 	value, err := c.call(ctx, run.task)

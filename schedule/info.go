@@ -130,11 +130,12 @@ func (c *Context) WaitingTasks() []TaskInfo {
 	if gen == nil {
 		return nil
 	}
-	w, _, _ := gen.pool.snapshot()
+	w, _ := gen.pool.snapshot()
 	now := c.clk.Now()
 	out := make([]TaskInfo, 0, len(w))
 	for _, r := range w {
-		out = append(out, TaskInfo{ID: r.id, Round: r.group.number, Batch: r.group.batch, Submitted: r.submitted, Elapsed: now.Sub(r.submitted)})
+		r.Elapsed = now.Sub(r.Submitted)
+		out = append(out, r.TaskInfo)
 	}
 	return out
 }
@@ -145,23 +146,20 @@ func (c *Context) ActiveTasks() []TaskInfo {
 	if gen == nil {
 		return nil
 	}
-	_, a, labels := gen.pool.snapshot()
+	_, a := gen.pool.snapshot()
 	want := map[string]bool{}
-	for _, l := range labels {
-		want[l] = true
+	for _, r := range a {
+		want[r.label] = true
 	}
 	stacks := workerStacks(want)
 	now := c.clk.Now()
 	out := make([]TaskInfo, 0, len(a))
 	for _, r := range a {
-		started, _ := r.startInfo()
-		if started.IsZero() {
+		if r.Started.IsZero() {
 			continue // picked up, not begun (or skipped)
 		}
-		out = append(out, TaskInfo{
-			ID: r.id, Round: r.group.number, Batch: r.group.batch, Submitted: r.submitted, Started: started,
-			Elapsed: now.Sub(started), Abandoned: r.isDone(), Stack: stacks[labels[r]],
-		})
+		r.Elapsed, r.Stack = now.Sub(r.Started), stacks[r.label]
+		out = append(out, r.TaskInfo)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Started.Before(out[j].Started) })
 	return out

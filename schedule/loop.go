@@ -477,6 +477,7 @@ func (c *Context) cancelAll(gen *generation) {
 	for _, r := range gen.pool.close() {
 		c.settle(r, Result{Status: StatusCanceled, Err: c.taskErr(r.id, ErrCanceled, "dropped from the queue by shutdown")})
 		c.releaseID(r)
+		r.group.release()
 	}
 	c.interrupt(c.clk.Now(), StatusCanceled, ErrCanceled, "canceled by shutdown", gen.pool.activeRuns()...)
 	gen.cancel() // tasks without a cancel of their own see it here, after the hooks

@@ -170,6 +170,7 @@ func (p *pool) runLocked(w *worker, run *taskRun) {
 	p.exec(run)
 	p.mu.Lock()
 	p.active.remove(run)
+	run.group.release()
 }
 
 // runList is a pool's running tasks, oldest first, linked through the runs
@@ -234,8 +235,8 @@ func (p *pool) help(w *worker, first *taskRun) {
 	run := first
 	p.mu.Lock()
 	for run != nil {
-		p.runLocked(w, run)
 		g := run.group
+		p.runLocked(w, run)
 		run = nil
 		if !p.closed && p.workers <= p.max {
 			run = p.popGroup(g)
@@ -330,25 +331,41 @@ func (p *pool) counts() (waiting, active, abandoned, slots int) {
 	return waiting, p.active.n, abandoned, p.max
 }
 
-func (p *pool) snapshot() (waiting, active []*taskRun, labels map[*taskRun]string) {
+// runView is what the pool shows of a run, read under its lock: once a
+// run leaves the queue or its worker, its group may be used again by
+// another batch (group.release).
+type runView struct {
+	TaskInfo
+	label string // its worker's goroutine label
+}
+
+// snapshot returns the queued runs without an outcome and the active ones.
+func (p *pool) snapshot() (waiting, active []runView) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, r := range p.queue {
 		if !r.isDone() {
-			waiting = append(waiting, r)
+			waiting = append(waiting, runView{TaskInfo: TaskInfo{ID: r.id, Round: r.group.number, Batch: r.group.batch, Submitted: r.submitted}})
 		}
 	}
-	labels = map[*taskRun]string{}
 	for r := p.active.head; r != nil; r = r.nextActive {
-		active = append(active, r)
-		labels[r] = r.worker.label
+		started, _ := r.startInfo()
+		active = append(active, runView{TaskInfo{ID: r.id, Round: r.group.number, Batch: r.group.batch, Submitted: r.submitted, Started: started, Abandoned: r.isDone()}, r.worker.label})
 	}
-	return waiting, active, labels
+	return waiting, active
 }
 
+// activeRuns returns the runs on a worker. A shutdown interrupts them:
+// no batch is submitted meanwhile, so none of their groups is used again
+// while it does, though a worker may let go of it.
 func (p *pool) activeRuns() []*taskRun {
-	_, a, _ := p.snapshot()
-	return a
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []*taskRun
+	for r := p.active.head; r != nil; r = r.nextActive {
+		out = append(out, r)
+	}
+	return out
 }
 
 // workerStacks returns the stacks of the worker goroutines with the given

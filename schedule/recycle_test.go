@@ -2,6 +2,8 @@ package schedule
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -172,5 +174,215 @@ func TestRecycledRoundsKeepWhatTheyHandedOut(t *testing.T) {
 	}
 	if len(h.idleSpares()) == 0 {
 		t.Fatal("no runner kept a round's group for another")
+	}
+}
+
+// A one-task batch of a job without OnComplete gives its group back once
+// its completion and its worker are done with it, cleared; the next batch
+// takes it from there.
+func TestABatchsGroupIsUsedAgain(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, map[string]string{"threadMax": "1"}, Job{})
+	ctx := context.Background()
+	seen := map[*group]int{}
+	for i := range 20 {
+		g := newGate("t")
+		b, err := h.c.Submit(ctx, g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitChan(t, g.started, "the task's start")
+		seen[b.g]++ // b.g is cleared by the batch's end, which waits for the gate
+		g.open()
+		r, err := b.Wait(ctx)
+		if err != nil || len(r.Results) != 1 || r.Results[0].Value != "t" || r.Number != int64(i+1) {
+			t.Fatalf("batch %d: %+v, %v", i+1, r, err)
+		}
+		h.waitFor("the worker to let go of the group", func() bool { return h.c.Info().Active == 0 })
+	}
+	if len(seen) == 20 {
+		t.Fatal("every batch had a group of its own")
+	}
+	h.c.mu.Lock()
+	home := h.c.gen.groups
+	h.c.mu.Unlock()
+	for range 20 {
+		g, _ := home.Get().(*group)
+		if g == nil {
+			break
+		}
+		if g.ctx != nil || g.first.task != nil || g.first.ctx != nil || g.oneResult[0].Value != nil || g.results != nil || g.owner != nil {
+			t.Fatalf("a group waiting to be used again still holds its batch: %+v", g)
+		}
+	}
+}
+
+// Batches whose groups are used again hand out what they were: every
+// round its own result, and a context a task keeps past its return still
+// names its task and schedule. The pool's views (ActiveTasks,
+// WaitingTasks) read runs only under its lock; run with -race.
+func TestBatchesUsingGroupsAgainKeepWhatTheyHandedOut(t *testing.T) {
+	t.Parallel()
+	const submitters, each = 4, 200
+	h := newHarness(t, map[string]string{"threadMax": "2", "queueSize": "1000"}, Job{})
+	var (
+		wg, kept sync.WaitGroup
+		stop     = make(chan struct{})
+		bad      atomic.Value
+	)
+	task := func(id string, v int) Task {
+		return TaskFunc(id, func(ctx context.Context) (any, error) {
+			kept.Add(1)
+			go func() { // work left behind with the task's context
+				defer kept.Done()
+				<-stop
+				if FromContext(ctx) != h.c || ctx.Value(taskKey{}) != id {
+					bad.Store("a kept task context changed: " + id)
+				}
+			}()
+			return v, nil
+		})
+	}
+	views := make(chan struct{})
+	go func() {
+		defer close(views)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for _, ti := range h.c.ActiveTasks() {
+				if ti.ID == "" || ti.Round == 0 {
+					bad.Store("an active task without its id or batch")
+				}
+			}
+			h.c.WaitingTasks()
+		}
+	}()
+	for s := range submitters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx := context.Background()
+			for i := range each {
+				id := "s" + strconv.Itoa(s) + "-" + strconv.Itoa(i)
+				b, err := h.c.Submit(ctx, task(id, s*each+i))
+				if err != nil {
+					bad.Store(err.Error())
+					return
+				}
+				r, err := b.Wait(ctx)
+				if err != nil || len(r.Results) != 1 || r.Results[0].TaskID != id || r.Results[0].Value != s*each+i || r.Number != b.Number() {
+					bad.Store(fmt.Sprintf("batch %s: %+v, %v", id, r, err))
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	kept.Wait()
+	<-views
+	if msg := bad.Load(); msg != nil {
+		t.Fatal(msg)
+	}
+}
+
+// A job's OnComplete still runs on a goroutine of its own: it may wait
+// for another batch of the same pool, whose one worker would otherwise be
+// the one running it.
+func TestABatchsOnCompleteMayWaitForAnotherBatch(t *testing.T) {
+	t.Parallel()
+	var (
+		c      atomic.Pointer[Context]
+		nested = make(chan Round, 1)
+	)
+	h := newHarness(t, map[string]string{"threadMax": "1"}, Job{OnComplete: func(ctx context.Context, r Round) {
+		if r.Number != 1 {
+			return
+		}
+		b, err := c.Load().Submit(ctx, ok("nested"))
+		if err != nil {
+			return
+		}
+		if inner, err := b.Wait(ctx); err == nil {
+			nested <- inner
+		}
+	}})
+	c.Store(h.c)
+	b, err := h.c.Submit(context.Background(), ok("outer"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-b.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the outer batch's OnComplete did not return")
+	}
+	if r := <-nested; len(r.Results) != 1 || r.Results[0].Value != "nested" {
+		t.Fatalf("nested batch: %+v", r)
+	}
+}
+
+// Done and Wait after the end: a closed channel, the round at once.
+func TestABatchDoneAfterItsEnd(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil, Job{})
+	b, err := h.c.Submit(context.Background(), ok("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor("the batch's end", b.finished)
+	waitChan(t, b.Done(), "Done after the end")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // Wait must not need it
+	if r, err := b.Wait(ctx); err != nil || r.Results[0].Value != "a" {
+		t.Fatalf("Wait after the end: %+v, %v", r, err)
+	}
+}
+
+// A shutdown drops queued batches whose groups are used again: each ends
+// canceled, and the schedule takes batches again after a restart.
+func TestQueuedBatchesEndAtShutdown(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, map[string]string{"cron": "0 0 * * * *", "threadMax": "1", "queueSize": "10"}, Job{})
+	if err := h.c.Startup(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	g := newGate("blocker")
+	first, err := h.c.Submit(ctx, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitChan(t, g.started, "the blocker's start")
+	var queued []*Batch
+	for range 5 {
+		b, err := h.c.Submit(ctx, ok("queued"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		queued = append(queued, b)
+	}
+	if err := h.c.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	h.waitState(Stopped)
+	for _, b := range append(queued, first) {
+		r, err := b.Wait(ctx)
+		if err != nil || len(r.Results) != 1 || r.Results[0].Status != StatusCanceled {
+			t.Fatalf("batch %d at shutdown: %+v, %v", b.Number(), r, err)
+		}
+	}
+	if err := h.c.Startup(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := h.c.Submit(ctx, ok("after"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := b.Wait(ctx); err != nil || r.Results[0].Value != "after" {
+		t.Fatalf("after a restart: %+v, %v", r, err)
 	}
 }

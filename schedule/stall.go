@@ -24,9 +24,9 @@ import (
 
 // stallState counts what holds the workers.
 type stallState struct {
-	waiting   []*taskRun // queued, undecided
-	abandoned int        // active runs already decided (timed out or canceled)
-	max       int        // worker slots
+	waiting   []queued // queued, undecided
+	abandoned int      // active runs already decided (timed out or canceled)
+	max       int      // worker slots
 }
 
 func (s stallState) stalled() bool { return s.abandoned > 0 && s.abandoned >= s.max }
@@ -41,11 +41,21 @@ func (p *pool) stallState() stallState {
 		}
 	}
 	for _, r := range p.queue {
-		if !r.isDone() {
-			st.waiting = append(st.waiting, r)
+		// A batch submitted with no taskOverTime has a group that is used
+		// again: it does not time out in the queue after an edit, and its
+		// runs are not named here, where they could be used again by then.
+		if !r.isDone() && r.group.home == nil {
+			st.waiting = append(st.waiting, queued{r, r.submitted})
 		}
 	}
 	return st
+}
+
+// queued is a queued run with its submission instant, read under the
+// pool's lock: a run taken by a worker meanwhile may be used again.
+type queued struct {
+	r         *taskRun
+	submitted time.Time
 }
 
 // unqueue removes runs from the queue and returns those it found there.
@@ -84,9 +94,9 @@ func (c *Context) checkStall(gen *generation, now time.Time) {
 	next := now.Add(over)
 	if st.stalled() {
 		var expired []*taskRun
-		for _, r := range st.waiting {
-			if due := r.submitted.Add(over); !now.Before(due) {
-				expired = append(expired, r)
+		for _, q := range st.waiting {
+			if due := q.submitted.Add(over); !now.Before(due) {
+				expired = append(expired, q.r)
 			} else if due.Before(next) {
 				next = due
 			}
@@ -98,6 +108,7 @@ func (c *Context) checkStall(gen *generation, now time.Time) {
 				fmt.Sprintf("waited %s for a worker: all %d were held by tasks past their timeout", over, st.max), expired...)
 			for _, r := range expired {
 				c.releaseID(r)
+				r.group.release()
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package fom_test
 import (
 	"context"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -47,5 +48,55 @@ func BenchmarkAppFire(b *testing.B) {
 		for sc.State() != fom.Sleeping { // the round goroutine arms the next fire
 			runtime.Gosched()
 		}
+	}
+}
+
+// delayedPool is a managed pool sized for a flood of delayed batches.
+type delayedPool struct {
+	fom.Schedule `queueSize:"100000" threadMax:"4"`
+}
+
+func (*delayedPool) Run(context.Context) (any, error) { return nil, nil }
+
+// countTask counts its runs.
+type countTask struct{ n *atomic.Int64 }
+
+func (countTask) ID() string                          { return "count" }
+func (t countTask) Exec(context.Context) (any, error) { t.n.Add(1); return nil, nil }
+
+// BenchmarkAppSubmitAfter is a delayed batch of one task of a default
+// App, from SubmitAfter to its end (statistics and run history
+// recorded), a thousand pending at a time: B/op is what each leaves
+// behind for the collector, which sets how often it runs during a flood
+// of them.
+func BenchmarkAppSubmitAfter(b *testing.B) {
+	app, err := fom.New(fom.WithDataDir(b.TempDir()), fom.WithFlushInterval(time.Hour))
+	if err != nil {
+		b.Fatal(err)
+	}
+	sc, err := app.Register(&delayedPool{}, fom.Named("delayed"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := app.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	defer app.Stop(context.Background())
+	var n atomic.Int64
+	task := countTask{&n}
+	b.ReportAllocs()
+	i := int64(0)
+	for b.Loop() {
+		if _, err := sc.SubmitAfter(time.Millisecond, task); err != nil {
+			b.Fatal(err)
+		}
+		if i++; i%1000 == 0 {
+			for n.Load() < i {
+				runtime.Gosched()
+			}
+		}
+	}
+	for n.Load() < i {
+		runtime.Gosched()
 	}
 }

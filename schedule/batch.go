@@ -3,6 +3,7 @@ package schedule
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -10,13 +11,14 @@ import (
 // Batch is an ad-hoc submission.
 //
 // A batch is one allocation: it holds its tasks' context when the
-// caller's can never be canceled (a Background, or values alone), its
-// round's one result, and the outcome a delayed batch hands to its
-// Delayed; its Done channel is made only for a caller who asks before the
-// end. Unless the job has an OnComplete, which may block or wait for
-// another batch of the same pool, the batch completes on the goroutine
-// that delivers its last outcome, not on a goroutine of its own, and its
-// group (the latch its tasks report to) is used again by a later batch.
+// caller's can never be canceled (a Background, or values alone) and its
+// round's one result; its Done channel is made only for a caller who asks
+// before the end. Unless the job has an OnComplete, which may block or
+// wait for another batch of the same pool, the batch completes on the
+// goroutine that delivers its last outcome, not on a goroutine of its
+// own, and its group (the latch its tasks report to) is used again by a
+// later batch. A delayed batch of one task uses a Batch the schedule
+// keeps for the next one: what it ends with goes to its Delayed.
 type Batch struct {
 	number int64
 	round  Round
@@ -31,8 +33,9 @@ type Batch struct {
 	cancel context.CancelFunc // of a cancelable caller's context; nil otherwise
 	stop   func() bool        // unhooks cancel from the generation's context
 	own    batchCtx
-	out    delayedOut // a delayed batch's outcome: see Delayed.end
-	one    [1]Result  // the round's one result, when its group is used again
+	one    [1]Result   // the round's one result, when its group is used again
+	dout   *delayedOut // a delayed batch's outcome; the Batch is then used again
+	d      *Delayed    // with dout
 }
 
 // batchCtx is a batch's context when the caller's can never be canceled:
@@ -94,6 +97,13 @@ func (b *Batch) Wait(ctx context.Context) (Round, error) {
 // Allowed in INITED, RUNNING and SLEEPING. Canceling ctx cancels the
 // batch's tasks.
 func (c *Context) Submit(ctx context.Context, tasks ...Task) (*Batch, error) {
+	return c.submit(ctx, tasks, nil, nil)
+}
+
+// submit is Submit; with d and out, it submits the one task of delayed
+// batch d, in a Batch of the generation's that ends into out (see
+// Batch.end) and is then used again: nothing else holds it.
+func (c *Context) submit(ctx context.Context, tasks []Task, d *Delayed, out *delayedOut) (*Batch, error) {
 	if len(tasks) == 0 {
 		return nil, c.refuse(ErrNoTasks)
 	}
@@ -111,14 +121,21 @@ func (c *Context) Submit(ctx context.Context, tasks ...Task) (*Batch, error) {
 	n := c.batches
 	gen.wg.Add(1)
 	if gen.groups == nil {
-		gen.groups = new(sync.Pool)
+		gen.groups, gen.batches = new(sync.Pool), new(sync.Pool)
 	}
 	c.mu.Unlock()
 
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	b := &Batch{number: n, c: c, gen: gen}
+	var b *Batch
+	if out != nil {
+		b, _ = gen.batches.Get().(*Batch) // cleared by end
+	}
+	if b == nil {
+		b = new(Batch)
+	}
+	b.number, b.c, b.gen, b.dout, b.d = n, c, gen, out, d
 	if ctx.Done() == nil {
 		b.own = batchCtx{Context: gen.ctx, values: ctx, c: c}
 		b.ctx = &b.own
@@ -138,6 +155,9 @@ func (c *Context) Submit(ctx context.Context, tasks ...Task) (*Batch, error) {
 			b.g = newGroup(b.ctx, n, true, now, now)
 		}
 		b.g.owner = b
+		if out != nil {
+			b.g.rctx = &out.rctx
+		}
 		c.submitAll(gen, b.g, tasks, s, nil)
 		return b, nil
 	}
@@ -164,6 +184,20 @@ func (b *Batch) end() {
 	}
 	b.g = nil
 	g.release()
+	gen := b.gen
+	if out := b.dout; out != nil {
+		if c.keepsRounds() {
+			b.round.Results = slices.Clone(b.round.Results) // b.one is used again
+		}
+		c.complete(b.ctx, b.round)
+		out.set(b.round)
+		d := b.d
+		*b = Batch{}
+		gen.batches.Put(b)
+		d.end(out)
+		gen.wg.Done()
+		return
+	}
 	c.complete(b.ctx, b.round)
 	b.mu.Lock()
 	b.ended = true
@@ -175,7 +209,7 @@ func (b *Batch) end() {
 		b.stop()
 		b.cancel()
 	}
-	b.gen.wg.Done()
+	gen.wg.Done()
 }
 
 // SubmitAfter submits tasks as a batch after d.

@@ -78,6 +78,7 @@ type generation struct {
 	delayed  *Delayed     // sentinel of the pending SubmitAt batches' ring, made by the first; guarded by Context.mu
 	wheel    *wheel.Wheel // own wheel for SubmitAt when none is shared; made on first use, guarded by Context.mu
 	groups   *sync.Pool   // finished batches' groups, used again (group.release); made by the first Submit, guarded by Context.mu
+	batches  *sync.Pool   // Batches of ended delayed batches (Batch.end); made with groups
 }
 
 // loop is one activation of a schedule, from Startup until it is STOPPED

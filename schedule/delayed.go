@@ -35,12 +35,45 @@ type Delayed struct {
 
 // delayedOut is how a Delayed ended, and the channel its waiters block
 // on: kept apart, so that a pending one does not carry its room. It is
-// replaced whole, never changed, so canceled batches share one.
+// replaced whole, never changed once ended, so canceled batches share one.
+//
+// A batch of one task (without OnComplete) ends into one of 128 bytes,
+// its task's context included, and Wait makes its Round from it: with a
+// flood of delayed batches, what each leaves behind sets how often the
+// collector runs, and on a small machine a collection holds the runtime's
+// timers, and so the wheel, for up to ten milliseconds (golang/go#45632).
 type delayedOut struct {
-	done  chan struct{} // made by the first Wait before the end; closed at the end
-	ended bool          // batch and err are final
-	batch *Batch
-	err   error
+	done   chan struct{} // made by the first Wait before the end; closed at the end
+	ended  bool          // the fields below are final
+	status uint8         // a Status
+	batch  *Batch        // a batch that keeps its own round: several tasks, or an OnComplete
+	err    error         // why it did not run (number 0), or its task's error
+	number int64
+	value  any
+	// Unix ns: the batch's start (its task's submission), its task's start
+	// (0 if it never started) and its end.
+	start, started, end int64
+	rctx                runCtx // the task's context
+}
+
+// set records round r, the batch's, of one task.
+func (o *delayedOut) set(r Round) {
+	res := r.Results[0]
+	o.ended, o.status, o.err, o.number, o.value = true, uint8(res.Status), res.Err, r.Number, res.Value
+	o.start, o.end = r.Start.UnixNano(), r.End.UnixNano()
+	if !res.Started.IsZero() {
+		o.started = res.Started.UnixNano()
+	}
+}
+
+// round is the Round set recorded, with its task's id.
+func (o *delayedOut) round(id string) Round {
+	start := time.Unix(0, o.start)
+	res := Result{TaskID: id, Status: Status(o.status), Value: o.value, Err: o.err, Submitted: start}
+	if o.started != 0 {
+		res.Started, res.Cost = time.Unix(0, o.started), time.Duration(o.end-o.started)
+	}
+	return Round{Number: o.number, Batch: true, Cause: CauseSubmit, Planned: start, Start: start, End: time.Unix(0, o.end), Results: []Result{res}}
 }
 
 // taskList is a delayed batch of several tasks, held in Delayed.tasks.
@@ -105,10 +138,13 @@ func (d *Delayed) Wait(ctx context.Context) (Round, error) {
 		}
 		out = d.out.Load()
 	}
-	if out.err != nil {
+	switch {
+	case out.batch != nil:
+		return out.batch.Wait(ctx)
+	case out.number == 0:
 		return Round{}, out.err
 	}
-	return out.batch.Wait(ctx)
+	return out.round(d.tasks.(Task).ID()), nil
 }
 
 // delayedFire is a Delayed as the wheel's callback: Fire is not part of
@@ -126,6 +162,14 @@ func (f *delayedFire) Fire(uint64) {
 	}
 	c.unlistLocked(d)
 	c.mu.Unlock()
+	if t, ok := d.tasks.(Task); ok && c.job.OnComplete == nil {
+		out := new(delayedOut)
+		if _, err := c.submit(context.Background(), []Task{t}, d, out); err != nil {
+			out.ended, out.err = true, err
+			d.end(out) // else its batch's end does
+		}
+		return
+	}
 	var b *Batch
 	var err error
 	switch t := d.tasks.(type) {
@@ -134,12 +178,7 @@ func (f *delayedFire) Fire(uint64) {
 	case Task:
 		b, err = c.Submit(context.Background(), t)
 	}
-	if err != nil {
-		d.end(&delayedOut{ended: true, err: err})
-		return
-	}
-	b.out = delayedOut{ended: true, batch: b} // the batch's room: no allocation of its own
-	d.end(&b.out)
+	d.end(&delayedOut{ended: true, batch: b, err: err})
 }
 
 // SubmitAt submits tasks as a batch at t (at once if t is past). Pending

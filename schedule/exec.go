@@ -21,7 +21,10 @@ func (c *Context) submitAll(gen *generation, g *group, tasks []Task, s *config.S
 		gen.tmo.add(deadline{at: g.start.Add(s.TaskOverTime), group: g})
 	}
 	g.reserve(len(tasks))
-	now := c.clk.Now() // one submission instant for the burst
+	now := g.start // a batch's tasks are submitted at its start
+	if !g.batch {
+		now = c.clk.Now() // one submission instant for the burst, after Tasks
+	}
 	for _, t := range tasks {
 		if r := c.submitOne(gen, g, t, s, now, helper != nil && kept == nil); r != nil {
 			kept = r
@@ -105,7 +108,9 @@ func (c *Context) exec(gen *generation, run *taskRun) {
 	// its own only when a deadline can fire; a shutdown cancels it through
 	// the generation's context, after the OnCancel hooks.
 	rc := &run.rctx
-	if g := run.group; g.recycled && run == &g.first {
+	if g := run.group; run == &g.first && g.rctx != nil {
+		rc = g.rctx // held by the batch's outcome
+	} else if g.recycled && run == &g.first {
 		rc = new(runCtx) // the run is used again by a later round; the task may keep its context
 	}
 	*rc = runCtx{Context: run.group.ctx, c: c, id: run.id}

@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -384,5 +385,131 @@ func TestQueuedBatchesEndAtShutdown(t *testing.T) {
 	}
 	if r, err := b.Wait(ctx); err != nil || r.Results[0].Value != "after" {
 		t.Fatalf("after a restart: %+v, %v", r, err)
+	}
+}
+
+// roundRecorder keeps the rounds a schedule records.
+type roundRecorder struct {
+	mu     sync.Mutex
+	rounds []Round
+}
+
+func (r *roundRecorder) RecordResult(string, Result) {}
+func (r *roundRecorder) RecordRound(_ string, rd Round) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rounds = append(r.rounds, rd)
+}
+
+// A delayed batch of one task ends into its outcome and its Batch is used
+// again: Wait gives back the round the schedule recorded (number, times
+// to the nanosecond, status, value, error), for a task that succeeded,
+// failed or was rejected; the context a task keeps still names it.
+func TestADelayedBatchsRoundComesBackFromItsOutcome(t *testing.T) {
+	t.Parallel()
+	rec := &roundRecorder{}
+	h := newHarness(t, map[string]string{"threadMax": "1", "queueSize": "0"}, Job{}, func(o *Options) { o.Recorder = rec })
+	boom := errors.New("boom")
+	var kept atomic.Value
+	block := newGate("block")
+	tasks := []Task{
+		TaskFunc("fine", func(ctx context.Context) (any, error) { kept.Store(ctx); return 42, nil }),
+		TaskFunc("failing", func(context.Context) (any, error) { return nil, boom }),
+	}
+	var ds []*Delayed
+	for _, task := range tasks {
+		d, err := h.c.SubmitAfter(time.Second, task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.clk.Advance(time.Second)
+		if _, err := d.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		h.waitFor("the worker to be free", func() bool { return h.c.Info().Active == 0 })
+		ds = append(ds, d)
+	}
+	// The one worker held, the next delayed task finds no room.
+	if _, err := h.c.Submit(context.Background(), block); err != nil {
+		t.Fatal(err)
+	}
+	waitChan(t, block.started, "the blocker's start")
+	rejected, err := h.c.SubmitAfter(time.Second, ok("rejected"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.clk.Advance(time.Second)
+	r, err := rejected.Wait(context.Background())
+	block.open()
+	if err != nil || r.Results[0].Status != StatusRejected || !r.Results[0].Started.IsZero() || r.Results[0].TaskID != "rejected" {
+		t.Fatalf("rejected delayed batch: %+v, %v", r, err)
+	}
+	ds = append(ds, rejected)
+
+	rec.mu.Lock()
+	recorded := map[int64]Round{}
+	for _, rd := range rec.rounds {
+		recorded[rd.Number] = rd
+	}
+	rec.mu.Unlock()
+	for i, d := range ds {
+		got, err := d.Wait(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := recorded[got.Number]
+		if got.Number == 0 || !got.Batch || got.Cause != CauseSubmit || !got.Start.Equal(want.Start) || !got.Planned.Equal(want.Planned) ||
+			!got.End.Equal(want.End) || len(got.Results) != 1 {
+			t.Fatalf("delayed batch %d: got %+v, recorded %+v", i, got, want)
+		}
+		g, w := got.Results[0], want.Results[0]
+		if g.TaskID != w.TaskID || g.Status != w.Status || g.Value != w.Value || g.Err != w.Err ||
+			!g.Submitted.Equal(w.Submitted) || !g.Started.Equal(w.Started) || g.Cost != w.Cost {
+			t.Fatalf("delayed batch %d's result: got %+v, recorded %+v", i, g, w)
+		}
+	}
+	if r, _ := ds[0].Wait(context.Background()); r.Results[0].Value != 42 || r.Results[0].Status != StatusSuccess {
+		t.Fatalf("fine: %+v", r)
+	}
+	if r, _ := ds[1].Wait(context.Background()); !errors.Is(r.Results[0].Err, boom) || r.Results[0].Status != StatusFailed {
+		t.Fatalf("failing: %+v", r)
+	}
+	for range 20 { // the Batches and groups are used again meanwhile
+		d, err := h.c.SubmitAfter(time.Second, ok("more"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.clk.Advance(time.Second)
+		if _, err := d.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := kept.Load().(context.Context)
+	if FromContext(ctx) != h.c || ctx.Value(taskKey{}) != "fine" {
+		t.Fatal("the context a delayed task kept changed")
+	}
+	h.c.mu.Lock()
+	home := h.c.gen.batches
+	h.c.mu.Unlock()
+	// The race detector makes a sync.Pool drop a quarter of what it is
+	// given: a few more batches make sure one is kept.
+	for try := 0; ; try++ {
+		if b, _ := home.Get().(*Batch); b != nil {
+			if b.c != nil || b.g != nil || b.dout != nil || b.d != nil || b.one[0].TaskID != "" {
+				t.Fatalf("a Batch waiting to be used again still holds its batch: %+v", b)
+			}
+			break
+		}
+		if try == 10 {
+			t.Fatal("no delayed batch's Batch was kept for the next")
+		}
+		d, err := h.c.SubmitAfter(time.Second, ok("more"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.clk.Advance(time.Second)
+		if _, err := d.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

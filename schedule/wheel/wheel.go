@@ -165,9 +165,9 @@ type Wheel struct {
 	// of slab (i-1)/slabSize.
 	slabs  []*[slabSize]entry
 	fns    []*[slabSize]Callback
-	used   int32   // indexes handed out so far
-	free   []int32 // indexes of unused entries, reused last-in first-out
-	lastID uint64  // the last timer id handed out
+	used   int32  // indexes handed out so far
+	free   int32  // the first unused entry, 0 for none: unused entries are a list through their next, reused last-in first-out
+	lastID uint64 // the last timer id handed out
 }
 
 // slabSize is the number of entries per slab: 32 KiB of entries and 16 KiB
@@ -350,7 +350,7 @@ func (w *Wheel) addAt(due, now int64, cb Callback, inline bool) (Timer, error) {
 		w.mu.Unlock()
 		return Timer{}, ErrStopped
 	}
-	if w.maxPending > 0 && w.pending >= w.maxPending || len(w.free) == 0 && w.used == math.MaxInt32 {
+	if w.maxPending > 0 && w.pending >= w.maxPending || w.free == 0 && w.used == math.MaxInt32 {
 		w.mu.Unlock()
 		return Timer{}, ErrFull
 	}
@@ -485,10 +485,10 @@ func (w *Wheel) fn(i int32) *Callback {
 // newEntry returns an unused entry, growing the arena by a slab when none
 // is free.
 func (w *Wheel) newEntry() (int32, *entry) {
-	if n := len(w.free); n > 0 {
-		i := w.free[n-1]
-		w.free = w.free[:n-1]
-		return i, w.entry(i)
+	if i := w.free; i != 0 {
+		e := w.entry(i)
+		w.free, e.next = e.next, 0
+		return i, e
 	}
 	if w.used%slabSize == 0 {
 		w.slabs = append(w.slabs, new([slabSize]entry))
@@ -503,14 +503,14 @@ func (w *Wheel) newEntry() (int32, *entry) {
 func (w *Wheel) recycle(i int32, e *entry) {
 	e.id = 0
 	*w.fn(i) = nil
-	w.free = append(w.free, i)
+	e.next, w.free = w.free, i // a list through the entries: freeing makes no garbage
 }
 
 // dropArena lets the garbage collector have the arena, once no timer is
 // pending. Handles of earlier timers keep failing to stop anything: their
 // ids are never handed out again.
 func (w *Wheel) dropArena() {
-	w.slabs, w.fns, w.free, w.used = nil, nil, nil, 0
+	w.slabs, w.fns, w.free, w.used = nil, nil, 0, 0
 }
 
 // insert files entry i by its due tick; true if it made a new earliest
@@ -589,20 +589,27 @@ func (w *Wheel) remove(i int32, e *entry) {
 func (w *Wheel) startLocked() {
 	w.running = true
 	out := make(chan []expired, 64)
+	spare := make(chan []expired, 2*w.dispatchers)
 	w.wg.Add(1 + w.dispatchers)
-	go w.advance(out)
+	go w.advance(out, spare)
 	for range w.dispatchers {
-		go w.run(out)
+		go w.run(out, spare)
 	}
 }
 
 // run is a dispatcher goroutine: it runs callbacks until its activation's
-// advancing goroutine closes out.
-func (w *Wheel) run(out chan []expired) {
+// advancing goroutine closes out, and hands each emptied slice back on
+// spare, so that a busy wheel makes no garbage per tick.
+func (w *Wheel) run(out, spare chan []expired) {
 	defer w.wg.Done()
 	for fs := range out {
 		for _, f := range fs {
 			f.cb.Fire(f.id)
+		}
+		clear(fs) // holds no callback while it waits
+		select {
+		case spare <- fs[:0]:
+		default:
 		}
 	}
 }
@@ -615,7 +622,7 @@ type expired struct {
 
 // advance is the goroutine that moves time forward. It returns, ending
 // its activation, when no timer is pending or the wheel stops.
-func (w *Wheel) advance(out chan []expired) {
+func (w *Wheel) advance(out, spare chan []expired) {
 	defer w.wg.Done()
 	defer close(out) // dispatchers finish what they were handed, then exit
 	var fired, inline []expired
@@ -680,7 +687,11 @@ func (w *Wheel) advance(out chan []expired) {
 		w.mu.Unlock()
 		if len(fired) > 0 {
 			out <- fired
-			fired = make([]expired, 0, len(fired))
+			select {
+			case fired = <-spare:
+			default:
+				fired = make([]expired, 0, len(fired))
+			}
 		}
 		for i, f := range inline {
 			f.cb.Fire(f.id)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"runtime/pprof"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,7 +30,7 @@ type pool struct {
 	max      int
 	alive    time.Duration
 	queueCap int
-	queue    []*taskRun
+	queue    fifo[*taskRun]
 	workers  int
 	idle     []*worker
 	active   runList
@@ -44,6 +43,7 @@ type worker struct {
 	ch     chan *taskRun   // a task, or nil to re-evaluate; at most one send per idle spell
 	label  string          // its goroutine's pprof label value, which finds its stack
 	labels context.Context // carries that label
+	expiry clockwork.Timer // ends an idle spell above core; one for the worker's life
 }
 
 // workerLabel is the pprof goroutine label that marks a worker, so that
@@ -85,8 +85,8 @@ func (p *pool) submit(run *taskRun) (ok, closed bool) {
 		w.ch <- run
 	case p.workers < p.max:
 		p.spawn(run)
-	case len(p.queue) < p.queueCap:
-		p.queue = append(p.queue, run)
+	case p.queue.len() < p.queueCap:
+		p.queue.push(run)
 	default:
 		return false, false
 	}
@@ -104,13 +104,7 @@ func (p *pool) spawn(first *taskRun) {
 
 // pop takes the next queued run; called with p.mu held.
 func (p *pool) pop() *taskRun {
-	if len(p.queue) == 0 {
-		return nil
-	}
-	r := p.queue[0]
-	p.queue[0] = nil
-	p.queue = p.queue[1:]
-	return r
+	return p.queue.pop()
 }
 
 func (p *pool) work(w *worker, run *taskRun) {
@@ -131,10 +125,8 @@ func (p *pool) work(w *worker, run *taskRun) {
 		}
 		p.idle = append(p.idle, w)
 		var expiry <-chan time.Time
-		var tm clockwork.Timer
 		if p.workers > p.core {
-			tm = p.clk.NewTimer(p.alive)
-			expiry = tm.Chan()
+			expiry = w.arm(p.clk, p.alive)
 		}
 		p.mu.Unlock()
 		select {
@@ -153,8 +145,31 @@ func (p *pool) work(w *worker, run *taskRun) {
 			p.mu.Unlock()
 			run = <-w.ch // handed a task just as the timer fired
 		}
-		if tm != nil {
-			tm.Stop()
+		if expiry != nil {
+			w.disarm()
+		}
+	}
+}
+
+// arm starts the worker's idle expiry: its timer is made once and reset
+// for each idle spell, not allocated per task.
+func (w *worker) arm(clk clockwork.Clock, d time.Duration) <-chan time.Time {
+	if w.expiry == nil {
+		w.expiry = clk.NewTimer(d)
+	} else {
+		w.expiry.Reset(d)
+	}
+	return w.expiry.Chan()
+}
+
+// disarm stops the idle expiry and drops a fire nobody read (a fake
+// clock's timer keeps it in its channel), so that the next spell does not
+// see it.
+func (w *worker) disarm() {
+	if !w.expiry.Stop() {
+		select {
+		case <-w.expiry.Chan():
+		default:
 		}
 	}
 }
@@ -243,7 +258,7 @@ func (p *pool) help(w *worker, first *taskRun) {
 		}
 	}
 	p.workers--
-	for !p.closed && len(p.queue) > 0 && p.workers < p.max {
+	for !p.closed && p.queue.len() > 0 && p.workers < p.max {
 		p.spawn(p.pop())
 	}
 	p.mu.Unlock()
@@ -254,9 +269,9 @@ func (p *pool) help(w *worker, first *taskRun) {
 
 // popGroup takes the oldest queued run of g; called with p.mu held.
 func (p *pool) popGroup(g *group) *taskRun {
-	for i, r := range p.queue {
+	for i, r := range p.queue.waiting() {
 		if r.group == g {
-			p.queue = slices.Delete(p.queue, i, i+1)
+			p.queue.removeAt(i)
 			return r
 		}
 	}
@@ -291,7 +306,7 @@ func (p *pool) resize(s poolSize) {
 	if p.closed {
 		return
 	}
-	for len(p.queue) > 0 && p.workers < p.max {
+	for p.queue.len() > 0 && p.workers < p.max {
 		p.spawn(p.pop())
 	}
 	p.nudgeIdle()
@@ -306,8 +321,7 @@ func (p *pool) close() []*taskRun {
 		return nil
 	}
 	p.closed = true
-	q := p.queue
-	p.queue = nil
+	q := p.queue.drain()
 	p.nudgeIdle()
 	return q
 }
@@ -318,7 +332,7 @@ func (p *pool) close() []*taskRun {
 func (p *pool) counts() (waiting, active, abandoned, slots int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, r := range p.queue {
+	for _, r := range p.queue.waiting() {
 		if !r.isDone() {
 			waiting++
 		}
@@ -343,7 +357,7 @@ type runView struct {
 func (p *pool) snapshot() (waiting, active []runView) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, r := range p.queue {
+	for _, r := range p.queue.waiting() {
 		if !r.isDone() {
 			waiting = append(waiting, runView{TaskInfo: TaskInfo{ID: r.id, Round: r.group.number, Batch: r.group.batch, Submitted: r.submitted}})
 		}

@@ -43,8 +43,7 @@ type Runners struct {
 	mu      sync.Mutex
 	idle    []*runner // the last one is taken first: usually the warmest
 	running int       // runners running a function
-	queue   []func(*runner)
-	head    int    // queue[head:] waits
+	queue   fifo[func(*runner)]
 	done    uint64 // functions finished, to tell a busy queue from a stalled one
 	watch   *time.Timer
 	seen    uint64 // done when the watchdog was armed
@@ -111,7 +110,7 @@ func (rs *Runners) goOn(f func(*runner)) {
 	case rs.running < rs.limit:
 		rs.spawnLocked(f)
 	default:
-		rs.queue = append(rs.queue, f)
+		rs.queue.push(f)
 		if !rs.armed {
 			rs.armLocked()
 		}
@@ -142,7 +141,7 @@ func (rs *Runners) check() {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	rs.armed = false
-	if rs.head == len(rs.queue) {
+	if rs.queue.len() == 0 {
 		rs.boost = 0
 		return
 	}
@@ -152,34 +151,16 @@ func (rs *Runners) check() {
 		return
 	}
 	rs.boost = max(1, 2*rs.boost)
-	for range min(rs.boost, len(rs.queue)-rs.head) {
+	for range min(rs.boost, rs.queue.len()) {
 		rs.spawnLocked(rs.next())
 	}
-	if rs.head != len(rs.queue) {
+	if rs.queue.len() != 0 {
 		rs.armLocked()
 	}
 }
 
 // next takes the oldest queued function; called with rs.mu held.
-func (rs *Runners) next() func(*runner) {
-	if rs.head == len(rs.queue) {
-		return nil
-	}
-	f := rs.queue[rs.head]
-	rs.queue[rs.head] = nil
-	rs.head++
-	switch {
-	case rs.head == len(rs.queue):
-		rs.queue, rs.head = rs.queue[:0], 0
-	case rs.head >= 1024 && rs.head*2 >= len(rs.queue):
-		// A queue that never drains under steady load must not keep
-		// growing: move what waits to the front.
-		n := copy(rs.queue, rs.queue[rs.head:])
-		clear(rs.queue[n:])
-		rs.queue, rs.head = rs.queue[:n], 0
-	}
-	return f
-}
+func (rs *Runners) next() func(*runner) { return rs.queue.pop() }
 
 func (rs *Runners) run(r *runner, f func(*runner)) {
 	for f != nil {

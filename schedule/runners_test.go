@@ -244,11 +244,11 @@ func TestRunnersQueueThatNeverDrainsStaysBounded(t *testing.T) {
 	defer rs.mu.Unlock()
 	// Steady load: 1 000 added and 1 000 taken per round, never empty.
 	for range 3000 {
-		rs.queue = append(rs.queue, noop)
+		rs.queue.push(noop)
 	}
 	for range 200 {
 		for range 1000 {
-			rs.queue = append(rs.queue, noop)
+			rs.queue.push(noop)
 		}
 		for range 1000 {
 			if rs.next() == nil {
@@ -256,10 +256,10 @@ func TestRunnersQueueThatNeverDrainsStaysBounded(t *testing.T) {
 			}
 		}
 	}
-	if n := len(rs.queue) - rs.head; n != 3000 {
+	if n := rs.queue.len(); n != 3000 {
 		t.Fatalf("waiting %d, want 3000", n)
 	}
-	if c := cap(rs.queue); c > 16384 {
+	if c := cap(rs.queue.items); c > 16384 {
 		t.Fatalf("queue capacity %d for 3 000 waiting", c)
 	}
 }

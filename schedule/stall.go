@@ -40,7 +40,7 @@ func (p *pool) stallState() stallState {
 			st.abandoned++
 		}
 	}
-	for _, r := range p.queue {
+	for _, r := range p.queue.waiting() {
 		// A batch submitted with no taskOverTime has a group that is used
 		// again: it does not time out in the queue after an edit, and its
 		// runs are not named here, where they could be used again by then.
@@ -67,16 +67,13 @@ func (p *pool) unqueue(runs []*taskRun) []*taskRun {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var found []*taskRun
-	kept := p.queue[:0]
-	for _, r := range p.queue {
+	p.queue.keep(func(r *taskRun) bool {
 		if drop[r] {
 			found = append(found, r)
-		} else {
-			kept = append(kept, r)
+			return false
 		}
-	}
-	clear(p.queue[len(kept):])
-	p.queue = kept
+		return true
+	})
 	return found
 }
 

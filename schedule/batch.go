@@ -136,10 +136,16 @@ func (c *Context) submit(ctx context.Context, tasks []Task, d *Delayed, out *del
 		b = new(Batch)
 	}
 	b.number, b.c, b.gen, b.dout, b.d = n, c, gen, out, d
-	if ctx.Done() == nil {
+	switch {
+	case out != nil:
+		// A delayed batch's tasks derive from the generation's context
+		// itself (a Background's values, and the schedule): this Batch is
+		// used again, and a task may keep its context past its return.
+		b.ctx = gen.ctx
+	case ctx.Done() == nil:
 		b.own = batchCtx{Context: gen.ctx, values: ctx, c: c}
 		b.ctx = &b.own
-	} else {
+	default:
 		b.ctx, b.cancel = context.WithCancel(context.WithValue(ctx, scheduleKey{}, c))
 		b.stop = context.AfterFunc(gen.ctx, b.cancel)
 	}

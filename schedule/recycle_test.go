@@ -237,7 +237,7 @@ func TestBatchesUsingGroupsAgainKeepWhatTheyHandedOut(t *testing.T) {
 			go func() { // work left behind with the task's context
 				defer kept.Done()
 				<-stop
-				if FromContext(ctx) != h.c || ctx.Value(taskKey{}) != id {
+				if FromContext(ctx) != h.c || ctx.Value(taskKey{}) != id || ctx.Err() != nil || ctx.Value("other") != nil {
 					bad.Store("a kept task context changed: " + id)
 				}
 			}()
@@ -485,9 +485,14 @@ func TestADelayedBatchsRoundComesBackFromItsOutcome(t *testing.T) {
 		}
 	}
 	ctx := kept.Load().(context.Context)
-	if FromContext(ctx) != h.c || ctx.Value(taskKey{}) != "fine" {
+	if FromContext(ctx) != h.c || ctx.Value(taskKey{}) != "fine" || ctx.Err() != nil || ctx.Done() == nil || ctx.Value("other") != nil {
 		t.Fatal("the context a delayed task kept changed")
 	}
+	defer func() { // and a stop still cancels it
+		if err := h.c.Close(context.Background()); err != nil || ctx.Err() == nil {
+			t.Errorf("after the schedule closed: %v, the kept context's Err %v", err, ctx.Err())
+		}
+	}()
 	h.c.mu.Lock()
 	home := h.c.gen.batches
 	h.c.mu.Unlock()

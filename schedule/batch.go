@@ -161,9 +161,6 @@ func (c *Context) submit(ctx context.Context, tasks []Task, d *Delayed, out *del
 			b.g = newGroup(b.ctx, n, true, now, now)
 		}
 		b.g.owner = b
-		if out != nil {
-			b.g.rctx = &out.rctx
-		}
 		c.submitAll(gen, b.g, tasks, s, nil)
 		return b, nil
 	}

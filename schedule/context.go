@@ -74,11 +74,12 @@ type generation struct {
 	tmo      *timeouts
 	wg       sync.WaitGroup // timeout watcher, batch completions
 	stopping atomic.Bool
-	stall    stallCheck   // in tmo while tasks past their timeout may hold workers
-	delayed  *Delayed     // sentinel of the pending SubmitAt batches' ring, made by the first; guarded by Context.mu
-	wheel    *wheel.Wheel // own wheel for SubmitAt when none is shared; made on first use, guarded by Context.mu
-	groups   *sync.Pool   // finished batches' groups, used again (group.release); made by the first Submit, guarded by Context.mu
-	batches  *sync.Pool   // Batches of ended delayed batches (Batch.end); made with groups
+	stall    stallCheck             // in tmo while tasks past their timeout may hold workers
+	delayed  *Delayed               // sentinel of the pending SubmitAt batches' ring, made by the first; guarded by Context.mu
+	wheel    *wheel.Wheel           // own wheel for SubmitAt when none is shared; made on first use, guarded by Context.mu
+	groups   *sync.Pool             // finished batches' groups, used again (group.release); made by the first Submit, guarded by Context.mu
+	batches  *sync.Pool             // Batches of ended delayed batches (Batch.end); made with groups
+	lastCtx  atomic.Pointer[runCtx] // the task context last made for a run used again (taskCtx)
 }
 
 // loop is one activation of a schedule, from Startup until it is STOPPED

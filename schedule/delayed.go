@@ -37,11 +37,11 @@ type Delayed struct {
 // on: kept apart, so that a pending one does not carry its room. It is
 // replaced whole, never changed once ended, so canceled batches share one.
 //
-// A batch of one task (without OnComplete) ends into one of 128 bytes,
-// its task's context included, and Wait makes its Round from it: with a
-// flood of delayed batches, what each leaves behind sets how often the
-// collector runs, and on a small machine a collection holds the runtime's
-// timers, and so the wheel, for up to ten milliseconds (golang/go#45632).
+// A batch of one task (without OnComplete) ends into one of 96 bytes,
+// and Wait makes its Round from it: with a flood of delayed batches, what
+// each leaves behind sets how often the collector runs, and on a small
+// machine a collection holds the runtime's timers, and so the wheel, for
+// up to ten milliseconds (golang/go#45632).
 type delayedOut struct {
 	done   chan struct{} // made by the first Wait before the end; closed at the end
 	ended  bool          // the fields below are final
@@ -53,7 +53,6 @@ type delayedOut struct {
 	// Unix ns: the batch's start (its task's submission), its task's start
 	// (0 if it never started) and its end.
 	start, started, end int64
-	rctx                runCtx // the task's context
 }
 
 // set records round r, the batch's, of one task.

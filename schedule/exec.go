@@ -107,13 +107,17 @@ func (c *Context) exec(gen *generation, run *taskRun) {
 	// A task's context answers FromContext and Logger. It needs a cancel of
 	// its own only when a deadline can fire; a shutdown cancels it through
 	// the generation's context, after the OnCancel hooks.
-	rc := &run.rctx
-	if g := run.group; run == &g.first && g.rctx != nil {
-		rc = g.rctx // held by the batch's outcome
-	} else if g.recycled && run == &g.first {
-		rc = new(runCtx) // the run is used again by a later round; the task may keep its context
+	var rc *runCtx
+	if g := run.group; g.recycled && run == &g.first {
+		// The run is used again by a later round or batch, and the task
+		// may keep its context past its return: a context of its own,
+		// which the next run of the same task under the same parent
+		// shares (a recurring task, a flood of delayed ones).
+		rc = gen.taskCtx(g.ctx, c, run.id)
+	} else {
+		rc = &run.rctx
+		*rc = runCtx{Context: run.group.ctx, c: c, id: run.id}
 	}
-	*rc = runCtx{Context: run.group.ctx, c: c, id: run.id}
 	var ctx context.Context = rc
 	cancel := context.CancelFunc(func() {})
 	if s.TaskOverTime > 0 || run.group.hasDeadline() {
@@ -296,6 +300,18 @@ func WithActor(ctx context.Context, who string) context.Context {
 func ActorOf(ctx context.Context) string {
 	who, _ := ctx.Value(actorKey{}).(string)
 	return who
+}
+
+// taskCtx returns a task context under parent for task id of c: the last
+// one made, when it is the same, else a new one, kept for the next. A
+// runCtx is never changed once made here, so tasks share it safely.
+func (gen *generation) taskCtx(parent context.Context, c *Context, id string) *runCtx {
+	if rc := gen.lastCtx.Load(); rc != nil && rc.Context == parent && rc.id == id {
+		return rc
+	}
+	rc := &runCtx{Context: parent, c: c, id: id}
+	gen.lastCtx.Store(rc)
+	return rc
 }
 
 // runCtx is a task's context: one allocation instead of two WithValue.

@@ -82,7 +82,6 @@ type group struct {
 	done     bool
 	complete chan struct{} // made by the first waiter; closed when done
 	owner    *Batch        // a batch completed by whoever completes the group (Batch.end)
-	rctx     *runCtx       // the first run's task context, when its batch holds it (a delayed one's outcome)
 
 	// A batch's group is used again once nothing holds it (release): its
 	// completion holds it, and so does each of its runs from its hand-over
@@ -150,7 +149,7 @@ func (g *group) release() {
 		return
 	}
 	g.mu.Lock()
-	g.ctx, g.results, g.runs, g.oneResult, g.oneRun, g.owner, g.rctx = nil, nil, nil, [1]Result{}, [1]*taskRun{}, nil, nil
+	g.ctx, g.results, g.runs, g.oneResult, g.oneRun, g.owner = nil, nil, nil, [1]Result{}, [1]*taskRun{}, nil
 	g.mu.Unlock()
 	r := &g.first
 	r.mu.Lock()

@@ -120,17 +120,15 @@ func (c *Context) submit(ctx context.Context, tasks []Task, d *Delayed, out *del
 	c.batches++
 	n := c.batches
 	gen.wg.Add(1)
-	if gen.groups == nil {
-		gen.groups, gen.batches = new(sync.Pool), new(sync.Pool)
-	}
 	c.mu.Unlock()
 
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	reuse := gen.reused()
 	var b *Batch
 	if out != nil {
-		b, _ = gen.batches.Get().(*Batch) // cleared by end
+		b, _ = reuse.batches.Get().(*Batch) // cleared by end
 	}
 	if b == nil {
 		b = new(Batch)
@@ -156,7 +154,7 @@ func (c *Context) submit(ctx context.Context, tasks []Task, d *Delayed, out *del
 		// timeout nothing but the batch and the pool holds its group, and
 		// it is used again.
 		if s.TaskOverTime == 0 {
-			b.g = batchGroup(gen.groups, b.ctx, n, now)
+			b.g = batchGroup(&reuse.groups, b.ctx, n, now)
 		} else {
 			b.g = newGroup(b.ctx, n, true, now, now)
 		}
@@ -196,7 +194,7 @@ func (b *Batch) end() {
 		out.set(b.round)
 		d := b.d
 		*b = Batch{}
-		gen.batches.Put(b)
+		gen.reused().batches.Put(b)
 		d.end(out)
 		gen.wg.Done()
 		return

@@ -77,9 +77,24 @@ type generation struct {
 	stall    stallCheck             // in tmo while tasks past their timeout may hold workers
 	delayed  *Delayed               // sentinel of the pending SubmitAt batches' ring, made by the first; guarded by Context.mu
 	wheel    *wheel.Wheel           // own wheel for SubmitAt when none is shared; made on first use, guarded by Context.mu
-	groups   *sync.Pool             // finished batches' groups, used again (group.release); made by the first Submit, guarded by Context.mu
-	batches  *sync.Pool             // Batches of ended delayed batches (Batch.end); made with groups
-	lastCtx  atomic.Pointer[runCtx] // the task context last made for a run used again (taskCtx)
+	reuse    atomic.Pointer[reused] // made by the first run or batch that uses something again
+}
+
+// reused is what a generation keeps to use again, apart from it so that a
+// schedule that never fires or submits does not carry its room.
+type reused struct {
+	lastCtx atomic.Pointer[runCtx] // the task context last made for a run used again (taskCtx)
+	groups  sync.Pool              // finished batches' groups (group.release)
+	batches sync.Pool              // Batches of ended delayed batches (Batch.end)
+}
+
+// reused returns what gen keeps to use again, made by the first caller.
+func (gen *generation) reused() *reused {
+	if r := gen.reuse.Load(); r != nil {
+		return r
+	}
+	gen.reuse.CompareAndSwap(nil, new(reused))
+	return gen.reuse.Load()
 }
 
 // loop is one activation of a schedule, from Startup until it is STOPPED

@@ -306,11 +306,12 @@ func ActorOf(ctx context.Context) string {
 // one made, when it is the same, else a new one, kept for the next. A
 // runCtx is never changed once made here, so tasks share it safely.
 func (gen *generation) taskCtx(parent context.Context, c *Context, id string) *runCtx {
-	if rc := gen.lastCtx.Load(); rc != nil && rc.Context == parent && rc.id == id {
+	last := &gen.reused().lastCtx
+	if rc := last.Load(); rc != nil && rc.Context == parent && rc.id == id {
 		return rc
 	}
 	rc := &runCtx{Context: parent, c: c, id: id}
-	gen.lastCtx.Store(rc)
+	last.Store(rc)
 	return rc
 }
 

@@ -205,7 +205,7 @@ func TestABatchsGroupIsUsedAgain(t *testing.T) {
 		t.Fatal("every batch had a group of its own")
 	}
 	h.c.mu.Lock()
-	home := h.c.gen.groups
+	home := &h.c.gen.reused().groups
 	h.c.mu.Unlock()
 	for range 20 {
 		g, _ := home.Get().(*group)
@@ -494,7 +494,7 @@ func TestADelayedBatchsRoundComesBackFromItsOutcome(t *testing.T) {
 		}
 	}()
 	h.c.mu.Lock()
-	home := h.c.gen.batches
+	home := &h.c.gen.reused().batches
 	h.c.mu.Unlock()
 	// The race detector makes a sync.Pool drop a quarter of what it is
 	// given: a few more batches make sure one is kept.

@@ -3,6 +3,7 @@ package schedule
 import (
 	"hash/maphash"
 	"sync"
+	"sync/atomic"
 )
 
 // conflictShards splits the registry so that schedules firing at the same
@@ -57,6 +58,7 @@ type heldID struct {
 	running int32
 	used    bool // acquired since the shard's last sweep
 	claimed bool // claimed through Claims by the current holder
+	swept   bool // no longer the shard's: a caller holding it as a hint looks the id up again
 }
 
 // NewConflicts returns an empty registry.
@@ -77,15 +79,42 @@ func (r *Conflicts) shard(id string) *conflictShard {
 // back. With exclusive it returns nil, changing nothing, when id is
 // already running or (with Claims) is claimed elsewhere.
 func (r *Conflicts) acquire(id string, exclusive bool) *heldID {
-	s := r.shard(id)
-	s.mu.Lock()
-	h := s.ids[id]
-	if h == nil {
-		if len(s.ids) >= s.sweepAt {
-			s.sweep()
+	return r.acquireFrom(nil, id, exclusive)
+}
+
+// acquireFrom is acquire with the entry the caller got last time (nil for
+// none), kept in last: a schedule whose task recurs finds its entry
+// there, without hashing its id and looking it up in the map, for as long
+// as the shard has not swept it.
+func (r *Conflicts) acquireFrom(last *atomic.Pointer[heldID], id string, exclusive bool) *heldID {
+	var s *conflictShard
+	var h *heldID
+	if last != nil {
+		if h = last.Load(); h != nil && h.id == id {
+			s = h.shard
+			s.mu.Lock()
+			if h.swept {
+				h = nil // the same shard: looked up below
+			}
+		} else {
+			h = nil
 		}
-		h = &heldID{shard: s, id: id}
-		s.ids[id] = h
+	}
+	if h == nil {
+		if s == nil {
+			s = r.shard(id)
+			s.mu.Lock()
+		}
+		if h = s.ids[id]; h == nil {
+			if len(s.ids) >= s.sweepAt {
+				s.sweep()
+			}
+			h = &heldID{shard: s, id: id}
+			s.ids[id] = h
+		}
+		if last != nil {
+			last.Store(h)
+		}
 	}
 	if exclusive && h.running > 0 {
 		s.mu.Unlock()
@@ -130,6 +159,7 @@ func (s *conflictShard) sweep() {
 	for id, h := range s.ids {
 		if h.running == 0 && !h.used {
 			delete(s.ids, id)
+			h.swept = true
 		}
 		h.used = false
 	}

@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"fmt"
+	"sync/atomic"
 	"testing"
 )
 
@@ -101,5 +102,42 @@ func TestConflictsClaimOnceForTheLastHolder(t *testing.T) {
 	r.release(r.acquire("sync", false)) // no claim was made: none is given back
 	if cl.unclaimed["sync"] != 1 {
 		t.Fatalf("unclaims %v", cl.unclaimed)
+	}
+}
+
+// A schedule keeps the entry its task got last time and finds it there
+// next time; once its shard swept the idle id, the entry is looked up (and
+// made) again, and conflicts are still seen through it.
+func TestConflictsLastEntryIsLookedUpAgainOnceSwept(t *testing.T) {
+	r := NewConflicts()
+	var last atomic.Pointer[heldID]
+	h := r.acquireFrom(&last, "recurring", true)
+	r.release(h)
+	if again := r.acquireFrom(&last, "recurring", true); again != h || !r.Running("recurring") {
+		t.Fatal("the kept entry was not used again")
+	} else {
+		r.release(again)
+	}
+	s := r.shard("recurring")
+	inShard := func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.ids["recurring"] != nil
+	}
+	for i := 0; inShard(); i++ { // one-off ids of the same shard, until it sweeps "recurring"
+		if id := fmt.Sprintf("order-%d", i); r.shard(id) == s {
+			r.release(r.acquire(id, false))
+		}
+	}
+	h2 := r.acquireFrom(&last, "recurring", true)
+	if h2 == nil || h2 == h || !r.Running("recurring") || last.Load() != h2 {
+		t.Fatalf("after the sweep: %p (swept %p), running %v", h2, h, r.Running("recurring"))
+	}
+	if r.acquireFrom(&last, "recurring", true) != nil || r.acquire("recurring", true) != nil {
+		t.Fatal("a second exclusive run of the id was let through")
+	}
+	r.release(h2)
+	if r.Running("recurring") {
+		t.Fatal("still running after its release")
 	}
 }

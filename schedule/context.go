@@ -83,9 +83,10 @@ type generation struct {
 // reused is what a generation keeps to use again, apart from it so that a
 // schedule that never fires or submits does not carry its room.
 type reused struct {
-	lastCtx atomic.Pointer[runCtx] // the task context last made for a run used again (taskCtx)
-	groups  sync.Pool              // finished batches' groups (group.release)
-	batches sync.Pool              // Batches of ended delayed batches (Batch.end)
+	lastCtx  atomic.Pointer[runCtx] // the task context last made for a run used again (taskCtx)
+	lastHeld atomic.Pointer[heldID] // the conflict registry's entry of the last task id run (Conflicts.acquireFrom)
+	groups   sync.Pool              // finished batches' groups (group.release)
+	batches  sync.Pool              // Batches of ended delayed batches (Batch.end)
 }
 
 // reused returns what gen keeps to use again, made by the first caller.

@@ -49,7 +49,7 @@ func (c *Context) submitOne(gen *generation, g *group, t Task, s *config.Setting
 		c.settle(run, Result{Status: StatusCanceled, Err: c.taskErr(run.id, ErrCanceled, "schedule is stopping")})
 		return nil
 	}
-	if run.held = c.conflicts.acquire(run.id, s.EnableTaskConflict); run.held == nil {
+	if run.held = c.conflicts.acquireFrom(&gen.reused().lastHeld, run.id, s.EnableTaskConflict); run.held == nil {
 		c.settle(run, Result{Status: StatusConflict, Err: c.taskErr(run.id, ErrConflict, "")})
 		return nil
 	}

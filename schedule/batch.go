@@ -23,8 +23,7 @@ type Batch struct {
 	number int64
 	round  Round
 	mu     sync.Mutex
-	ended  bool          // round is final; guarded by mu
-	done   chan struct{} // made by the first Done before the end; guarded by mu
+	done   latch // ended once round is final; guarded by mu
 
 	c      *Context
 	gen    *generation
@@ -62,13 +61,7 @@ func (b *Batch) Number() int64 { return b.number }
 func (b *Batch) Done() <-chan struct{} {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.done == nil {
-		b.done = make(chan struct{})
-		if b.ended {
-			close(b.done)
-		}
-	}
-	return b.done
+	return b.done.waitLocked()
 }
 
 // finished reports whether the batch has ended, so that a Wait after the
@@ -76,7 +69,7 @@ func (b *Batch) Done() <-chan struct{} {
 func (b *Batch) finished() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.ended
+	return b.done.ended
 }
 
 // Wait blocks until the batch is complete or ctx ends.
@@ -201,10 +194,7 @@ func (b *Batch) end() {
 	}
 	c.complete(b.ctx, b.round)
 	b.mu.Lock()
-	b.ended = true
-	if b.done != nil {
-		close(b.done)
-	}
+	b.done.endLocked()
 	b.mu.Unlock()
 	if b.cancel != nil {
 		b.stop()

@@ -79,9 +79,8 @@ type group struct {
 	runs     []*taskRun
 	pending  int
 	sealed   bool
-	done     bool
-	complete chan struct{} // made by the first waiter; closed when done
-	owner    *Batch        // a batch completed by whoever completes the group (Batch.end)
+	complete latch  // done once every task has an outcome and submission is over
+	owner    *Batch // a batch completed by whoever completes the group (Batch.end)
 
 	// A batch's group is used again once nothing holds it (release): its
 	// completion holds it, and so does each of its runs from its hand-over
@@ -249,14 +248,11 @@ func (g *group) seal() {
 // check completes the group if nothing is pending after submission, and
 // unlocks g.mu: an owner batch then ends on this goroutine, unlocked.
 func (g *group) check() {
-	if !g.sealed || g.pending != 0 || g.done {
+	if !g.sealed || g.pending != 0 || g.complete.ended {
 		g.mu.Unlock()
 		return
 	}
-	g.done = true
-	if g.complete != nil {
-		close(g.complete)
-	}
+	g.complete.endLocked()
 	b := g.owner
 	g.mu.Unlock()
 	if b != nil {
@@ -268,7 +264,7 @@ func (g *group) check() {
 func (g *group) finished() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.done
+	return g.complete.ended
 }
 
 // wait returns a channel closed once the group is complete. The channel
@@ -276,13 +272,33 @@ func (g *group) finished() bool {
 func (g *group) wait() <-chan struct{} {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.complete == nil {
-		g.complete = make(chan struct{})
-		if g.done {
-			close(g.complete)
+	return g.complete.waitLocked()
+}
+
+// latch is an end and the channel its waiters block on, made only when
+// someone waits before the end. Its owner's lock guards it.
+type latch struct {
+	ch    chan struct{}
+	ended bool
+}
+
+// waitLocked returns the channel, closed once the latch has ended.
+func (l *latch) waitLocked() <-chan struct{} {
+	if l.ch == nil {
+		l.ch = make(chan struct{})
+		if l.ended {
+			close(l.ch)
 		}
 	}
-	return g.complete
+	return l.ch
+}
+
+// endLocked ends the latch and wakes its waiters.
+func (l *latch) endLocked() {
+	l.ended = true
+	if l.ch != nil {
+		close(l.ch)
+	}
 }
 
 // unfinished returns the runs without an outcome.

@@ -112,8 +112,9 @@ func newGroup(ctx context.Context, number int64, batch bool, planned, start time
 }
 
 // batchGroup returns a batch's group from home, where finished batches
-// leave theirs, or a new one. Its first run's task context is allocated
-// apart (recycled), since a task may keep it past its return.
+// leave theirs, or a new one. Its first run's task context is not part of
+// it (recycled: exec takes one from taskCtx), since a task may keep it
+// past its return.
 //
 // A batch's group was most of what a batch allocates (about 700 of 1 200
 // bytes): with a flood of delayed one-task batches, its garbage set the

@@ -141,6 +141,10 @@ func (c *Context) exec(gen *generation, run *taskRun) {
 	}
 	value, err := c.call(ctx, run.task)
 	end := c.clk.Now()
+	// The id stops counting as running before the outcome is delivered:
+	// whoever learns that the round or batch ended (Wait, OnComplete) may
+	// run the same id again at once.
+	c.releaseID(run)
 	if ownDeadline { // nothing else puts a run in the heap: no lock to take otherwise
 		gen.tmo.remove(run, nil)
 	}

@@ -237,6 +237,36 @@ func TestConflicts(t *testing.T) {
 	}
 }
 
+// Once a batch has ended, its tasks' ids no longer count as running: the
+// next run of the same id right after Wait is no conflict, even while the
+// task's AfterExec still runs.
+func TestABatchsIDsAreFreeOnceItEnded(t *testing.T) {
+	t.Parallel()
+	shared := NewConflicts()
+	h := newHarness(t, map[string]string{"enableTaskConflict": "true"}, Job{}, func(o *Options) { o.Conflicts = shared })
+	task := &slowAfter{release: make(chan struct{})}
+	b, err := h.c.Submit(context.Background(), task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := b.Wait(context.Background())
+	if err != nil || r.Results[0].Status != StatusSuccess {
+		t.Fatalf("batch: %+v, %v", r.Results, err)
+	}
+	running := shared.Running("sync-users")
+	close(task.release)
+	if running {
+		t.Fatal("the batch ended with its task's id still running")
+	}
+}
+
+// slowAfter is a task whose AfterExec waits for release.
+type slowAfter struct{ release chan struct{} }
+
+func (*slowAfter) ID() string                          { return "sync-users" }
+func (*slowAfter) Exec(context.Context) (any, error)   { return nil, nil }
+func (s *slowAfter) AfterExec(context.Context, Result) { <-s.release }
+
 type hooked struct {
 	id      string
 	before  error

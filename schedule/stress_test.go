@@ -114,15 +114,30 @@ func TestManySchedulesUnderOperatorStorm(t *testing.T) {
 			t.Fatalf("batch did not complete: %v", err)
 		}
 	}
+	// Whatever the storm left each schedule in, it still starts and runs a
+	// round when asked. (Whether a schedule ran during the storm depends on
+	// timing: under load one may be stopped again before each first fire.)
+	for _, s := range scheds {
+		before := s.c.Info().Rounds
+		for s.c.Info().Rounds == before {
+			if ctx.Err() != nil {
+				t.Fatalf("%s does not run a round after the storm: %s", s.c.Name(), s.c.State())
+			}
+			switch s.c.State() {
+			case Stopped, Inited:
+				s.c.Startup()
+			case Sleeping:
+				s.c.ExecNow()
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
 	for _, s := range scheds {
 		if err := s.c.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if st := s.c.State(); st != Stopped && st != Inited {
 			t.Fatalf("%s: %s after Close", s.c.Name(), st)
-		}
-		if s.c.Info().Rounds == 0 {
-			t.Fatalf("%s never ran", s.c.Name())
 		}
 	}
 	if o := overlaps.Load(); o != 0 {

@@ -673,7 +673,9 @@ func (a *App) Start(ctx context.Context) error {
 	a.running = true
 	if a.flushStop == nil {
 		a.flushStop, a.flushDone = make(chan struct{}), make(chan struct{})
-		go a.flushLoop(a.flushStop, a.flushDone)
+		// The period counts from Start, not from whenever the loop's
+		// goroutine first runs: the ticker is made here.
+		go a.flushLoop(a.o.clock.NewTicker(a.flushEvery()), a.flushStop, a.flushDone)
 	}
 	var errs []error
 	for _, sc := range a.schedules {
@@ -768,10 +770,10 @@ func (a *App) flushEvery() time.Duration {
 	return flushInterval
 }
 
-// flushLoop writes statistics every flushEvery until stop is closed.
-func (a *App) flushLoop(stop, done chan struct{}) {
+// flushLoop writes statistics on every tick of t until stop is closed,
+// then stops t.
+func (a *App) flushLoop(t clockwork.Ticker, stop, done chan struct{}) {
 	defer close(done)
-	t := a.o.clock.NewTicker(a.flushEvery())
 	defer t.Stop()
 	for {
 		select {

@@ -11,36 +11,49 @@ import (
 
 // BenchmarkSaveStats is one flush in the steady state of an app whose
 // schedules each ran a few rounds since the last: a day row (rewritten)
-// and a page of the run history per schedule, in one transaction.
+// and a page of the run history per schedule, in one transaction. The
+// store holds what a week of such flushes leaves: seven days per schedule
+// and a lap of the history's slots.
 func BenchmarkSaveStats(b *testing.B) {
-	const schedules = 1000
+	const schedules, days, slots = 1000, 7, 10
 	s, err := Open(context.Background(), b.TempDir())
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	day := time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC)
-	dayData, page := make([]byte, 200), make([]byte, 300)
-	batch := func(flush int) store.StatsBatch {
+	first := time.Date(2026, 11, 18, 0, 0, 0, 0, time.UTC)
+	dayData, page := make([]byte, 60), make([]byte, 180)
+	names := make([]string, schedules)
+	for i := range names {
+		names[i] = fmt.Sprintf("schedule-%d", i)
+	}
+	batch := func(day, flush int) store.StatsBatch {
 		var bt store.StatsBatch
-		for i := range schedules {
-			name := fmt.Sprintf("schedule-%d", i)
+		for _, name := range names {
 			seq := int64(flush * 5)
-			bt.Days = append(bt.Days, store.Day{Schedule: name, Day: day, Data: dayData})
-			bt.Rounds = append(bt.Rounds, store.Round{Schedule: name, Slot: int(seq % 50), First: seq - 4, Seq: seq,
-				Start: day.Add(time.Duration(seq) * time.Second), Data: page})
+			bt.Days = append(bt.Days, store.Day{Schedule: name, Day: first.AddDate(0, 0, day), Data: dayData})
+			bt.Rounds = append(bt.Rounds, store.Round{Schedule: name, Slot: int(seq % (slots * 5)), First: seq - 4, Seq: seq,
+				Start: first.Add(time.Duration(seq) * time.Second), Data: page})
 		}
 		return bt
 	}
 	ctx := context.Background()
-	for f := range 10 { // a lap of the history's slots: rows are replaced from here on
-		if err := s.SaveStats(ctx, batch(f)); err != nil {
+	flush := 0
+	for day := range days { // a day row per schedule and day
+		if err := s.SaveStats(ctx, batch(day, flush)); err != nil {
 			b.Fatal(err)
 		}
+		flush++
 	}
-	batches := make([]store.StatsBatch, 10)
+	for range slots { // a lap of the history's slots: rows are replaced from here on
+		if err := s.SaveStats(ctx, batch(days-1, flush)); err != nil {
+			b.Fatal(err)
+		}
+		flush++
+	}
+	batches := make([]store.StatsBatch, slots)
 	for i := range batches {
-		batches[i] = batch(10 + i)
+		batches[i] = batch(days-1, flush+i)
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

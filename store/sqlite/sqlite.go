@@ -104,9 +104,12 @@ type Store struct {
 
 	commits, statements atomic.Int64
 
-	rounds, days, failures rowsStatement        // a flush's statements
-	stmts                  map[string]*sql.Stmt // prepared at open, by their text; read-only after
-	unprepared             atomic.Int64         // hot-path statements that found no prepared form
+	rounds     hintedTable[store.Round] // a flush's statements
+	days       hintedTable[dayRow]
+	failures   rowsStatement
+	ids        rowIDs               // where the rows a flush rewrites are (rowids.go)
+	stmts      map[string]*sql.Stmt // prepared at open, by their text; read-only after
+	unprepared atomic.Int64         // hot-path statements that found no prepared form
 }
 
 var _ store.Store = (*Store)(nil)
@@ -169,8 +172,8 @@ func openLocked(ctx context.Context, path string) (*Store, error) {
 	// SQLITE_BUSY between our own connections.
 	db.SetMaxOpenConns(1)
 	s := &Store{db: db, path: path, file: info,
-		rounds:   newRowsStatement(roundsPerStatement, upsertRounds),
-		days:     newRowsStatement(daysPerStatement, upsertDays),
+		rounds:   roundsTable(),
+		days:     daysTable(),
 		failures: newRowsStatement(failuresPerStatement, insertFailures),
 	}
 	if err := s.migrate(ctx); err != nil {
@@ -393,15 +396,57 @@ func newRowsStatement(per int, text func(rows int) string) rowsStatement {
 	return rowsStatement{per: per, full: text(per), one: text(1)}
 }
 
-// The statements of a flush, by the number of rows they write.
-func upsertRounds(n int) string {
-	return "INSERT INTO rounds (schedule, slot, first_seq, seq, start, data) VALUES " + rows(n, 6) +
-		" ON CONFLICT (schedule, slot) DO UPDATE SET first_seq = excluded.first_seq, seq = excluded.seq, start = excluded.start, data = excluded.data"
+// The statements of a flush, by the number of rows they write: by rowid
+// (rowids.go), and by key, returning the rowids.
+func roundsTable() hintedTable[store.Round] {
+	return hintedTable[store.Round]{
+		byID: newRowsStatement(roundsPerStatement, func(n int) string {
+			return "INSERT OR IGNORE INTO rounds (rowid, schedule, slot, first_seq, seq, start, data) VALUES " + rows(n, 7) +
+				" ON CONFLICT (rowid) DO UPDATE SET first_seq = excluded.first_seq, seq = excluded.seq, start = excluded.start, data = excluded.data" +
+				" WHERE rounds.schedule = excluded.schedule AND rounds.slot = excluded.slot"
+		}),
+		byKey: newRowsStatement(roundsPerStatement, func(n int) string {
+			return "INSERT INTO rounds (schedule, slot, first_seq, seq, start, data) VALUES " + rows(n, 6) +
+				" ON CONFLICT (schedule, slot) DO UPDATE SET first_seq = excluded.first_seq, seq = excluded.seq, start = excluded.start, data = excluded.data" +
+				" RETURNING rowid, schedule, slot"
+		}),
+		appendByID: func(args []any, id int64, r store.Round) []any {
+			return append(args, id, r.Schedule, r.Slot, r.First, r.Seq, r.Start.UnixNano(), r.Data)
+		},
+		appendByKey: func(args []any, r store.Round) []any {
+			return append(args, r.Schedule, r.Slot, r.First, r.Seq, r.Start.UnixNano(), r.Data)
+		},
+		scan: func(rows *sql.Rows) (x learned, err error) {
+			err = rows.Scan(&x.id, &x.schedule, &x.slot)
+			return x, err
+		},
+	}
 }
 
-func upsertDays(n int) string {
-	return "INSERT INTO stats_days (schedule, day, data) VALUES " + rows(n, 3) +
-		" ON CONFLICT (schedule, day) DO UPDATE SET data = excluded.data"
+// dayRow is a store.Day with its key as stored.
+type dayRow struct {
+	schedule, day string
+	data          []byte
+}
+
+func daysTable() hintedTable[dayRow] {
+	return hintedTable[dayRow]{
+		byID: newRowsStatement(daysPerStatement, func(n int) string {
+			return "INSERT OR IGNORE INTO stats_days (rowid, schedule, day, data) VALUES " + rows(n, 4) +
+				" ON CONFLICT (rowid) DO UPDATE SET data = excluded.data" +
+				" WHERE stats_days.schedule = excluded.schedule AND stats_days.day = excluded.day"
+		}),
+		byKey: newRowsStatement(daysPerStatement, func(n int) string {
+			return "INSERT INTO stats_days (schedule, day, data) VALUES " + rows(n, 3) +
+				" ON CONFLICT (schedule, day) DO UPDATE SET data = excluded.data RETURNING rowid, schedule, day"
+		}),
+		appendByID:  func(args []any, id int64, d dayRow) []any { return append(args, id, d.schedule, d.day, d.data) },
+		appendByKey: func(args []any, d dayRow) []any { return append(args, d.schedule, d.day, d.data) },
+		scan: func(rows *sql.Rows) (x learned, err error) {
+			err = rows.Scan(&x.id, &x.schedule, &x.day)
+			return x, err
+		},
+	}
 }
 
 func insertFailures(n int) string {
@@ -415,28 +460,45 @@ func (s *Store) SaveStats(ctx context.Context, b store.StatsBatch) error {
 		return nil
 	}
 	rounds := store.LastPerSlot(b.Rounds)
-	return s.tx(ctx, func(tx *sql.Tx) error {
-		err := writeRows(ctx, s, tx, rounds, s.rounds, func(args []any, r store.Round) []any {
-			return append(args, r.Schedule, r.Slot, r.First, r.Seq, r.Start.UnixNano(), r.Data)
-		})
+	days := make([]dayRow, len(b.Days))
+	for i, d := range b.Days {
+		days[i] = dayRow{schedule: d.Schedule, day: dayKey(d.Day), data: d.Data}
+	}
+	roundHints, dayHints := s.ids.roundsHints(rounds), s.ids.daysHints(days)
+	var got []learned
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		r, err := writeHinted(ctx, s, tx, rounds, roundHints, s.rounds)
 		if err != nil {
 			return err
 		}
-		err = writeRows(ctx, s, tx, b.Days, s.days, func(args []any, d store.Day) []any {
-			return append(args, d.Schedule, dayKey(d.Day), d.Data)
-		})
+		d, err := writeHinted(ctx, s, tx, days, dayHints, s.days)
 		if err != nil {
 			return err
 		}
+		got = append(r, d...)
 		return writeRows(ctx, s, tx, b.Failures, s.failures, func(args []any, f store.Failure) []any {
 			return append(args, f.Schedule, f.At.UnixNano(), f.TaskID, f.Status, f.Error, f.Stack, int64(f.Cost), f.Round)
 		})
 	})
+	if err != nil {
+		return err
+	}
+	s.ids.learn(got)
+	return nil
 }
 
 // writeRows writes items st.per at a time, and what remains one at a
 // time; appendRow appends an item's arguments.
 func writeRows[T any](ctx context.Context, s *Store, tx *sql.Tx, items []T, st rowsStatement, appendRow func([]any, T) []any) error {
+	return eachStatement(st, items, func(q string, args []any, _ []T) error {
+		return s.execPrepared(ctx, tx, q, args...)
+	}, func(args []any, _ int, it T) []any { return appendRow(args, it) })
+}
+
+// eachStatement runs run once per statement's worth of items, st.per at a time and
+// what remains one at a time, with the statement's text and the
+// arguments appendRow made of them (given each item's index).
+func eachStatement[T any](st rowsStatement, items []T, run func(q string, args []any, part []T) error, appendRow func(args []any, i int, it T) []any) error {
 	full := len(items) - len(items)%st.per
 	var args []any
 	for i := 0; i < len(items); {
@@ -445,10 +507,10 @@ func writeRows[T any](ctx context.Context, s *Store, tx *sql.Tx, items []T, st r
 			n, q = 1, st.one
 		}
 		args = args[:0]
-		for _, it := range items[i : i+n] {
-			args = appendRow(args, it)
+		for j := i; j < i+n; j++ {
+			args = appendRow(args, j, items[j])
 		}
-		if err := s.execPrepared(ctx, tx, q, args...); err != nil {
+		if err := run(q, args, items[i:i+n]); err != nil {
 			return err
 		}
 		i += n
@@ -526,7 +588,9 @@ func (s *Store) prepared(q string) *sql.Stmt { return s.stmts[q] }
 // taken by the transaction that would run them. Fixed texts only.
 func (s *Store) preparedTexts() []string {
 	return []string{
-		s.rounds.full, s.rounds.one, s.days.full, s.days.one, s.failures.full, s.failures.one,
+		s.rounds.byID.full, s.rounds.byID.one, s.rounds.byKey.full, s.rounds.byKey.one,
+		s.days.byID.full, s.days.byID.one, s.days.byKey.full, s.days.byKey.one,
+		s.failures.full, s.failures.one,
 		loadDaysSQL, loadFailuresSQL, getSettingSQL, lastRoundSeqSQL, loadConfigSQL,
 	}
 }

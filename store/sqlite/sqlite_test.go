@@ -221,23 +221,41 @@ func TestFlushStatements(t *testing.T) {
 	for i := range 2*failuresPerStatement + 3 {
 		b.Failures = append(b.Failures, store.Failure{Schedule: "s000", At: day.Add(time.Duration(i) * time.Second), TaskID: fmt.Sprint(i), Status: "failed", Error: "boom", Round: 4})
 	}
-	before := s.Counters()
-	if err := s.SaveStats(ctx, b); err != nil {
-		t.Fatal(err)
+	// The first flush writes by key and learns the rows' rowids; the
+	// second rewrites the same rows by rowid (rowids.go), in as many
+	// statements.
+	for flush := range 2 {
+		for i := range n {
+			b.Days[i].Data = []byte{byte(i), byte(flush)}
+			b.Rounds[i].Data = []byte{byte(i), byte(flush)}
+		}
+		if flush == 1 {
+			b.Failures = nil
+		}
+		before := s.Counters()
+		if err := s.SaveStats(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		c := s.Counters()
+		wantStatements := int64(2+5) + int64(2+5) // rounds, days: full statements and one-row remainders
+		if flush == 0 {
+			wantStatements += 2 + 3 // failures
+		}
+		if c.Transactions-before.Transactions != 1 || c.Statements-before.Statements != wantStatements {
+			t.Fatalf("flush %d: %d transactions, %d statements; want 1, %d", flush, c.Transactions-before.Transactions, c.Statements-before.Statements, wantStatements)
+		}
 	}
-	c := s.Counters()
-	wantStatements := int64(2+5) + int64(2+5) + int64(2+3) // rounds, days, failures: full statements and one-row remainders
-	if c.Transactions-before.Transactions != 1 || c.Statements-before.Statements != wantStatements {
-		t.Fatalf("one flush: %d transactions, %d statements; want 1, %d", c.Transactions-before.Transactions, c.Statements-before.Statements, wantStatements)
+	if known := len(s.ids.of); known != n {
+		t.Fatalf("rowids of %d schedules known, want %d", known, n)
 	}
 	for i := range n {
 		name := fmt.Sprintf("s%03d", i)
 		days, err := s.LoadDays(ctx, name, day)
-		if err != nil || len(days) != 1 || days[0].Data[0] != byte(i) {
+		if err != nil || len(days) != 1 || !bytes.Equal(days[0].Data, []byte{byte(i), 1}) {
 			t.Fatalf("%s: days %+v, %v", name, days, err)
 		}
 		rs, err := s.LoadRounds(ctx, name, 10)
-		if err != nil || len(rs) != 1 || rs[0].Data[0] != byte(i) || rs[0].Slot != 3 {
+		if err != nil || len(rs) != 1 || !bytes.Equal(rs[0].Data, []byte{byte(i), 1}) || rs[0].Slot != 3 {
 			t.Fatalf("%s: rounds %+v, %v", name, rs, err)
 		}
 		if _, err := s.LastRoundSeq(ctx, name); err != nil {
@@ -256,5 +274,55 @@ func TestFlushStatements(t *testing.T) {
 	}
 	if u := s.unprepared.Load(); u != 0 {
 		t.Fatalf("%d statements of a flush or a load were parsed anew", u)
+	}
+}
+
+// TestStaleRowIDsWriteNoWrongRow: a schedule's rows are deleted by
+// retention and their rowids handed to another schedule's new rows; the
+// store still remembers the old rowids, and writing the first schedule
+// again leaves the other's rows alone and writes its own by key.
+func TestStaleRowIDsWriteNoWrongRow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, t.TempDir())
+	day := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	batch := func(name string, v byte) store.StatsBatch {
+		return store.StatsBatch{
+			Days:   []store.Day{{Schedule: name, Day: day, Data: []byte{v}}},
+			Rounds: []store.Round{{Schedule: name, Slot: 0, First: 1, Seq: 1, Start: day, Data: []byte{v}}},
+		}
+	}
+	check := func(name string, v byte) {
+		t.Helper()
+		days, err := s.LoadDays(ctx, name, day)
+		if err != nil || len(days) != 1 || !bytes.Equal(days[0].Data, []byte{v}) {
+			t.Fatalf("%s: days %+v, %v; want data %d", name, days, err, v)
+		}
+		rs, err := s.LoadRounds(ctx, name, 10)
+		if err != nil || len(rs) != 1 || !bytes.Equal(rs[0].Data, []byte{v}) {
+			t.Fatalf("%s: rounds %+v, %v; want data %d", name, rs, err, v)
+		}
+	}
+	for _, name := range []string{"b", "a"} { // a's rows get the largest rowids
+		if err := s.SaveStats(ctx, batch(name, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.SaveStats(ctx, batch("a", 2)); err != nil { // by rowid
+		t.Fatal(err)
+	}
+	if err := s.Prune(ctx, []store.Retention{{Schedule: "a", Before: day.Add(48 * time.Hour), KeepFailures: 1, KeepRounds: 10}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SaveStats(ctx, batch("c", 3)); err != nil { // takes a's rowids
+		t.Fatal(err)
+	}
+	for _, v := range []byte{4, 5} { // a's stale rowids, then what it learned anew
+		if err := s.SaveStats(ctx, batch("a", v)); err != nil {
+			t.Fatal(err)
+		}
+		check("a", v)
+		check("b", 1)
+		check("c", 3)
 	}
 }

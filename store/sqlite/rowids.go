@@ -13,21 +13,25 @@ import (
 // its run history: rows that exist already, in the steady state. Written
 // by key, SQLite first searches the primary key's index (schedule, key)
 // for the row, then the table for its rowid; the index search, with its
-// string comparisons, was half of a flush's CPU. The store therefore
-// remembers the rowid of each schedule's row of its latest day and of each
-// slot it wrote or read, and rewrites those rows by rowid, found in the
-// table's own b-tree.
+// string comparisons, was a third of a flush's instructions. The store
+// therefore remembers the rowid of each schedule's row of its latest day
+// and of each history slot it wrote, and writes those rows by rowid,
+// found in the table's own b-tree. A row the store has no rowid for gets
+// a fresh one, past every rowid of the table: a new row (a schedule's
+// first page in a slot, its first row of a day) goes there, and is
+// remembered.
 //
-// A remembered rowid is a hint, never trusted: the statement that writes
-// by rowid updates the row only if it still holds the same schedule and
-// key, and inserts one only where neither that rowid nor that key is
-// taken (INSERT OR IGNORE). Rows it did not write show in the count of
-// changed rows, and the whole statement's rows are then written again by
-// key. So a hint that went stale (retention deleted the row, and SQLite
-// gave its rowid to another) costs the slower path once, never a wrong
-// row, and retention needs no bookkeeping here. Rowids are learned from
-// the writes by key (RETURNING) and kept only once their transaction
-// committed: a rolled-back insert's rowid may be handed out again.
+// A rowid is a hint, never trusted: the statement that writes by rowid
+// updates the row only if it holds the same schedule and key, and inserts
+// one only where neither that rowid nor that key is taken (INSERT OR
+// IGNORE). Rows it did not write show in the count of changed rows, and
+// the statement's rows are then written again by key, which returns their
+// rowids (RETURNING). That is the path of a row written before the store
+// was opened (the first lap of the history after a restart); a hint whose
+// row retention deleted inserts the row again where it was; and a hint
+// naming another row (a file edited behind the store's back) leaves that
+// row alone. Rowids are kept once their transaction committed, and fresh
+// ones are counted by the store, never handed out twice while it is open.
 //
 // No schema change: these are the tables' implicit rowids, and rows keep
 // them (an upsert that updates keeps the row's rowid), so a history slot's
@@ -36,8 +40,9 @@ import (
 
 // rowIDs is the store's memory of where rows are.
 type rowIDs struct {
-	mu sync.Mutex
-	of map[string]scheduleRowIDs
+	mu   sync.Mutex
+	of   map[string]scheduleRowIDs
+	next map[string]int64 // by table: the next fresh rowid, 0 before the first
 }
 
 // scheduleRowIDs is where one schedule's rows are: a few hundred bytes
@@ -126,42 +131,98 @@ func (r *rowIDs) learn(rows []learned) {
 
 // hintedTable is how one table's rows are written by rowid and by key.
 type hintedTable[T any] struct {
+	table       string
 	byID, byKey rowsStatement // byKey returns rowid and key of each row
 	appendByID  func(args []any, id int64, row T) []any
 	appendByKey func(args []any, row T) []any
+	key         func(row T, id int64) learned
 	scan        func(rows *sql.Rows) (learned, error)
 }
 
-// writeHinted writes rows: by rowid where hints has one, by key the rest
-// and any a hint did not fit. It returns the rowids the writes by key
-// learned.
+// writeHinted writes rows by rowid: a remembered one where hints has it,
+// else a fresh one past every rowid of the table, where a new row goes (a
+// schedule's first page in a slot, its first row of a day). A row that
+// exists under another rowid (written before the store was opened, or
+// its hint went stale) is left alone by that statement, and the
+// statement's rows are written again by key. It returns the rowids
+// learned: the fresh ones used and those the writes by key returned.
 func writeHinted[T any](ctx context.Context, s *Store, tx *sql.Tx, rows []T, hints []int64, t hintedTable[T]) ([]learned, error) {
-	var hinted, byKey []T
-	var ids []int64
-	for i, row := range rows {
-		if hints[i] != 0 {
-			hinted, ids = append(hinted, row), append(ids, hints[i])
-		} else {
-			byKey = append(byKey, row)
+	ids := slices.Clone(hints)
+	fresh := false
+	for i := range ids {
+		if ids[i] == 0 {
+			id, err := s.freshRowID(ctx, tx, t.table)
+			if err != nil {
+				return nil, err
+			}
+			ids[i], fresh = id, true
 		}
 	}
-	err := eachStatement(t.byID, hinted, func(q string, args []any, part []T) error {
+	var got []learned
+	var byKey []T
+	err := eachStatement(t.byID, rows, func(q string, args []any, from int, part []T) error {
 		written, err := s.execPreparedCount(ctx, tx, q, args...)
-		if err == nil && written != int64(len(part)) { // a stale hint: these rows again, by key
+		switch {
+		case err != nil:
+			return err
+		case written != int64(len(part)): // a row exists elsewhere: these rows again, by key
 			byKey = append(byKey, part...)
+		case fresh:
+			for i, row := range part {
+				if hints[from+i] == 0 {
+					got = append(got, t.key(row, ids[from+i]))
+				}
+			}
 		}
-		return err
+		return nil
 	}, func(args []any, i int, row T) []any { return t.appendByID(args, ids[i], row) })
 	if err != nil {
 		return nil, err
 	}
-	var got []learned
-	err = eachStatement(t.byKey, byKey, func(q string, args []any, _ []T) error {
+	err = eachStatement(t.byKey, byKey, func(q string, args []any, _ int, _ []T) error {
 		var err error
 		got, err = s.queryPreparedLearn(ctx, tx, q, t.scan, got, args...)
 		return err
 	}, func(args []any, _ int, row T) []any { return t.appendByKey(args, row) })
+	for _, x := range got {
+		s.ids.seen(t.table, x.id)
+	}
 	return got, err
+}
+
+// freshRowID returns a rowid past every rowid of table, read once from
+// the table (a statement, counted) and counted on from there, so that a
+// rowid is never handed out twice while the store is open. Called inside
+// a write transaction.
+func (s *Store) freshRowID(ctx context.Context, tx *sql.Tx, table string) (int64, error) {
+	r := &s.ids
+	r.mu.Lock()
+	next := r.next[table]
+	r.mu.Unlock()
+	if next == 0 {
+		var top sql.NullInt64
+		s.statements.Add(1)
+		if err := tx.QueryRowContext(ctx, "SELECT max(rowid) FROM "+table).Scan(&top); err != nil {
+			return 0, err
+		}
+		next = top.Int64 + 1
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.next == nil {
+		r.next = make(map[string]int64)
+	}
+	r.next[table] = max(r.next[table], next) + 1
+	return r.next[table] - 1, nil
+}
+
+// seen keeps the fresh rowids of table past id, a rowid SQLite gave.
+func (r *rowIDs) seen(table string, id int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.next != nil && r.next[table] <= id {
+		r.next[table] = id + 1
+	}
 }
 
 // execPreparedCount is execPrepared that returns how many rows the

@@ -400,6 +400,7 @@ func newRowsStatement(per int, text func(rows int) string) rowsStatement {
 // (rowids.go), and by key, returning the rowids.
 func roundsTable() hintedTable[store.Round] {
 	return hintedTable[store.Round]{
+		table: "rounds",
 		byID: newRowsStatement(roundsPerStatement, func(n int) string {
 			return "INSERT OR IGNORE INTO rounds (rowid, schedule, slot, first_seq, seq, start, data) VALUES " + rows(n, 7) +
 				" ON CONFLICT (rowid) DO UPDATE SET first_seq = excluded.first_seq, seq = excluded.seq, start = excluded.start, data = excluded.data" +
@@ -416,6 +417,7 @@ func roundsTable() hintedTable[store.Round] {
 		appendByKey: func(args []any, r store.Round) []any {
 			return append(args, r.Schedule, r.Slot, r.First, r.Seq, r.Start.UnixNano(), r.Data)
 		},
+		key: func(r store.Round, id int64) learned { return learned{schedule: r.Schedule, slot: r.Slot, id: id} },
 		scan: func(rows *sql.Rows) (x learned, err error) {
 			err = rows.Scan(&x.id, &x.schedule, &x.slot)
 			return x, err
@@ -431,6 +433,7 @@ type dayRow struct {
 
 func daysTable() hintedTable[dayRow] {
 	return hintedTable[dayRow]{
+		table: "stats_days",
 		byID: newRowsStatement(daysPerStatement, func(n int) string {
 			return "INSERT OR IGNORE INTO stats_days (rowid, schedule, day, data) VALUES " + rows(n, 4) +
 				" ON CONFLICT (rowid) DO UPDATE SET data = excluded.data" +
@@ -442,6 +445,7 @@ func daysTable() hintedTable[dayRow] {
 		}),
 		appendByID:  func(args []any, id int64, d dayRow) []any { return append(args, id, d.schedule, d.day, d.data) },
 		appendByKey: func(args []any, d dayRow) []any { return append(args, d.schedule, d.day, d.data) },
+		key:         func(d dayRow, id int64) learned { return learned{schedule: d.schedule, day: d.day, id: id} },
 		scan: func(rows *sql.Rows) (x learned, err error) {
 			err = rows.Scan(&x.id, &x.schedule, &x.day)
 			return x, err
@@ -490,15 +494,16 @@ func (s *Store) SaveStats(ctx context.Context, b store.StatsBatch) error {
 // writeRows writes items st.per at a time, and what remains one at a
 // time; appendRow appends an item's arguments.
 func writeRows[T any](ctx context.Context, s *Store, tx *sql.Tx, items []T, st rowsStatement, appendRow func([]any, T) []any) error {
-	return eachStatement(st, items, func(q string, args []any, _ []T) error {
+	return eachStatement(st, items, func(q string, args []any, _ int, _ []T) error {
 		return s.execPrepared(ctx, tx, q, args...)
 	}, func(args []any, _ int, it T) []any { return appendRow(args, it) })
 }
 
 // eachStatement runs run once per statement's worth of items, st.per at a time and
 // what remains one at a time, with the statement's text and the
-// arguments appendRow made of them (given each item's index).
-func eachStatement[T any](st rowsStatement, items []T, run func(q string, args []any, part []T) error, appendRow func(args []any, i int, it T) []any) error {
+// arguments appendRow made of them (given each item's index), and the
+// index of the first.
+func eachStatement[T any](st rowsStatement, items []T, run func(q string, args []any, from int, part []T) error, appendRow func(args []any, i int, it T) []any) error {
 	full := len(items) - len(items)%st.per
 	var args []any
 	for i := 0; i < len(items); {
@@ -510,7 +515,7 @@ func eachStatement[T any](st rowsStatement, items []T, run func(q string, args [
 		for j := i; j < i+n; j++ {
 			args = appendRow(args, j, items[j])
 		}
-		if err := run(q, args, items[i:i+n]); err != nil {
+		if err := run(q, args, i, items[i:i+n]); err != nil {
 			return err
 		}
 		i += n

@@ -332,3 +332,44 @@ func TestStaleRowIDsWriteNoWrongRow(t *testing.T) {
 		check("c", 4)
 	}
 }
+
+// TestRowsWrittenBeforeOpenAreRewritten: after a restart the store knows
+// no rowids; rows written before are found by key and rewritten, not
+// duplicated, and rewritten by rowid from then on.
+func TestRowsWrittenBeforeOpenAreRewritten(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	day := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	batch := func(v byte) store.StatsBatch {
+		return store.StatsBatch{
+			Days:   []store.Day{{Schedule: "a", Day: day, Data: []byte{v}}},
+			Rounds: []store.Round{{Schedule: "a", Slot: 2, First: 1, Seq: 1, Start: day, Data: []byte{v}}},
+		}
+	}
+	s, err := Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SaveStats(ctx, batch(1)); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = open(t, dir)
+	for _, v := range []byte{2, 3} { // by key, then by rowid
+		if err := s.SaveStats(ctx, batch(v)); err != nil {
+			t.Fatal(err)
+		}
+		days, err := s.LoadDays(ctx, "a", day)
+		if err != nil || len(days) != 1 || !bytes.Equal(days[0].Data, []byte{v}) {
+			t.Fatalf("days %+v, %v; want one with data %d", days, err, v)
+		}
+		rs, err := s.LoadRounds(ctx, "a", 10)
+		if err != nil || len(rs) != 1 || !bytes.Equal(rs[0].Data, []byte{v}) {
+			t.Fatalf("rounds %+v, %v; want one with data %d", rs, err, v)
+		}
+	}
+	if c := s.ids.of["a"]; c.dayID == 0 || len(c.slots) != 1 {
+		t.Fatalf("rowids not learned: %+v", c)
+	}
+}

@@ -132,9 +132,8 @@ func (r *rowIDs) learn(rows []learned) {
 // hintedTable is how one table's rows are written by rowid and by key.
 type hintedTable[T any] struct {
 	table       string
-	byID, byKey rowsStatement // byKey returns rowid and key of each row
-	appendByID  func(args []any, id int64, row T) []any
-	appendByKey func(args []any, row T) []any
+	byID, byKey rowsStatement // byID takes the rowid first; byKey returns rowid and key of each row
+	appendRow   func(args []any, row T) []any
 	key         func(row T, id int64) learned
 	scan        func(rows *sql.Rows) (learned, error)
 }
@@ -175,7 +174,7 @@ func writeHinted[T any](ctx context.Context, s *Store, tx *sql.Tx, rows []T, hin
 			}
 		}
 		return nil
-	}, func(args []any, i int, row T) []any { return t.appendByID(args, ids[i], row) })
+	}, func(args []any, i int, row T) []any { return t.appendRow(append(args, ids[i]), row) })
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +182,7 @@ func writeHinted[T any](ctx context.Context, s *Store, tx *sql.Tx, rows []T, hin
 		var err error
 		got, err = s.queryPreparedLearn(ctx, tx, q, t.scan, got, args...)
 		return err
-	}, func(args []any, _ int, row T) []any { return t.appendByKey(args, row) })
+	}, func(args []any, _ int, row T) []any { return t.appendRow(args, row) })
 	for _, x := range got {
 		s.ids.seen(t.table, x.id)
 	}
@@ -228,15 +227,11 @@ func (r *rowIDs) seen(table string, id int64) {
 // execPreparedCount is execPrepared that returns how many rows the
 // statement inserted or updated.
 func (s *Store) execPreparedCount(ctx context.Context, tx *sql.Tx, q string, args ...any) (int64, error) {
-	s.statements.Add(1)
-	var res sql.Result
-	var err error
-	if st := s.prepared(q); st != nil {
-		res, err = tx.StmtContext(ctx, st).ExecContext(ctx, args...)
-	} else {
-		s.unprepared.Add(1)
-		res, err = tx.ExecContext(ctx, q, args...)
+	st, err := s.stmt(ctx, tx, q)
+	if err != nil {
+		return 0, err
 	}
+	res, err := st.ExecContext(ctx, args...)
 	if err != nil {
 		return 0, err
 	}
@@ -246,15 +241,11 @@ func (s *Store) execPreparedCount(ctx context.Context, tx *sql.Tx, q string, arg
 // queryPreparedLearn runs a write that returns its rows' rowids and keys,
 // appending them to got.
 func (s *Store) queryPreparedLearn(ctx context.Context, tx *sql.Tx, q string, scan func(*sql.Rows) (learned, error), got []learned, args ...any) ([]learned, error) {
-	s.statements.Add(1)
-	var rows *sql.Rows
-	var err error
-	if st := s.prepared(q); st != nil {
-		rows, err = tx.StmtContext(ctx, st).QueryContext(ctx, args...)
-	} else {
-		s.unprepared.Add(1)
-		rows, err = tx.QueryContext(ctx, q, args...)
+	st, err := s.stmt(ctx, tx, q)
+	if err != nil {
+		return got, err
 	}
+	rows, err := st.QueryContext(ctx, args...)
 	if err != nil {
 		return got, err
 	}

@@ -397,32 +397,15 @@ func newRowsStatement(per int, text func(rows int) string) rowsStatement {
 }
 
 // The statements of a flush, by the number of rows they write: by rowid
-// (rowids.go), and by key, returning the rowids.
+// (rowids.go), and by key, returning the rowids. The first two columns
+// are the key.
 func roundsTable() hintedTable[store.Round] {
-	return hintedTable[store.Round]{
-		table: "rounds",
-		byID: newRowsStatement(roundsPerStatement, func(n int) string {
-			return "INSERT OR IGNORE INTO rounds (rowid, schedule, slot, first_seq, seq, start, data) VALUES " + rows(n, 7) +
-				" ON CONFLICT (rowid) DO UPDATE SET first_seq = excluded.first_seq, seq = excluded.seq, start = excluded.start, data = excluded.data" +
-				" WHERE rounds.schedule = excluded.schedule AND rounds.slot = excluded.slot"
-		}),
-		byKey: newRowsStatement(roundsPerStatement, func(n int) string {
-			return "INSERT INTO rounds (schedule, slot, first_seq, seq, start, data) VALUES " + rows(n, 6) +
-				" ON CONFLICT (schedule, slot) DO UPDATE SET first_seq = excluded.first_seq, seq = excluded.seq, start = excluded.start, data = excluded.data" +
-				" RETURNING rowid, schedule, slot"
-		}),
-		appendByID: func(args []any, id int64, r store.Round) []any {
-			return append(args, id, r.Schedule, r.Slot, r.First, r.Seq, r.Start.UnixNano(), r.Data)
-		},
-		appendByKey: func(args []any, r store.Round) []any {
+	return newHintedTable("rounds", []string{"schedule", "slot", "first_seq", "seq", "start", "data"}, roundsPerStatement,
+		func(args []any, r store.Round) []any {
 			return append(args, r.Schedule, r.Slot, r.First, r.Seq, r.Start.UnixNano(), r.Data)
 		},
-		key: func(r store.Round, id int64) learned { return learned{schedule: r.Schedule, slot: r.Slot, id: id} },
-		scan: func(rows *sql.Rows) (x learned, err error) {
-			err = rows.Scan(&x.id, &x.schedule, &x.slot)
-			return x, err
-		},
-	}
+		func(r store.Round, id int64) learned { return learned{schedule: r.Schedule, slot: r.Slot, id: id} },
+		func(rows *sql.Rows) (x learned, err error) { return x, rows.Scan(&x.id, &x.schedule, &x.slot) })
 }
 
 // dayRow is a store.Day with its key as stored.
@@ -432,24 +415,36 @@ type dayRow struct {
 }
 
 func daysTable() hintedTable[dayRow] {
-	return hintedTable[dayRow]{
-		table: "stats_days",
-		byID: newRowsStatement(daysPerStatement, func(n int) string {
-			return "INSERT OR IGNORE INTO stats_days (rowid, schedule, day, data) VALUES " + rows(n, 4) +
-				" ON CONFLICT (rowid) DO UPDATE SET data = excluded.data" +
-				" WHERE stats_days.schedule = excluded.schedule AND stats_days.day = excluded.day"
+	return newHintedTable("stats_days", []string{"schedule", "day", "data"}, daysPerStatement,
+		func(args []any, d dayRow) []any { return append(args, d.schedule, d.day, d.data) },
+		func(d dayRow, id int64) learned { return learned{schedule: d.schedule, day: d.day, id: id} },
+		func(rows *sql.Rows) (x learned, err error) { return x, rows.Scan(&x.id, &x.schedule, &x.day) })
+}
+
+// newHintedTable builds a table's two statements from its columns, the
+// first two of which are its key.
+func newHintedTable[T any](table string, cols []string, per int, appendRow func([]any, T) []any, key func(T, int64) learned, scan func(*sql.Rows) (learned, error)) hintedTable[T] {
+	k1, k2 := cols[0], cols[1]
+	set := make([]string, 0, len(cols)-2)
+	for _, c := range cols[2:] {
+		set = append(set, c+" = excluded."+c)
+	}
+	update := " DO UPDATE SET " + strings.Join(set, ", ")
+	list := strings.Join(cols, ", ")
+	return hintedTable[T]{
+		table: table,
+		byID: newRowsStatement(per, func(n int) string {
+			return "INSERT OR IGNORE INTO " + table + " (rowid, " + list + ") VALUES " + rows(n, len(cols)+1) +
+				" ON CONFLICT (rowid)" + update +
+				" WHERE " + table + "." + k1 + " = excluded." + k1 + " AND " + table + "." + k2 + " = excluded." + k2
 		}),
-		byKey: newRowsStatement(daysPerStatement, func(n int) string {
-			return "INSERT INTO stats_days (schedule, day, data) VALUES " + rows(n, 3) +
-				" ON CONFLICT (schedule, day) DO UPDATE SET data = excluded.data RETURNING rowid, schedule, day"
+		byKey: newRowsStatement(per, func(n int) string {
+			return "INSERT INTO " + table + " (" + list + ") VALUES " + rows(n, len(cols)) +
+				" ON CONFLICT (" + k1 + ", " + k2 + ")" + update + " RETURNING rowid, " + k1 + ", " + k2
 		}),
-		appendByID:  func(args []any, id int64, d dayRow) []any { return append(args, id, d.schedule, d.day, d.data) },
-		appendByKey: func(args []any, d dayRow) []any { return append(args, d.schedule, d.day, d.data) },
-		key:         func(d dayRow, id int64) learned { return learned{schedule: d.schedule, day: d.day, id: id} },
-		scan: func(rows *sql.Rows) (x learned, err error) {
-			err = rows.Scan(&x.id, &x.schedule, &x.day)
-			return x, err
-		},
+		appendRow: appendRow,
+		key:       key,
+		scan:      scan,
 	}
 }
 
@@ -546,14 +541,19 @@ func (s *Store) exec(ctx context.Context, tx *sql.Tx, q string, args ...any) err
 
 // execPrepared is exec of a statement prepared at open.
 func (s *Store) execPrepared(ctx context.Context, tx *sql.Tx, q string, args ...any) error {
-	st := s.prepared(q)
-	if st == nil {
-		s.unprepared.Add(1)
-		return s.exec(ctx, tx, q, args...)
-	}
-	s.statements.Add(1)
-	_, err := tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+	_, err := s.execPreparedCount(ctx, tx, q, args...)
 	return err
+}
+
+// stmt returns q as a statement of tx, counted: its form prepared at open,
+// or, counted as unprepared too, parsed now (closed with tx).
+func (s *Store) stmt(ctx context.Context, tx *sql.Tx, q string) (*sql.Stmt, error) {
+	s.statements.Add(1)
+	if st := s.prepared(q); st != nil {
+		return tx.StmtContext(ctx, st), nil
+	}
+	s.unprepared.Add(1)
+	return tx.PrepareContext(ctx, q)
 }
 
 // The reads an app makes for each schedule it registers.

@@ -89,14 +89,17 @@ func (r *rowIDs) roundsHints(rounds []store.Round) []int64 {
 	defer r.mu.Unlock()
 	ids := make([]int64, len(rounds))
 	for i, x := range rounds {
-		for _, p := range r.of[x.Schedule].slots {
-			if int(p&maxSlot) == x.Slot {
-				ids[i] = p >> slotBits
-				break
-			}
+		slots := r.of[x.Schedule].slots
+		if j := slotIndex(slots, x.Slot); j >= 0 {
+			ids[i] = slots[j] >> slotBits
 		}
 	}
 	return ids
+}
+
+// slotIndex is where slot is in slots (rowid<<slotBits | slot), or -1.
+func slotIndex(slots []int64, slot int) int {
+	return slices.IndexFunc(slots, func(p int64) bool { return int(p&maxSlot) == slot })
 }
 
 // learn keeps rowids of a committed transaction.
@@ -118,7 +121,7 @@ func (r *rowIDs) learn(rows []learned) {
 			}
 		case x.slot >= 0 && x.slot <= maxSlot && x.id > 0 && x.id <= maxRowID:
 			p := x.id<<slotBits | int64(x.slot)
-			i := slices.IndexFunc(s.slots, func(q int64) bool { return int(q&maxSlot) == x.slot })
+			i := slotIndex(s.slots, x.slot)
 			if i < 0 {
 				s.slots = append(s.slots, p)
 			} else {

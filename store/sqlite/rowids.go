@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"slices"
 	"sync"
 
@@ -48,9 +49,10 @@ type rowIDs struct {
 // scheduleRowIDs is where one schedule's rows are: a few hundred bytes
 // per schedule (bench -only memory counts them).
 type scheduleRowIDs struct {
-	day   string  // dayKey of dayID: a flush writes mostly today
-	dayID int64   // 0: not known
-	slots []int64 // rowid<<slotBits | slot, for each slot known
+	day    string  // dayKey of dayID: a flush writes mostly today
+	dayID  int64   // 0: not known
+	slots  []int64 // rowid<<slotBits | slot, for each slot known
+	loaded bool    // the rowids of its rows written before the store opened were read
 }
 
 // slotBits holds a history slot (the statistics keep at most 10 000
@@ -129,6 +131,78 @@ func (r *rowIDs) learn(rows []learned) {
 			}
 		}
 		r.of[x.schedule] = s
+	}
+}
+
+// The rowids of some schedules' rows, whatever their number: the names
+// go as one JSON array, so each is one prepared statement.
+const (
+	loadRoundIDsSQL = "SELECT rowid, schedule, slot FROM rounds WHERE schedule IN (SELECT value FROM json_each(?))"
+	loadDayIDsSQL   = "SELECT rowid, schedule, day FROM stats_days WHERE schedule IN (SELECT value FROM json_each(?))"
+)
+
+// loadRowIDs reads, once per schedule while the store is open, the
+// rowids of the rows the batch's schedules have from before: after a
+// restart their history slots and days are then written by rowid from
+// the first flush, not first at a fresh rowid that the existing row
+// refuses and then by key (a lap of the history: 50 flushes for a
+// schedule that runs once between two). What it reads is remembered at
+// once: the rows exist whether or not this transaction commits, and this
+// transaction deletes none.
+func (s *Store) loadRowIDs(ctx context.Context, tx *sql.Tx, rounds []store.Round, days []dayRow) error {
+	names := s.ids.unloaded(rounds, days)
+	if len(names) == 0 {
+		return nil
+	}
+	arg, err := json.Marshal(names)
+	if err != nil {
+		return err
+	}
+	var got []learned
+	if got, err = s.queryPreparedLearn(ctx, tx, loadRoundIDsSQL, s.rounds.scan, got, string(arg)); err != nil {
+		return err
+	}
+	if got, err = s.queryPreparedLearn(ctx, tx, loadDayIDsSQL, s.days.scan, got, string(arg)); err != nil {
+		return err
+	}
+	s.ids.learn(got)
+	s.ids.markLoaded(names)
+	return nil
+}
+
+// unloaded returns the schedules of these rows whose rowids were not
+// read since the store opened, each once.
+func (r *rowIDs) unloaded(rounds []store.Round, days []dayRow) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	seen := make(map[string]bool)
+	var names []string
+	add := func(name string) {
+		if !seen[name] && !r.of[name].loaded {
+			seen[name] = true
+			names = append(names, name)
+		}
+	}
+	for _, x := range rounds {
+		add(x.Schedule)
+	}
+	for _, d := range days {
+		add(d.schedule)
+	}
+	return names
+}
+
+// markLoaded records that the schedules' rowids were read.
+func (r *rowIDs) markLoaded(names []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.of == nil {
+		r.of = make(map[string]scheduleRowIDs)
+	}
+	for _, name := range names {
+		x := r.of[name]
+		x.loaded = true
+		r.of[name] = x
 	}
 }
 

@@ -463,14 +463,16 @@ func (s *Store) SaveStats(ctx context.Context, b store.StatsBatch) error {
 	for i, d := range b.Days {
 		days[i] = dayRow{schedule: d.Schedule, day: dayKey(d.Day), data: d.Data}
 	}
-	roundHints, dayHints := s.ids.roundsHints(rounds), s.ids.daysHints(days)
 	var got []learned
 	err := s.tx(ctx, func(tx *sql.Tx) error {
-		r, err := writeHinted(ctx, s, tx, rounds, roundHints, s.rounds)
+		if err := s.loadRowIDs(ctx, tx, rounds, days); err != nil {
+			return err
+		}
+		r, err := writeHinted(ctx, s, tx, rounds, s.ids.roundsHints(rounds), s.rounds)
 		if err != nil {
 			return err
 		}
-		d, err := writeHinted(ctx, s, tx, days, dayHints, s.days)
+		d, err := writeHinted(ctx, s, tx, days, s.ids.daysHints(days), s.days)
 		if err != nil {
 			return err
 		}
@@ -596,6 +598,7 @@ func (s *Store) preparedTexts() []string {
 		s.rounds.byID.full, s.rounds.byID.one, s.rounds.byKey.full, s.rounds.byKey.one,
 		s.days.byID.full, s.days.byID.one, s.days.byKey.full, s.days.byKey.one,
 		s.failures.full, s.failures.one,
+		loadRoundIDsSQL, loadDayIDsSQL,
 		loadDaysSQL, loadFailuresSQL, getSettingSQL, lastRoundSeqSQL, loadConfigSQL,
 	}
 }

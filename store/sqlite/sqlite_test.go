@@ -240,7 +240,7 @@ func TestFlushStatements(t *testing.T) {
 		wantStatements := int64(2+5) + int64(2+5) // rounds, days: full statements and one-row remainders
 		if flush == 0 {
 			wantStatements += 2 + 3 // failures
-			wantStatements += 2     // the largest rowid of rounds and of days, read once
+			wantStatements += 2 + 2 // the largest rowid of each table, and the schedules' rowids, read once
 		}
 		if c.Transactions-before.Transactions != 1 || c.Statements-before.Statements != wantStatements {
 			t.Fatalf("flush %d: %d transactions, %d statements; want 1, %d", flush, c.Transactions-before.Transactions, c.Statements-before.Statements, wantStatements)
@@ -333,9 +333,10 @@ func TestStaleRowIDsWriteNoWrongRow(t *testing.T) {
 	}
 }
 
-// TestRowsWrittenBeforeOpenAreRewritten: after a restart the store knows
-// no rowids; rows written before are found by key and rewritten, not
-// duplicated, and rewritten by rowid from then on.
+// TestRowsWrittenBeforeOpenAreRewritten: after a restart the store reads
+// the rowids of a schedule's rows once, at its first flush, and rewrites
+// them by rowid from then on: not duplicated, and no statement spent on a
+// row that refused a fresh rowid.
 func TestRowsWrittenBeforeOpenAreRewritten(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -356,9 +357,17 @@ func TestRowsWrittenBeforeOpenAreRewritten(t *testing.T) {
 	}
 	s.Close()
 	s = open(t, dir)
-	for _, v := range []byte{2, 3} { // by key, then by rowid
+	for _, v := range []byte{2, 3} {
+		before := s.Counters().Statements
 		if err := s.SaveStats(ctx, batch(v)); err != nil {
 			t.Fatal(err)
+		}
+		want := int64(2) // a row of each table, by rowid
+		if v == 2 {
+			want += 2 // the schedule's rowids in each table, read once
+		}
+		if n := s.Counters().Statements - before; n != want {
+			t.Fatalf("flush %d after the restart: %d statements, want %d", v-1, n, want)
 		}
 		days, err := s.LoadDays(ctx, "a", day)
 		if err != nil || len(days) != 1 || !bytes.Equal(days[0].Data, []byte{v}) {

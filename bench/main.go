@@ -28,6 +28,7 @@ func main() {
 	tick := flag.Duration("tick", 100*time.Microsecond, "tick of fom's wheels in the periodic scenario")
 	passes := flag.Int("passes", 3, "interleaved passes of the cost scenario")
 	costWindow := flag.Duration("cost-window", 5*time.Second, "measurement window of the cost scenario (10s with -full)")
+	liveFlush := flag.Int("live-flush", 1000, "schedules of the running App whose flush the flush scenario also measures (about 75 s; 0: skip; one of 100, 1000, 10000)")
 	oneShotChild := flag.Int("oneshot-lib", -1, "internal: run one try of one-shot library k in this process and print it as JSON")
 	flag.Parse()
 	oneShotLibs := []func() timerLib{runtimeTimers, func() timerLib { return wheelTimers(*wheelSize) },
@@ -211,7 +212,7 @@ func main() {
 
 	if strings.Contains(*only, "flush") {
 		log("statistics flush")
-		out.WriteString(flushScenario([]int{100, 1000, 10000}, log))
+		out.WriteString(flushScenario([]int{100, 1000, 10000}, *liveFlush, log))
 		runtime.GC()
 	}
 

@@ -54,11 +54,16 @@ type App struct {
 
 	flushMu   sync.Mutex // one flush at a time
 	lastPrune time.Time  // guarded by flushMu
+	// What a flush builds, kept for the next one (guarded by flushMu): a
+	// flush of thousands of schedules would otherwise grow these slices
+	// anew, copying, every time.
+	flushChunk []*statistics.Changes
+	flushBatch store.StatsBatch
 }
 
 // Statistics persistence. A flush takes every schedule's changes (bounded:
 // changed days plus at most the last `failures` failures of each) and
-// writes them in transactions of at most flushChunk rows, each with its
+// writes them in transactions of at most flushRows rows, each with its
 // own deadline, so a backlog is written in pieces and one slow piece does
 // not starve the rest. Retention by age is applied for every schedule in
 // one transaction at most once per pruneInterval; a schedule that wrote
@@ -66,7 +71,7 @@ type App struct {
 // cannot grow the table between two prunes.
 const (
 	flushInterval = 5 * time.Second // how often statistics are written
-	flushChunk    = 20000           // rows per transaction
+	flushRows     = 20000           // rows per transaction
 	pruneInterval = time.Hour
 )
 
@@ -806,8 +811,7 @@ func (a *App) flush(ctx context.Context, per time.Duration) error {
 		return nil
 	}
 	var errs []error
-	var chunk []*statistics.Changes
-	var batch store.StatsBatch
+	chunk, batch := a.flushChunk[:0], a.flushBatch
 	var byCount []store.Retention // schedules that wrote failures
 	write := func() {
 		if len(chunk) == 0 {
@@ -826,7 +830,14 @@ func (a *App) flush(ctx context.Context, per time.Duration) error {
 		if err != nil {
 			errs = append(errs, fmt.Errorf("save statistics of %d schedules: %w", len(chunk), err))
 		}
-		chunk, batch = chunk[:0], store.StatsBatch{}
+		// Emptied, not dropped, for the next chunk and flush; cleared, so
+		// that they hold no data until then.
+		clear(chunk)
+		clear(batch.Days)
+		clear(batch.Failures)
+		clear(batch.Rounds)
+		chunk = chunk[:0]
+		batch = store.StatsBatch{Days: batch.Days[:0], Failures: batch.Failures[:0], Rounds: batch.Rounds[:0]}
 	}
 	for _, sc := range scs {
 		ch, err := sc.Stats().Take()
@@ -846,11 +857,12 @@ func (a *App) flush(ctx context.Context, per time.Duration) error {
 		batch.Days = append(batch.Days, ch.Days...)
 		batch.Failures = append(batch.Failures, ch.Failures...)
 		batch.Rounds = append(batch.Rounds, ch.Rounds...)
-		if len(batch.Days)+len(batch.Failures)+len(batch.Rounds) >= flushChunk {
+		if len(batch.Days)+len(batch.Failures)+len(batch.Rounds) >= flushRows {
 			write()
 		}
 	}
 	write()
+	a.flushChunk, a.flushBatch = chunk, batch
 	rules := byCount
 	now := a.o.clock.Now()
 	byAge := a.lastPrune.IsZero() || now.Sub(a.lastPrune) >= pruneInterval

@@ -132,12 +132,7 @@ func liveFlushCost(n, flushes int) (firstLap, steady time.Duration, err error) {
 		return 0, 0, err
 	}
 	var done atomic.Int64
-	for i := range n {
-		if _, err := app.Register(&memJob{rounds: &done}, fom.Named(fmt.Sprintf("live-%d", i))); err != nil {
-			return 0, 0, err
-		}
-	}
-	if err := app.Start(context.Background()); err != nil {
+	if err := startMemJobs(app, n, "live", &done); err != nil {
 		return 0, 0, err
 	}
 	defer app.Stop(context.Background())

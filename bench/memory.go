@@ -25,6 +25,17 @@ func (*memJob) Run(context.Context) (any, error) { return nil, nil }
 
 func (j *memJob) OnComplete(context.Context, fom.Round) { j.rounds.Add(1) }
 
+// startMemJobs registers n memJobs named prefix-0 … prefix-(n-1), counting
+// their rounds in done, and starts the app.
+func startMemJobs(app *fom.App, n int, prefix string, done *atomic.Int64) error {
+	for i := range n {
+		if _, err := app.Register(&memJob{rounds: done}, fom.Named(fmt.Sprintf("%s-%d", prefix, i))); err != nil {
+			return err
+		}
+	}
+	return app.Start(context.Background())
+}
+
 // appMemory is heap plus goroutine stacks per schedule of a default App:
 // started and sleeping before its first round, and after `rounds` rounds
 // of one task each, fired by advancing a fake clock.
@@ -52,12 +63,7 @@ func appMemory(n, rounds int) (before, after float64, err error) {
 		return 0, 0, err
 	}
 	h0, s0 := heapInUse()
-	for i := range n {
-		if _, err := app.Register(&memJob{rounds: &done}, fom.Named(fmt.Sprintf("mem-%d", i))); err != nil {
-			return 0, 0, err
-		}
-	}
-	if err := app.Start(context.Background()); err != nil {
+	if err := startMemJobs(app, n, "mem", &done); err != nil {
 		return 0, 0, err
 	}
 	defer app.Stop(context.Background())

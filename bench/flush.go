@@ -160,12 +160,5 @@ func liveFlushCost(n, flushes int) (firstLap, steady time.Duration, err error) {
 	if got := done.Load(); got < int64(n*5*flushes*9/10) {
 		return 0, 0, fmt.Errorf("%d rounds ran in %d flush periods of %d schedules", got, flushes, n)
 	}
-	med := func(xs []time.Duration) time.Duration {
-		if len(xs) == 0 {
-			return 0
-		}
-		slices.Sort(xs)
-		return xs[len(xs)/2]
-	}
-	return med(lapCPU), med(steadyCPU), nil
+	return percentile(lapCPU, 0.5), percentile(steadyCPU, 0.5), nil
 }

@@ -171,17 +171,23 @@ func (s *Store) loadRowIDs(ctx context.Context, tx *sql.Tx, rounds []store.Round
 }
 
 // unloaded returns the schedules of these rows whose rowids were not
-// read since the store opened, each once.
+// read since the store opened, each once. Every flush asks, and after a
+// schedule's first flush the answer is none: it then costs a lookup per
+// row and allocates nothing.
 func (r *rowIDs) unloaded(rounds []store.Round, days []dayRow) []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	seen := make(map[string]bool)
+	var seen map[string]bool
 	var names []string
 	add := func(name string) {
-		if !seen[name] && !r.of[name].loaded {
-			seen[name] = true
-			names = append(names, name)
+		if r.of[name].loaded || seen[name] {
+			return
 		}
+		if seen == nil {
+			seen = make(map[string]bool)
+		}
+		seen[name] = true
+		names = append(names, name)
 	}
 	for _, x := range rounds {
 		add(x.Schedule)

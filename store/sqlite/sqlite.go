@@ -163,6 +163,11 @@ func openLocked(ctx context.Context, path string) (*Store, error) {
 	// An acknowledged edit survives a power cut: the WAL is synced at
 	// every commit.
 	q.Add("_pragma", "synchronous(FULL)")
+	// A flush's multi-row upserts may fail part-way, so SQLite keeps a
+	// statement journal for each: in memory, not in a temporary file it
+	// would write a copy of every page the statement changes to (a
+	// fifth of a flush's instructions, and a write call per page).
+	q.Add("_pragma", "temp_store(MEMORY)")
 	q.Add("_txlock", "immediate")
 	db, err := sql.Open("sqlite", "file:"+escapePath(path)+"?"+q.Encode())
 	if err != nil {

@@ -382,3 +382,18 @@ func TestRowsWrittenBeforeOpenAreRewritten(t *testing.T) {
 		t.Fatalf("rowids not learned: %+v", c)
 	}
 }
+
+// TestStatementJournalInMemory: the statement journals of a flush's
+// upserts are kept in memory (temp_store = MEMORY, 2), not written to a
+// temporary file page by page.
+func TestStatementJournalInMemory(t *testing.T) {
+	t.Parallel()
+	s := open(t, t.TempDir())
+	var mode int
+	if err := s.db.QueryRow("PRAGMA temp_store").Scan(&mode); err != nil {
+		t.Fatal(err)
+	}
+	if mode != 2 {
+		t.Fatalf("temp_store = %d, want 2 (MEMORY)", mode)
+	}
+}

@@ -46,7 +46,7 @@ type clusterRun struct {
 // registering n every-second jobs, and measures lateness over window.
 func measureApps(label string, n, instances int, window time.Duration, mk func(i int) (*fom.App, func(), error)) clusterRun {
 	r := clusterRun{label: label, n: n}
-	l := &lateness{}
+	l := newLateness(n*instances, window)
 	apps := make([]*fom.App, instances)
 	closers := make([]func(), instances)
 	var wg sync.WaitGroup
@@ -86,18 +86,18 @@ func measureApps(label string, n, instances int, window time.Duration, mk func(i
 		}
 	}
 	// Two seconds to settle (leases spread), then the window.
-	l.mu.Lock()
-	l.from = time.Now().Truncate(time.Second).Add(3 * time.Second)
-	l.to = l.from.Add(window)
-	l.mu.Unlock()
-	time.Sleep(time.Until(l.from))
+	from := time.Now().Truncate(time.Second).Add(3 * time.Second)
+	l.window(from, window)
+	time.Sleep(time.Until(from))
 	c0 := counters(apps)
 	time.Sleep(window)
 	c1 := counters(apps)
 	time.Sleep(300 * time.Millisecond)
-	l.mu.Lock()
-	samples := append([]time.Duration(nil), l.samples...)
-	l.mu.Unlock()
+	samples, ok := l.samples()
+	if !ok {
+		r.err = "more fires than n a second per instance"
+		return r
+	}
 	r.fires = len(samples)
 	r.p50, r.p99 = percentile(samples, 0.5), percentile(samples, 0.99)
 	secs := window.Seconds()

@@ -6,7 +6,9 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-co-op/gocron/v2"
@@ -24,21 +26,45 @@ var windowProfile = os.Getenv("FOM_BENCH_WINDOW_PROFILE")
 // fomTick is the tick of fom's wheels in the periodic scenario (-tick).
 var fomTick = 100 * time.Microsecond
 
-// lateness collects fire lateness samples from many goroutines.
+// lateness collects fire lateness samples from many goroutines. A sample
+// takes a slot of a buffer sized for the window with one atomic add: no
+// lock that the fires of a burst would queue on. (A mutex around an
+// append serialized every contender's burst on the recorder, and the
+// more so the more cores a contender's fires ran on, up to doubling a
+// parallel contender's p99.)
 type lateness struct {
-	mu       sync.Mutex
-	samples  []time.Duration
-	from, to time.Time // the window: fires planned outside it are dropped
+	from, to atomic.Int64 // the window, unix ns: fires planned outside it are dropped; to 0 until it is set
+	buf      []time.Duration
+	next     atomic.Int64 // samples taken, including those past the buffer
+}
+
+// newLateness holds up to n fires a second over window, and as many again.
+func newLateness(n int, window time.Duration) *lateness {
+	return &lateness{buf: make([]time.Duration, 2*n*int(window/time.Second+1))}
 }
 
 // add records a fire that started at now, d after it was planned.
 func (l *lateness) add(now time.Time, d time.Duration) {
-	planned := now.Add(-d)
-	l.mu.Lock()
-	if !planned.Before(l.from) && planned.Before(l.to) {
-		l.samples = append(l.samples, d)
+	planned := now.Add(-d).UnixNano()
+	if to := l.to.Load(); to == 0 || planned < l.from.Load() || planned >= to {
+		return
 	}
-	l.mu.Unlock()
+	if i := l.next.Add(1) - 1; i < int64(len(l.buf)) {
+		l.buf[i] = d
+	}
+}
+
+// window sets the window: fires planned from `from` for d.
+func (l *lateness) window(from time.Time, d time.Duration) {
+	l.from.Store(from.UnixNano())
+	l.to.Store(from.Add(d).UnixNano())
+}
+
+// samples returns the samples taken; call it once the window's fires
+// are over. ok is false when more fires came than the buffer holds.
+func (l *lateness) samples() (s []time.Duration, ok bool) {
+	n := l.next.Load()
+	return slices.Clone(l.buf[:min(n, int64(len(l.buf)))]), n <= int64(len(l.buf))
 }
 
 // periodicRun is one library at one N.
@@ -208,17 +234,15 @@ func runtimeTicker() periodicLib {
 // measurePeriodic runs lib with n jobs for the warm-up second plus window.
 func measurePeriodic(lib periodicLib, n int, spread bool, window time.Duration) periodicRun {
 	runtime.GC()
-	l := &lateness{}
+	l := newLateness(n, window)
 	stop, err := lib.start(n, spread, l)
 	if err != nil {
 		return periodicRun{n: n, setupError: err.Error()}
 	}
 	// Skip to the start of the next whole second plus one warm-up second.
-	l.mu.Lock()
-	l.from = time.Now().Truncate(time.Second).Add(2 * time.Second)
-	l.to = l.from.Add(window)
-	l.mu.Unlock()
-	time.Sleep(time.Until(l.from))
+	from := time.Now().Truncate(time.Second).Add(2 * time.Second)
+	l.window(from, window)
+	time.Sleep(time.Until(from))
 	if windowProfile != "" {
 		f, _ := os.Create(fmt.Sprintf("%s-%d-%v", windowProfile, n, spread))
 		// 100 Hz gives too few samples of a window to tell the buckets
@@ -234,10 +258,11 @@ func measurePeriodic(lib periodicLib, n int, spread bool, window time.Duration) 
 	if windowProfile != "" {
 		pprof.StopCPUProfile()
 	}
-	l.mu.Lock()
-	samples := append([]time.Duration(nil), l.samples...)
-	l.mu.Unlock()
 	stop()
+	samples, ok := l.samples()
+	if !ok {
+		return periodicRun{n: n, setupError: "more fires than n a second"}
+	}
 	r := periodicRun{n: n, rounds: len(samples), p99: percentile(samples, 0.99)}
 	if r.rounds > 0 {
 		// The whole process's CPU in the window: the jobs, their wake-ups,

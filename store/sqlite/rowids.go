@@ -149,6 +149,13 @@ const (
 // schedule that runs once between two). What it reads is remembered at
 // once: the rows exist whether or not this transaction commits, and this
 // transaction deletes none.
+//
+// An app reads a schedule's rows when it registers it (LoadDays,
+// LastRoundSeq), and those reads learn the rowids: the schedule is then
+// loaded before its first flush, which so reads nothing here. (Read at
+// the first flush instead, a fresh app's first flush with rounds read the
+// rowids of every schedule at once: 40 ms of 10 000 schedules, a fifth of
+// that flush.) This read is for a writer that did not load the schedule.
 func (s *Store) loadRowIDs(ctx context.Context, tx *sql.Tx, rounds []store.Round, days []dayRow) error {
 	names := s.ids.unloaded(rounds, days)
 	if len(names) == 0 {

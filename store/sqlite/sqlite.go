@@ -567,9 +567,9 @@ func (s *Store) stmt(ctx context.Context, tx *sql.Tx, q string) (*sql.Stmt, erro
 const (
 	loadConfigSQL   = "SELECT key, value FROM config_edits WHERE schedule = ?"
 	getSettingSQL   = "SELECT value FROM settings WHERE schedule = ? AND key = ?"
-	loadDaysSQL     = "SELECT day, data FROM stats_days WHERE schedule = ? AND day >= ? ORDER BY day"
+	loadDaysSQL     = "SELECT rowid, day, data FROM stats_days WHERE schedule = ? AND day >= ? ORDER BY day"
 	loadFailuresSQL = "SELECT at, task_id, status, error, stack, cost_ns, round FROM failures WHERE schedule = ? ORDER BY at DESC, id DESC LIMIT ?"
-	lastRoundSeqSQL = "SELECT max(seq) FROM rounds WHERE schedule = ?"
+	lastRoundSeqSQL = "SELECT rowid, slot, seq FROM rounds WHERE schedule = ?"
 )
 
 // query and queryRow run a read, prepared at open where q is among those.
@@ -639,10 +639,12 @@ func (s *Store) LoadDays(ctx context.Context, schedule string, from time.Time) (
 	}
 	defer rows.Close()
 	var out []store.Day
+	var newest learned // where the next flush writes the newest day (rowids.go)
 	for rows.Next() {
+		var id int64
 		var day string
 		var data []byte
-		if err := rows.Scan(&day, &data); err != nil {
+		if err := rows.Scan(&id, &day, &data); err != nil {
 			return nil, err
 		}
 		t, err := time.Parse(time.DateOnly, day)
@@ -650,8 +652,15 @@ func (s *Store) LoadDays(ctx context.Context, schedule string, from time.Time) (
 			return nil, fmt.Errorf("load statistics of schedule %q: bad day %q: %w", schedule, day, err)
 		}
 		out = append(out, store.Day{Schedule: schedule, Day: t, Data: data})
+		newest = learned{schedule: schedule, day: day, id: id}
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if newest.id != 0 {
+		s.ids.learn([]learned{newest})
+	}
+	return out, nil
 }
 
 // LoadFailures implements store.Store.
@@ -713,12 +722,34 @@ func (s *Store) LoadRound(ctx context.Context, schedule, instance string, seq in
 }
 
 // LastRoundSeq implements store.Store.
+//
+// It reads every history slot of the schedule, not only the highest
+// sequence number: an app asks when it registers the schedule, and the
+// store keeps where the slots are, so that its flushes rewrite them by
+// rowid from the first (rowids.go).
 func (s *Store) LastRoundSeq(ctx context.Context, schedule string) (int64, error) {
-	var seq sql.NullInt64
-	if err := s.queryRow(ctx, lastRoundSeqSQL, schedule).Scan(&seq); err != nil {
+	rows, err := s.query(ctx, lastRoundSeqSQL, schedule)
+	if err != nil {
 		return 0, fmt.Errorf("load the run history of schedule %q: %w", schedule, err)
 	}
-	return seq.Int64, nil
+	defer rows.Close()
+	var last int64
+	var slots []learned
+	for rows.Next() {
+		x := learned{schedule: schedule}
+		var seq int64
+		if err := rows.Scan(&x.id, &x.slot, &seq); err != nil {
+			return 0, fmt.Errorf("load the run history of schedule %q: %w", schedule, err)
+		}
+		last = max(last, seq)
+		slots = append(slots, x)
+	}
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("load the run history of schedule %q: %w", schedule, err)
+	}
+	s.ids.learn(slots)
+	s.ids.markLoaded([]string{schedule})
+	return last, nil
 }
 
 // AppendAudit implements store.Store.

@@ -383,6 +383,62 @@ func TestRowsWrittenBeforeOpenAreRewritten(t *testing.T) {
 	}
 }
 
+// TestRegistrationReadsLearnRowIDs: an app reads a schedule's days and
+// last round when it registers it; those reads learn where its rows are,
+// so the first flush after a restart rewrites them by rowid and reads
+// nothing more. LastRoundSeq is the highest sequence over every slot.
+func TestRegistrationReadsLearnRowIDs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	day := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	batch := func(v byte) store.StatsBatch {
+		return store.StatsBatch{
+			Days: []store.Day{{Schedule: "a", Day: day, Data: []byte{v}}},
+			Rounds: []store.Round{
+				{Schedule: "a", Slot: 2, First: 1, Seq: 7, Start: day, Data: []byte{v}},
+				{Schedule: "a", Slot: 4, First: 8, Seq: 9, Start: day.Add(time.Second), Data: []byte{v}},
+			},
+		}
+	}
+	s, err := Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SaveStats(ctx, batch(1)); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = open(t, dir)
+	if _, err := s.LoadDays(ctx, "a", day); err != nil {
+		t.Fatal(err)
+	}
+	if seq, err := s.LastRoundSeq(ctx, "a"); err != nil || seq != 9 {
+		t.Fatalf("LastRoundSeq = %d, %v; want 9", seq, err)
+	}
+	before := s.Counters().Statements
+	if err := s.SaveStats(ctx, batch(2)); err != nil {
+		t.Fatal(err)
+	}
+	// By rowid, a statement per row (fewer rows than a full statement
+	// holds go one by one), and no read.
+	if n := s.Counters().Statements - before; n != 3 {
+		t.Fatalf("first flush after the restart: %d statements, want 3", n)
+	}
+	rs, err := s.LoadRounds(ctx, "a", 10)
+	if err != nil || len(rs) != 2 {
+		t.Fatalf("rounds %+v, %v; want two", rs, err)
+	}
+	for _, r := range rs {
+		if !bytes.Equal(r.Data, []byte{2}) {
+			t.Fatalf("slot %d not rewritten: %+v", r.Slot, r)
+		}
+	}
+	if seq, err := s.LastRoundSeq(ctx, "none"); err != nil || seq != 0 {
+		t.Fatalf("LastRoundSeq of a schedule without rounds = %d, %v; want 0", seq, err)
+	}
+}
+
 // TestStatementJournalInMemory: the statement journals of a flush's
 // upserts are kept in memory (temp_store = MEMORY, 2), not written to a
 // temporary file page by page.

@@ -8,7 +8,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/fom-go/fom/fom"
+	"github.com/fom-go/fom/statistics"
 )
 
 // appJob is a job as a user declares it: a tagged struct with Run, a plan
@@ -35,20 +38,49 @@ func (j *appJob) OnComplete(_ context.Context, r fom.Round) {
 // fomApp is fom as users run it: fom.New with a data directory (the
 // SQLite store), schedules registered from tagged structs, statistics
 // recorded and persisted.
-func fomApp() periodicLib {
-	return periodicLib{name: "fom default App (SQLite store, statistics persisted)", canSpread: true, start: func(n int, spread bool, l *lateness) (func(), error) {
-		dir, err := os.MkdirTemp("", "fom-bench-app")
-		if err != nil {
-			return nil, err
+//
+// It runs on a store that the same app left, as a service does after its
+// first minutes or a restart: each (n, spread) gets a data directory the
+// first time, in which the app ran a lap of its run history on a fake
+// clock, flushing after every round, so that every history slot of every
+// schedule exists. Its flushes then rewrite rows, as a running app's do,
+// rather than inserting each schedule's first page in each slot: that
+// first lap costs a flush several times more (the flush scenario's live
+// figures give both) and lasts a minute of a new schedule's life. The
+// returned cleanup removes the directories.
+func fomApp() (lib periodicLib, cleanup func()) {
+	dirs := map[string]string{}
+	cleanup = func() {
+		for _, d := range dirs {
+			os.RemoveAll(d)
 		}
-		app, err := fom.New(fom.WithDataDir(dir))
-		if err != nil {
-			return nil, err
-		}
+	}
+	register := func(app *fom.App, n int, spread bool, l *lateness) error {
 		for i := range n {
 			if _, err := app.Register(&appJob{off: offset(i, n, spread), l: l}, fom.Named(fmt.Sprintf("job-%d", i))); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	lib = periodicLib{name: "fom default App (SQLite store, statistics persisted)", canSpread: true, start: func(n int, spread bool, l *lateness) (func(), error) {
+		key := fmt.Sprintf("%d-%v", n, spread)
+		if dirs[key] == "" {
+			dir, err := os.MkdirTemp("", "fom-bench-app")
+			if err != nil {
 				return nil, err
 			}
+			dirs[key] = dir
+			if err := appHistoryLap(dir, n, spread, register); err != nil {
+				return nil, fmt.Errorf("write a lap of the history: %w", err)
+			}
+		}
+		app, err := fom.New(fom.WithDataDir(dirs[key]))
+		if err != nil {
+			return nil, err
+		}
+		if err := register(app, n, spread, l); err != nil {
+			return nil, err
 		}
 		if err := app.Start(context.Background()); err != nil {
 			return nil, err
@@ -61,11 +93,42 @@ func fomApp() periodicLib {
 			app.Stop(context.Background())
 			return nil, err
 		}
-		return func() {
-			app.Stop(context.Background())
-			os.RemoveAll(dir)
-		}, nil
+		return func() { app.Stop(context.Background()) }, nil
 	}}
+	return lib, cleanup
+}
+
+// appHistoryLap runs the app's schedules for one lap of their run history
+// (statistics.DefaultSettings().Rounds rounds) on a fake clock that ends
+// now, flushing after every round, so that each round's page lands in a
+// slot of its own: every slot then exists.
+func appHistoryLap(dir string, n int, spread bool, register func(*fom.App, int, bool, *lateness) error) error {
+	laps := statistics.DefaultSettings().Rounds
+	clk := clockwork.NewFakeClockAt(time.Now().Add(-time.Duration(laps+1) * time.Second))
+	app, err := fom.New(fom.WithDataDir(dir), fom.WithClock(clk), fom.WithFlushInterval(time.Hour))
+	if err != nil {
+		return err
+	}
+	if err := register(app, n, spread, &lateness{}); err != nil { // no window: nothing recorded
+		return err
+	}
+	if err := app.Start(context.Background()); err != nil {
+		return err
+	}
+	defer app.Stop(context.Background())
+	for range laps {
+		if err := waitAsleep(app, clk); err != nil {
+			return err
+		}
+		clk.Advance(time.Second)
+		if err := waitAsleep(app, clk); err != nil {
+			return err
+		}
+		if err := app.FlushStats(context.Background()); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // costRow is one contender at one N and mode over every pass.
@@ -100,7 +163,9 @@ func (r *costRow) p99() time.Duration {
 // keep, when not empty, selects contenders by short name (runtime, robfig,
 // fom, app); the runtime is always measured, as the baseline.
 func costScenario(ns []int, passes int, window time.Duration, keep map[string]bool, log func(string)) string {
-	all := []periodicLib{runtimeTicker(), robfigCron(), fomSchedules(), fomApp()}
+	app, cleanup := fomApp()
+	defer cleanup()
+	all := []periodicLib{runtimeTicker(), robfigCron(), fomSchedules(), app}
 	all[2].name = "fom engine, store off"
 	var libs []periodicLib
 	for i, short := range []string{"runtime", "robfig", "fom", "app"} {

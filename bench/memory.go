@@ -36,6 +36,22 @@ func startMemJobs(app *fom.App, n int, prefix string, done *atomic.Int64) error 
 	return app.Start(context.Background())
 }
 
+// waitAsleep waits until every schedule of app sleeps with its next fire
+// armed after the fake clock's now, so that the clock can move: it jumps a
+// whole second at once.
+func waitAsleep(app *fom.App, clk *clockwork.FakeClock) error {
+	deadline := time.Now().Add(time.Minute)
+	for _, sc := range app.Schedules() {
+		for i := sc.Info(); i.State != fom.Sleeping || !i.Next.After(clk.Now()); i = sc.Info() {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("schedule %s: %s, next %v", sc.Name(), i.State, i.Next)
+			}
+			time.Sleep(50 * time.Microsecond)
+		}
+	}
+	return nil
+}
+
 // appMemory is heap plus goroutine stacks per schedule of a default App:
 // started and sleeping before its first round, and after `rounds` rounds
 // of one task each, fired by advancing a fake clock.
@@ -67,20 +83,7 @@ func appMemory(n, rounds int) (before, after float64, err error) {
 		return 0, 0, err
 	}
 	defer app.Stop(context.Background())
-	// Every schedule sleeps with its next fire armed before the clock
-	// moves: a fake clock jumps a whole second at once.
-	asleep := func() error {
-		deadline := time.Now().Add(time.Minute)
-		for _, sc := range app.Schedules() {
-			for i := sc.Info(); i.State != fom.Sleeping || !i.Next.After(clk.Now()); i = sc.Info() {
-				if time.Now().After(deadline) {
-					return fmt.Errorf("schedule %s: %s, next %v", sc.Name(), i.State, i.Next)
-				}
-				time.Sleep(50 * time.Microsecond)
-			}
-		}
-		return nil
-	}
+	asleep := func() error { return waitAsleep(app, clk) }
 	if err := asleep(); err != nil {
 		return 0, 0, err
 	}

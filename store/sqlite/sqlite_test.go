@@ -333,6 +333,31 @@ func TestStaleRowIDsWriteNoWrongRow(t *testing.T) {
 	}
 }
 
+// scheduleA is a flush of schedule "a": its row of day and these pages,
+// each with data v.
+func scheduleA(day time.Time, v byte, pages ...store.Round) store.StatsBatch {
+	for i := range pages {
+		pages[i].Schedule, pages[i].Data = "a", []byte{v}
+	}
+	return store.StatsBatch{Days: []store.Day{{Schedule: "a", Day: day, Data: []byte{v}}}, Rounds: pages}
+}
+
+// reopenedAfter writes b to a new store, closes it and returns the store
+// opened again: rows written before it opened.
+func reopenedAfter(t *testing.T, b store.StatsBatch) *Store {
+	t.Helper()
+	dir := t.TempDir()
+	s, err := Open(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SaveStats(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	return open(t, dir)
+}
+
 // TestRowsWrittenBeforeOpenAreRewritten: after a restart the store reads
 // the rowids of a schedule's rows once, at its first flush, and rewrites
 // them by rowid from then on: not duplicated, and no statement spent on a
@@ -340,23 +365,11 @@ func TestStaleRowIDsWriteNoWrongRow(t *testing.T) {
 func TestRowsWrittenBeforeOpenAreRewritten(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dir := t.TempDir()
 	day := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	batch := func(v byte) store.StatsBatch {
-		return store.StatsBatch{
-			Days:   []store.Day{{Schedule: "a", Day: day, Data: []byte{v}}},
-			Rounds: []store.Round{{Schedule: "a", Slot: 2, First: 1, Seq: 1, Start: day, Data: []byte{v}}},
-		}
+		return scheduleA(day, v, store.Round{Slot: 2, First: 1, Seq: 1, Start: day})
 	}
-	s, err := Open(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.SaveStats(ctx, batch(1)); err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
-	s = open(t, dir)
+	s := reopenedAfter(t, batch(1))
 	for _, v := range []byte{2, 3} {
 		before := s.Counters().Statements
 		if err := s.SaveStats(ctx, batch(v)); err != nil {
@@ -390,26 +403,13 @@ func TestRowsWrittenBeforeOpenAreRewritten(t *testing.T) {
 func TestRegistrationReadsLearnRowIDs(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dir := t.TempDir()
 	day := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	batch := func(v byte) store.StatsBatch {
-		return store.StatsBatch{
-			Days: []store.Day{{Schedule: "a", Day: day, Data: []byte{v}}},
-			Rounds: []store.Round{
-				{Schedule: "a", Slot: 2, First: 1, Seq: 7, Start: day, Data: []byte{v}},
-				{Schedule: "a", Slot: 4, First: 8, Seq: 9, Start: day.Add(time.Second), Data: []byte{v}},
-			},
-		}
+		return scheduleA(day, v,
+			store.Round{Slot: 2, First: 1, Seq: 7, Start: day},
+			store.Round{Slot: 4, First: 8, Seq: 9, Start: day.Add(time.Second)})
 	}
-	s, err := Open(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.SaveStats(ctx, batch(1)); err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
-	s = open(t, dir)
+	s := reopenedAfter(t, batch(1))
 	if _, err := s.LoadDays(ctx, "a", day); err != nil {
 		t.Fatal(err)
 	}

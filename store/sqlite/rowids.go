@@ -27,9 +27,11 @@ import (
 // one only where neither that rowid nor that key is taken (INSERT OR
 // IGNORE). Rows it did not write show in the count of changed rows, and
 // the statement's rows are then written again by key, which returns their
-// rowids (RETURNING). That is the path of a row written before the store
-// was opened (the first lap of the history after a restart); a hint whose
-// row retention deleted inserts the row again where it was; and a hint
+// rowids (RETURNING). That is the path of a row the store did not know
+// of (written before it opened, for a schedule whose rows were not read:
+// an app reads them when it registers the schedule, loadRowIDs below);
+// a hint whose row retention deleted inserts the row again where it was;
+// and a hint
 // naming another row (a file edited behind the store's back) leaves that
 // row alone. Rowids are kept once their transaction committed, and fresh
 // ones are counted by the store, never handed out twice while it is open.

@@ -46,6 +46,20 @@ type rowIDs struct {
 	mu   sync.Mutex
 	of   map[string]scheduleRowIDs
 	next map[string]int64 // by table: the next fresh rowid, 0 before the first
+	// none is set when the store opened without a row of statistics or
+	// history: every row is then one this store wrote and learned, so no
+	// schedule has rows to read (loadRowIDs), and a schedule is known
+	// without an entry until it has rows.
+	none bool
+}
+
+// openedEmpty reads whether the store holds rows of statistics or history
+// from before it opened; called once, at open.
+func (s *Store) openedEmpty(ctx context.Context) error {
+	var rows bool
+	err := s.db.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM rounds) OR EXISTS (SELECT 1 FROM stats_days)").Scan(&rows)
+	s.ids.none = !rows
+	return err
 }
 
 // scheduleRowIDs is where one schedule's rows are: a few hundred bytes
@@ -186,6 +200,9 @@ func (s *Store) loadRowIDs(ctx context.Context, tx *sql.Tx, rounds []store.Round
 func (r *rowIDs) unloaded(rounds []store.Round, days []dayRow) []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.none {
+		return nil
+	}
 	var seen map[string]bool
 	var names []string
 	add := func(name string) {
@@ -207,10 +224,14 @@ func (r *rowIDs) unloaded(rounds []store.Round, days []dayRow) []string {
 	return names
 }
 
-// markLoaded records that the schedules' rowids were read.
+// markLoaded records that the schedules' rowids were read. On a store
+// that opened empty it records nothing: every schedule is.
 func (r *rowIDs) markLoaded(names []string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.none {
+		return
+	}
 	if r.of == nil {
 		r.of = make(map[string]scheduleRowIDs)
 	}

@@ -193,6 +193,10 @@ func openLocked(ctx context.Context, path string) (*Store, error) {
 		s.Close()
 		return nil, fmt.Errorf("fom: store %q: %w", path, err)
 	}
+	if err := s.openedEmpty(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("fom: store %q: %w", path, err)
+	}
 	return s, nil
 }
 

@@ -17,7 +17,7 @@ bench: ## benchmark suite (about 10 minutes): micro-benchmarks, then fom against
 	cd bench && $(GO) build -o ../bin/fombench .
 	@# One process per scenario, so that one's heap does not disturb the next.
 	./bin/fombench -only oneshot -pending 500000 -trials 2
-	./bin/fombench -only cost -passes 3 -cost-window 3s
+	./bin/fombench -only cost -passes 3 -cost-window 5s
 	./bin/fombench -only flush
 	./bin/fombench -only memory
 	./bin/fombench -only periodic -trials 2

@@ -31,9 +31,8 @@ import (
 // of (written before it opened, for a schedule whose rows were not read:
 // an app reads them when it registers the schedule, loadRowIDs below);
 // a hint whose row retention deleted inserts the row again where it was;
-// and a hint
-// naming another row (a file edited behind the store's back) leaves that
-// row alone. Rowids are kept once their transaction committed, and fresh
+// and a hint naming another row (a file edited behind the store's back)
+// leaves that row alone. Rowids are kept once their transaction committed, and fresh
 // ones are counted by the store, never handed out twice while it is open.
 //
 // No schema change: these are the tables' implicit rowids, and rows keep

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"slices"
 	"sync"
 
@@ -20,7 +19,11 @@ import (
 // found in the table's own b-tree. A row the store has no rowid for gets
 // a fresh one, past every rowid of the table: a new row (a schedule's
 // first page in a slot, its first row of a day) goes there, and is
-// remembered.
+// remembered. The rows a schedule has from before the store opened are
+// learned from the reads an app makes when it registers the schedule
+// (LoadDays: its newest day; LastRoundSeq: every history slot), so that
+// its first flush after a restart rewrites them by rowid too; a store
+// keeps nothing for a schedule that has no rows yet.
 //
 // A rowid is a hint, never trusted: the statement that writes by rowid
 // updates the row only if it holds the same schedule and key, and inserts
@@ -28,8 +31,7 @@ import (
 // IGNORE). Rows it did not write show in the count of changed rows, and
 // the statement's rows are then written again by key, which returns their
 // rowids (RETURNING). That is the path of a row the store did not know
-// of (written before it opened, for a schedule whose rows were not read:
-// an app reads them when it registers the schedule, loadRowIDs below);
+// of (written before it opened, for a schedule whose rows nobody read);
 // a hint whose row retention deleted inserts the row again where it was;
 // and a hint naming another row (a file edited behind the store's back)
 // leaves that row alone. Rowids are kept once their transaction committed, and fresh
@@ -45,29 +47,14 @@ type rowIDs struct {
 	mu   sync.Mutex
 	of   map[string]scheduleRowIDs
 	next map[string]int64 // by table: the next fresh rowid, 0 before the first
-	// none is set when the store opened without a row of statistics or
-	// history: every row is then one this store wrote and learned, so no
-	// schedule has rows to read (loadRowIDs), and a schedule is known
-	// without an entry until it has rows.
-	none bool
-}
-
-// openedEmpty reads whether the store holds rows of statistics or history
-// from before it opened; called once, at open.
-func (s *Store) openedEmpty(ctx context.Context) error {
-	var rows bool
-	err := s.db.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM rounds) OR EXISTS (SELECT 1 FROM stats_days)").Scan(&rows)
-	s.ids.none = !rows
-	return err
 }
 
 // scheduleRowIDs is where one schedule's rows are: a few hundred bytes
 // per schedule (bench -only memory counts them).
 type scheduleRowIDs struct {
-	day    string  // dayKey of dayID: a flush writes mostly today
-	dayID  int64   // 0: not known
-	slots  []int64 // rowid<<slotBits | slot, for each slot known
-	loaded bool    // the rowids of its rows written before the store opened were read
+	day   string  // dayKey of dayID: a flush writes mostly today
+	dayID int64   // 0: not known
+	slots []int64 // rowid<<slotBits | slot, for each slot known
 }
 
 // slotBits holds a history slot (the statistics keep at most 10 000
@@ -146,98 +133,6 @@ func (r *rowIDs) learn(rows []learned) {
 			}
 		}
 		r.of[x.schedule] = s
-	}
-}
-
-// The rowids of some schedules' rows, whatever their number: the names
-// go as one JSON array, so each is one prepared statement.
-const (
-	loadRoundIDsSQL = "SELECT rowid, schedule, slot FROM rounds WHERE schedule IN (SELECT value FROM json_each(?))"
-	loadDayIDsSQL   = "SELECT rowid, schedule, day FROM stats_days WHERE schedule IN (SELECT value FROM json_each(?))"
-)
-
-// loadRowIDs reads, once per schedule while the store is open, the
-// rowids of the rows the batch's schedules have from before: after a
-// restart their history slots and days are then written by rowid from
-// the first flush, not first at a fresh rowid that the existing row
-// refuses and then by key (a lap of the history: 50 flushes for a
-// schedule that runs once between two). What it reads is remembered at
-// once: the rows exist whether or not this transaction commits, and this
-// transaction deletes none.
-//
-// An app reads a schedule's rows when it registers it (LoadDays,
-// LastRoundSeq), and those reads learn the rowids: the schedule is then
-// loaded before its first flush, which so reads nothing here. (Read at
-// the first flush instead, a fresh app's first flush with rounds read the
-// rowids of every schedule at once: 40 ms of 10 000 schedules, a fifth of
-// that flush.) This read is for a writer that did not load the schedule.
-func (s *Store) loadRowIDs(ctx context.Context, tx *sql.Tx, rounds []store.Round, days []dayRow) error {
-	names := s.ids.unloaded(rounds, days)
-	if len(names) == 0 {
-		return nil
-	}
-	arg, err := json.Marshal(names)
-	if err != nil {
-		return err
-	}
-	var got []learned
-	if got, err = s.queryPreparedLearn(ctx, tx, loadRoundIDsSQL, s.rounds.scan, got, string(arg)); err != nil {
-		return err
-	}
-	if got, err = s.queryPreparedLearn(ctx, tx, loadDayIDsSQL, s.days.scan, got, string(arg)); err != nil {
-		return err
-	}
-	s.ids.learn(got)
-	s.ids.markLoaded(names)
-	return nil
-}
-
-// unloaded returns the schedules of these rows whose rowids were not
-// read since the store opened, each once. Every flush asks, and after a
-// schedule's first flush the answer is none: it then costs a lookup per
-// row and allocates nothing.
-func (r *rowIDs) unloaded(rounds []store.Round, days []dayRow) []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.none {
-		return nil
-	}
-	var seen map[string]bool
-	var names []string
-	add := func(name string) {
-		if r.of[name].loaded || seen[name] {
-			return
-		}
-		if seen == nil {
-			seen = make(map[string]bool)
-		}
-		seen[name] = true
-		names = append(names, name)
-	}
-	for _, x := range rounds {
-		add(x.Schedule)
-	}
-	for _, d := range days {
-		add(d.schedule)
-	}
-	return names
-}
-
-// markLoaded records that the schedules' rowids were read. On a store
-// that opened empty it records nothing: every schedule is.
-func (r *rowIDs) markLoaded(names []string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.none {
-		return
-	}
-	if r.of == nil {
-		r.of = make(map[string]scheduleRowIDs)
-	}
-	for _, name := range names {
-		x := r.of[name]
-		x.loaded = true
-		r.of[name] = x
 	}
 }
 

@@ -193,10 +193,6 @@ func openLocked(ctx context.Context, path string) (*Store, error) {
 		s.Close()
 		return nil, fmt.Errorf("fom: store %q: %w", path, err)
 	}
-	if err := s.openedEmpty(ctx); err != nil {
-		s.Close()
-		return nil, fmt.Errorf("fom: store %q: %w", path, err)
-	}
 	return s, nil
 }
 
@@ -474,9 +470,6 @@ func (s *Store) SaveStats(ctx context.Context, b store.StatsBatch) error {
 	}
 	var got []learned
 	err := s.tx(ctx, func(tx *sql.Tx) error {
-		if err := s.loadRowIDs(ctx, tx, rounds, days); err != nil {
-			return err
-		}
 		r, err := writeHinted(ctx, s, tx, rounds, s.ids.roundsHints(rounds), s.rounds)
 		if err != nil {
 			return err
@@ -607,7 +600,6 @@ func (s *Store) preparedTexts() []string {
 		s.rounds.byID.full, s.rounds.byID.one, s.rounds.byKey.full, s.rounds.byKey.one,
 		s.days.byID.full, s.days.byID.one, s.days.byKey.full, s.days.byKey.one,
 		s.failures.full, s.failures.one,
-		loadRoundIDsSQL, loadDayIDsSQL,
 		loadDaysSQL, loadFailuresSQL, getSettingSQL, lastRoundSeqSQL, loadConfigSQL,
 	}
 }
@@ -752,7 +744,6 @@ func (s *Store) LastRoundSeq(ctx context.Context, schedule string) (int64, error
 		return 0, fmt.Errorf("load the run history of schedule %q: %w", schedule, err)
 	}
 	s.ids.learn(slots)
-	s.ids.markLoaded([]string{schedule})
 	return last, nil
 }
 

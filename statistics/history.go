@@ -284,71 +284,95 @@ func sinceOf(u uint64, start int64) time.Time {
 }
 
 // appendRound encodes round seq of schedule onto b. Errors are formatted
-// here, once.
+// here, once. It runs on every fire's path, so the common round (a few
+// tasks, counts below 64, no error) takes single bytes where a varint
+// would be one, and no closure holds b.
 func appendRound(b []byte, schedule string, seq int64, x *RoundSample) []byte {
 	start := x.Start.UnixNano()
 	b = binary.AppendUvarint(b, uint64(seq))
 	b = binary.AppendVarint(b, start)
 	b = append(b, roundVersion2)
 	b = binary.AppendVarint(b, x.Number)
+	batch := byte(0)
 	if x.Batch {
-		b = append(b, 2) // the varint 1
-	} else {
-		b = append(b, 0)
+		batch = 2 // the varint 1
 	}
+	b = append(b, batch)
 	b = appendSince(b, x.Planned, start)
 	b = appendSince(b, x.End, start)
 	var byStatus [numStatus]int64
-	for _, t := range x.Tasks {
-		if t.Status >= 0 && t.Status < numStatus {
-			byStatus[t.Status]++
+	for i := range x.Tasks {
+		if st := x.Tasks[i].Status; st >= 0 && st < numStatus {
+			byStatus[st]++
 		}
 	}
 	for _, n := range byStatus {
-		b = binary.AppendVarint(b, n)
-	}
-	causes := causeNames()
-	cause := slices.Index(causes[:], x.Cause)
-	b = binary.AppendUvarint(b, uint64(max(cause, 0)))
-	b = appendString(b, x.By)
-	omitted, size := int64(0), 0
-	task := func(t *TaskSample) {
-		var msg, stack string
-		if t.Err != nil {
-			msg = t.Err.Error()
-			_, stack = chainOf(t.Err, msg)
-			msg, stack = clip(msg, maxTaskError), clip(stack, maxTaskStack)
-		}
-		if size += len(t.ID) + len(msg) + len(stack) + 32; size > maxRoundBytes {
-			omitted++
-			return
-		}
-		b = append(b, 1)
-		if t.ID == schedule {
-			b = append(b, 0)
+		if n < 64 {
+			b = append(b, byte(n<<1)) // the varint n
 		} else {
-			b = binary.AppendUvarint(b, uint64(len(t.ID))+1)
-			b = append(b, t.ID...)
+			b = binary.AppendVarint(b, n)
 		}
-		b = binary.AppendUvarint(b, uint64(min(max(t.Status, 0), numStatus-1)))
-		b = appendSince(b, t.Started, start)
-		b = binary.AppendVarint(b, int64(t.Cost))
-		b = appendString(b, msg)
-		b = appendString(b, stack)
 	}
+	b = append(b, causeIndex(x.Cause))
+	b = appendString(b, x.By)
+	var omitted int64
+	size := 0
 	if len(x.Tasks) <= MaxRoundTasks {
 		for i := range x.Tasks {
-			task(&x.Tasks[i])
+			b = appendTask(b, schedule, &x.Tasks[i], start, &size, &omitted)
 		}
 	} else {
 		keep := pickTasks(x.Tasks)
 		omitted = int64(len(x.Tasks) - len(keep))
 		for _, i := range keep {
-			task(&x.Tasks[i])
+			b = appendTask(b, schedule, &x.Tasks[i], start, &size, &omitted)
 		}
 	}
 	b = append(b, 0)
 	return binary.AppendVarint(b, omitted)
+}
+
+// causeIndex is the index of cause in causeNames, 0 (plan) for a name it
+// does not hold.
+func causeIndex(cause string) byte {
+	switch cause {
+	case "start":
+		return 1
+	case "exec":
+		return 2
+	case "rerun":
+		return 3
+	case "submit":
+		return 4
+	}
+	return 0
+}
+
+// appendTask encodes a task's details onto b, or counts it in omitted
+// once the round's details reach maxRoundBytes (size, the bytes so far).
+func appendTask(b []byte, schedule string, t *TaskSample, start int64, size *int, omitted *int64) []byte {
+	var msg, stack string
+	if t.Err != nil {
+		msg = t.Err.Error()
+		_, stack = chainOf(t.Err, msg)
+		msg, stack = clip(msg, maxTaskError), clip(stack, maxTaskStack)
+	}
+	if *size += len(t.ID) + len(msg) + len(stack) + 32; *size > maxRoundBytes {
+		*omitted++
+		return b
+	}
+	b = append(b, 1)
+	if t.ID == schedule {
+		b = append(b, 0)
+	} else {
+		b = binary.AppendUvarint(b, uint64(len(t.ID))+1)
+		b = append(b, t.ID...)
+	}
+	b = append(b, byte(min(max(t.Status, 0), numStatus-1))) // a uvarint below 128
+	b = appendSince(b, t.Started, start)
+	b = binary.AppendVarint(b, int64(t.Cost))
+	b = appendString(b, msg)
+	return appendString(b, stack)
 }
 
 // readRound decodes the round at rd (appendRound's form), its tasks'

@@ -3,10 +3,13 @@ package statistics
 import (
 	"context"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -496,5 +499,45 @@ func TestTaskIDsComeBack(t *testing.T) {
 	named, other := round(1, day1, "plan", tasks[0]), round(1, day1, "plan", tasks[3])
 	if a, b := len(appendRound(nil, "import", 1, &named)), len(appendRound(nil, "import", 1, &other)); a != b-len("other") {
 		t.Fatalf("a task named as its schedule takes %d bytes, one named other %d", a, b)
+	}
+}
+
+// encodingRounds are rounds of every shape appendRound writes: one task
+// named as its schedule, a batch asked for by someone with a failed task,
+// counts past a varint's first byte, and a cause it does not know.
+func encodingRounds() []RoundSample {
+	start := time.Unix(1_700_000_000, 123_456_789)
+	many := make([]TaskSample, 70)
+	for i := range many {
+		many[i] = TaskSample{ID: fmt.Sprintf("t%d", i), Status: Success, Started: start.Add(time.Duration(i) * time.Millisecond), Cost: time.Duration(i) * time.Microsecond}
+	}
+	many[3].Status, many[3].Err = Failed, errors.New("boom")
+	return []RoundSample{
+		{Number: 1, Cause: "plan", Planned: start.Add(-2 * time.Millisecond), Start: start, End: start.Add(time.Millisecond),
+			Tasks: []TaskSample{{ID: "job", Status: Success, Started: start, Cost: 900 * time.Microsecond}}},
+		{Number: 9, Batch: true, Cause: "submit", By: "ops", Planned: start, Start: start, End: start.Add(time.Second),
+			Tasks: []TaskSample{{ID: "order-42", Status: Timeout, Started: start.Add(time.Microsecond), Cost: time.Second, Err: errors.New("took too long")}}},
+		{Number: 1 << 40, Cause: "exec", By: "admin", Planned: start, Start: start, End: start.Add(time.Minute), Tasks: many},
+		{Number: 3, Cause: "weird", Start: start},
+	}
+}
+
+// TestRoundEncodingIsStable holds appendRound to the bytes of version 2
+// as stores already hold them: testdata/rounds-v2.hex has one line per
+// round of encodingRounds. A change to the bytes needs a new version.
+func TestRoundEncodingIsStable(t *testing.T) {
+	want, err := os.ReadFile(filepath.Join("testdata", "rounds-v2.hex"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(want)), "\n")
+	rounds := encodingRounds()
+	if len(lines) != len(rounds) {
+		t.Fatalf("%d golden lines for %d rounds", len(lines), len(rounds))
+	}
+	for i, x := range rounds {
+		if got := hex.EncodeToString(appendRound(nil, "job", 77, &x)); got != lines[i] {
+			t.Errorf("round %d (cause %q, %d tasks):\n got %s\nwant %s", i, x.Cause, len(x.Tasks), got, lines[i])
+		}
 	}
 }

@@ -181,15 +181,16 @@ func (c *Context) call(ctx context.Context, t Task) (value any, err error) {
 
 // settle records res as run's outcome if none was recorded yet.
 func (c *Context) settle(run *taskRun, res Result) {
-	if run.claim(res) {
-		c.deliver(run)
+	if res, ok := run.claim(res); ok {
+		c.deliver(run, res)
 	}
 }
 
-// deliver publishes a decided outcome: counters, recorder, OnResult, latch.
-func (c *Context) deliver(run *taskRun) {
-	res := run.outcome()
-	c.stats.Record(statistics.Sample{Round: run.group.number, Batch: run.group.batch, At: endOf(res), TaskID: res.TaskID, Status: int(res.Status), Started: res.Started, Cost: res.Cost, Err: res.Err})
+// deliver publishes run's outcome, res as claimed: counters, recorder,
+// OnResult, latch.
+func (c *Context) deliver(run *taskRun, res Result) {
+	at := endOf(res)
+	c.stats.Record(statistics.Sample{Round: run.group.number, Batch: run.group.batch, At: at, TaskID: res.TaskID, Status: int(res.Status), Started: res.Started, Cost: res.Cost, Err: res.Err})
 	c.rec.RecordResult(c.name, res)
 	if res.Status != StatusSuccess {
 		c.log.Warn("task "+res.Status.String(), zap.String("task", res.TaskID), zap.Duration("cost", res.Cost), zap.Error(res.Err))
@@ -201,7 +202,7 @@ func (c *Context) deliver(run *taskRun) {
 			c.log.Error("OnResult panicked", zap.Error(err))
 		}
 	}
-	run.group.deliver(run)
+	run.group.deliver(run, res, at)
 }
 
 // expire handles a deadline from the timeout heap. A timed-out task that
@@ -237,6 +238,7 @@ func (c *Context) interrupt(at time.Time, st Status, sentinel error, detail stri
 	}
 	type claimed struct {
 		r       *taskRun
+		res     Result
 		started time.Time
 		cancel  context.CancelFunc
 	}
@@ -247,8 +249,8 @@ func (c *Context) interrupt(at time.Time, st Status, sentinel error, detail stri
 		if !started.IsZero() {
 			res.Cost = at.Sub(started)
 		}
-		if r.claim(res) {
-			won = append(won, claimed{r, started, cancel})
+		if res, ok := r.claim(res); ok {
+			won = append(won, claimed{r, res, started, cancel})
 		}
 	}
 	for _, w := range won {
@@ -256,7 +258,7 @@ func (c *Context) interrupt(at time.Time, st Status, sentinel error, detail stri
 			c.cancelHooks(w.r, c.clk.Now().Sub(w.started))
 			w.cancel()
 		}
-		c.deliver(w.r)
+		c.deliver(w.r, w.res)
 	}
 }
 

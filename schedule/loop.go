@@ -108,9 +108,10 @@ func (c *Context) armLocked(l *loop, now time.Time) {
 	if c.dead != 0 && c.dead < at.UnixNano() {
 		at = time.Unix(0, c.dead)
 	}
-	if limit := now.Add(maxWait); limit.Before(at) {
-		at = limit
-	}
+	// One subtraction (monotonic when both readings have it, as
+	// clockx.Until) rather than adding maxWait to now and comparing: this
+	// runs on every fire.
+	wait := min(at.Sub(now), maxWait)
 	l.armed++
 	if c.wheel != nil {
 		// The wake-up only decides under c.mu and hands the round to a
@@ -119,10 +120,13 @@ func (c *Context) armLocked(l *loop, now time.Time) {
 		// no allocation per fire.
 		// The wait counts from now, the reading it was computed from, not
 		// from the wheel's own later one.
-		if c.wheel.SetInlineFrom(&l.wt, now, at.Sub(now), (*loopWake)(l)) == nil {
+		if c.wheel.SetInlineFrom(&l.wt, now, wait, (*loopWake)(l)) == nil {
 			l.timer = &l.wt
 			return
 		}
+	}
+	if wait == maxWait {
+		at = now.Add(maxWait)
 	}
 	id := l.armed
 	l.timer = clockx.AfterFuncAt(c.clk, at, func() { c.wake(l, id) })

@@ -39,17 +39,17 @@ type taskRun struct {
 
 // claim decides the run's outcome once. Only the first claim wins; the
 // loser (a task returning after its timeout, say) changes nothing.
-func (r *taskRun) claim(res Result) bool {
+func (r *taskRun) claim(res Result) (Result, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.done {
-		return false
+		return Result{}, false
 	}
 	r.done = true
 	res.TaskID = r.id
 	res.Submitted = r.submitted
 	r.result = res
-	return true
+	return res, true
 }
 
 func (r *taskRun) isDone() bool {
@@ -227,12 +227,11 @@ func (g *group) add(r *taskRun) {
 	g.pending++
 }
 
-// deliver stores a run's outcome in the group.
-func (g *group) deliver(r *taskRun) {
-	res := r.outcome()
+// deliver stores a run's outcome, which ended at at (endOf), in the group.
+func (g *group) deliver(r *taskRun, res Result, at time.Time) {
 	g.mu.Lock()
 	g.results[r.index] = res
-	if at := endOf(res); at.After(g.lastEnd) {
+	if at.After(g.lastEnd) {
 		g.lastEnd = at
 	}
 	g.pending--

@@ -58,3 +58,16 @@ func BenchmarkRecordFires(b *testing.B) {
 		i++
 	}
 }
+
+// BenchmarkEncodeDay is a flush's encoding of one changed day whose costs
+// and lateness spread over several octaves, as an aligned burst's
+// lateness does.
+func BenchmarkEncodeDay(b *testing.B) {
+	d := sampleDay(1)
+	b.ReportAllocs()
+	var buf []byte
+	for b.Loop() {
+		buf, _ = encodeDay(d)
+	}
+	b.SetBytes(int64(len(buf)))
+}

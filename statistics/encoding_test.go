@@ -1,8 +1,11 @@
 package statistics
 
 import (
+	"bytes"
+	"encoding/binary"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 )
@@ -63,4 +66,44 @@ func FuzzDecodeDay(f *testing.F) {
 			t.Fatal("nil day without an error")
 		}
 	})
+}
+
+// TestHistogramEncoding holds appendHist to the form stores hold (the
+// count of non-zero buckets, then gaps and counts; what reader.hist
+// reads), across the count's one- and two-byte varint, and after bytes
+// already in the buffer.
+func TestHistogramEncoding(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(3, 9))
+	for _, buckets := range []int{0, 1, 2, 127, 128, 129, 300, maxBucket + 1} {
+		var h Histogram
+		for _, k := range r.Perm(maxBucket + 1)[:buckets] {
+			h.addN(int32(k), 1+r.Int64N(1<<40))
+		}
+		var want []byte
+		want = binary.AppendUvarint(want, uint64(buckets))
+		prev := int32(0)
+		h.each(func(k int32, c int64) {
+			want = binary.AppendUvarint(want, uint64(k-prev))
+			want = binary.AppendVarint(want, c)
+			prev = k
+		})
+		prefix := []byte{0xfe, 0xed}
+		got := appendHist(slices.Clone(prefix), &h)
+		if !bytes.Equal(got[:2], prefix) || !bytes.Equal(got[2:], want) {
+			t.Fatalf("%d buckets: encoding differs from the stored form\n got %x\nwant %x", buckets, got[2:], want)
+		}
+		rd := &reader{b: got[2:]}
+		back := rd.hist()
+		if rd.err != nil || len(rd.b) != 0 || back.Count() != h.Count() || !reflect.DeepEqual(bucketsOfHist(&back), bucketsOfHist(&h)) {
+			t.Fatalf("%d buckets: read back %d of %d counts (err %v, %d bytes left)", buckets, back.Count(), h.Count(), rd.err, len(rd.b))
+		}
+	}
+}
+
+// bucketsOfHist lists a histogram's non-zero buckets and counts.
+func bucketsOfHist(h *Histogram) [][2]int64 {
+	var out [][2]int64
+	h.each(func(k int32, c int64) { out = append(out, [2]int64{int64(k), c}) })
+	return out
 }

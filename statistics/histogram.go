@@ -76,6 +76,17 @@ func (h *Histogram) addN(k int32, n int64) {
 	h.total += n
 }
 
+// octaveCount is the number of octaves with counts.
+func (h *Histogram) octaveCount() int {
+	n := 0
+	for _, oct := range h.octaves {
+		if oct != nil {
+			n++
+		}
+	}
+	return n
+}
+
 // each calls f for every bucket with a count, in bucket order.
 func (h *Histogram) each(f func(k int32, n int64)) {
 	for o, oct := range h.octaves {

@@ -60,7 +60,9 @@ func decodeHist(m map[string]int64) (Histogram, error) {
 const dayVersion2 = 2
 
 func encodeDay(d *day) ([]byte, error) {
-	b := make([]byte, 0, 96)
+	// Sized for the histograms' octaves at a few bytes a bucket: one
+	// allocation for most days, rather than growing through several.
+	b := make([]byte, 0, 64+20*(d.hist.octaveCount()+d.late.octaveCount()))
 	b = append(b, dayVersion2)
 	b = binary.AppendVarint(b, d.count)
 	for _, n := range d.byStatus {
@@ -80,16 +82,38 @@ func encodeDay(d *day) ([]byte, error) {
 	return b, nil
 }
 
+// appendHist encodes h: the count of its non-zero buckets, then each as
+// the gap from the previous one and its count. It runs for every changed
+// day at every flush, over arrays a flush finds cold, so it reads them
+// once: the count goes in a byte reserved before the buckets, moved up in
+// the rare case (128 buckets or more) that it needs two.
 func appendHist(b []byte, h *Histogram) []byte {
-	n := 0
-	h.each(func(int32, int64) { n++ })
-	b = binary.AppendUvarint(b, uint64(n))
-	prev := int32(0)
-	h.each(func(k int32, c int64) {
-		b = binary.AppendUvarint(b, uint64(k-prev))
-		b = binary.AppendVarint(b, c)
-		prev = k
-	})
+	at := len(b)
+	b = append(b, 0)
+	n, prev := 0, 0
+	for o, oct := range h.octaves {
+		if oct == nil {
+			continue
+		}
+		for i, c := range oct {
+			if c == 0 {
+				continue
+			}
+			k := o*subBuckets + i
+			b = binary.AppendUvarint(b, uint64(k-prev))
+			b = binary.AppendVarint(b, c)
+			n, prev = n+1, k
+		}
+	}
+	if n < 0x80 {
+		b[at] = byte(n)
+		return b
+	}
+	var count [binary.MaxVarintLen64]byte
+	w := binary.PutUvarint(count[:], uint64(n))
+	b = append(b, count[1:w]...) // room for the longer count
+	copy(b[at+w:], b[at+1:len(b)-(w-1)])
+	copy(b[at:], count[:w])
 	return b
 }
 

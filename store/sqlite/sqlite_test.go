@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -454,5 +455,60 @@ func TestStatementJournalInMemory(t *testing.T) {
 	}
 	if mode != 2 {
 		t.Fatalf("temp_store = %d, want 2 (MEMORY)", mode)
+	}
+}
+
+// endsAfter is a context whose Err turns to context.DeadlineExceeded at
+// its n-th call: a flush that passes its deadline between two statements.
+type endsAfter struct {
+	context.Context
+	n atomic.Int32
+}
+
+func (c *endsAfter) Err() error {
+	if c.n.Add(-1) < 0 {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// TestFlushPastItsDeadlineWritesNothing: the statements of a flush run
+// without the driver's per-statement watcher (quietContext), so the flush
+// itself stops at its deadline between statements, and the transaction
+// leaves nothing of the batch behind.
+func TestFlushPastItsDeadlineWritesNothing(t *testing.T) {
+	t.Parallel()
+	s := open(t, t.TempDir())
+	day := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	var b store.StatsBatch
+	for i := range 3 * roundsPerStatement {
+		name := fmt.Sprintf("s%03d", i)
+		b.Days = append(b.Days, store.Day{Schedule: name, Day: day, Data: []byte{byte(i)}})
+		b.Rounds = append(b.Rounds, store.Round{Schedule: name, Slot: 1, First: 1, Seq: 1, Start: day, Data: []byte{byte(i)}})
+	}
+	ctx := &endsAfter{Context: context.Background()}
+	ctx.n.Store(2) // past its deadline at the third statement
+	before := s.Counters()
+	err := s.SaveStats(ctx, b)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("SaveStats past its deadline: %v, want context.DeadlineExceeded", err)
+	}
+	// The whole batch takes eight statements (a table's first rowid and
+	// three writes, per table) and a commit; it stopped part-way.
+	if c := s.Counters(); c.Statements-before.Statements >= 8 || c.Transactions != before.Transactions {
+		t.Fatalf("%d statements and %d commits before the deadline ended the flush, want fewer than 8 and none", c.Statements-before.Statements, c.Transactions-before.Transactions)
+	}
+	for _, name := range []string{"s000", "s050"} {
+		days, err := s.LoadDays(context.Background(), name, day)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rounds, err := s.LoadRounds(context.Background(), name, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(days) != 0 || len(rounds) != 0 {
+			t.Fatalf("%s: %d days and %d rounds written by a flush that failed", name, len(days), len(rounds))
+		}
 	}
 }

@@ -141,22 +141,22 @@ func (c *Context) submit(ctx context.Context, tasks []Task, d *Delayed, out *del
 		b.stop = context.AfterFunc(gen.ctx, b.cancel)
 	}
 	now := c.clk.Now()
-	s := c.cfg.Current()
+	ts := c.taskSettings()
 	if c.job.OnComplete == nil {
 		// Completed by whoever delivers the last outcome. Without a
 		// timeout nothing but the batch and the pool holds its group, and
 		// it is used again.
-		if s.TaskOverTime == 0 {
+		if ts.overTime == 0 {
 			b.g = batchGroup(&reuse.groups, b.ctx, n, now)
 		} else {
 			b.g = newGroup(b.ctx, n, true, now, now)
 		}
 		b.g.owner = b
-		c.submitAll(gen, b.g, tasks, s, nil)
+		c.submitAll(gen, b.g, tasks, ts, nil)
 		return b, nil
 	}
 	b.g = newGroup(b.ctx, n, true, now, now)
-	c.submitAll(gen, b.g, tasks, s, nil)
+	c.submitAll(gen, b.g, tasks, ts, nil)
 	go func() {
 		<-b.g.wait()
 		b.end()

@@ -2,8 +2,12 @@ package schedule
 
 import (
 	"fmt"
+	"math"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/fom-go/fom/config"
 )
 
 // ids counts the registry's entries, idle ones included.
@@ -139,5 +143,25 @@ func TestConflictsLastEntryIsLookedUpAgainOnceSwept(t *testing.T) {
 	r.release(h2)
 	if r.Running("recurring") {
 		t.Fatal("still running after its release")
+	}
+}
+
+// The task settings a Context keeps in one word come back as set, a
+// taskOverTime past the word's range as the longest it holds.
+func TestTaskSettingsPacked(t *testing.T) {
+	t.Parallel()
+	for _, s := range []config.Settings{
+		{},
+		{TaskOverTime: time.Millisecond, DetectTimeoutOnEachTask: true},
+		{TaskOverTime: 90 * time.Minute, EnableTaskConflict: true},
+		{TaskOverTime: math.MaxInt64, DetectTimeoutOnEachTask: true, EnableTaskConflict: true},
+	} {
+		var c Context
+		c.tasks.Store(packTaskSettings(&s))
+		got := c.taskSettings()
+		want := taskSettings{overTime: min(s.TaskOverTime, maxPackedOver), eachTask: s.DetectTimeoutOnEachTask, conflicts: s.EnableTaskConflict}
+		if got != want {
+			t.Fatalf("%+v packed: %+v, want %+v", s, got, want)
+		}
 	}
 }

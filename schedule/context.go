@@ -45,8 +45,9 @@ type Context struct {
 	state         State
 	execRequested bool // RUNNING: one re-run queued
 	resumeMissed  bool
-	lending       bool        // RUNNING: the round goroutine runs tasks as a worker
-	debugOn       atomic.Bool // the level is debug (setLevel)
+	lending       bool          // RUNNING: the round goroutine runs tasks as a worker
+	debugOn       atomic.Bool   // the level is debug (setLevel)
+	tasks         atomic.Uint64 // the settings every task's path reads, packed (taskSettings)
 	plan          Plan
 	gen           *generation
 	loop          *loop
@@ -192,8 +193,44 @@ func New(cfg *config.Config, job Job, opts Options) (*Context, error) {
 		}
 		c.plan = p
 	}
+	c.tasks.Store(packTaskSettings(cfg.Current()))
 	cfg.Subscribe(c.onConfig)
 	return c, nil
+}
+
+// taskSettings are the settings every task's path reads: a round's lending
+// and deadline, each submission's conflict check, each start's deadline.
+// The Context keeps them in one word, set from the config at New and at
+// every edit, so that the path reads neither the config nor its settings:
+// with thousands of schedules both are cold, two lines to fetch from
+// memory on every fire. One word is also one consistent reading of the
+// three.
+type taskSettings struct {
+	overTime  time.Duration // taskOverTime
+	eachTask  bool          // detectTimeoutOnEachTask
+	conflicts bool          // enableTaskConflict
+}
+
+const (
+	eachTaskBit   = 1 << 62
+	conflictsBit  = 1 << 63
+	maxPackedOver = eachTaskBit - 1 // a taskOverTime past 146 years counts as that
+)
+
+func packTaskSettings(s *config.Settings) uint64 {
+	w := uint64(min(max(s.TaskOverTime, 0), maxPackedOver))
+	if s.DetectTimeoutOnEachTask {
+		w |= eachTaskBit
+	}
+	if s.EnableTaskConflict {
+		w |= conflictsBit
+	}
+	return w
+}
+
+func (c *Context) taskSettings() taskSettings {
+	w := c.tasks.Load()
+	return taskSettings{overTime: time.Duration(w & maxPackedOver), eachTask: w&eachTaskBit != 0, conflicts: w&conflictsBit != 0}
 }
 
 // Name returns the schedule's name.
@@ -461,6 +498,7 @@ func (c *Context) onConfig(ch config.Change) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.dead = unixOrZero(ch.Settings.DeadTime)
+	c.tasks.Store(packTaskSettings(&ch.Settings))
 	if c.gen != nil && !c.gen.stopping.Load() {
 		c.gen.pool.resize(sizeOf(&ch.Settings))
 	}

@@ -16,9 +16,9 @@ import (
 // submitAll submits tasks into g and seals it. With a helper (the round
 // goroutine lending itself as a worker), the first task that gets through
 // the checks is kept for it and returned instead of going to the pool.
-func (c *Context) submitAll(gen *generation, g *group, tasks []Task, s *config.Settings, helper *worker) (kept *taskRun) {
-	if s.TaskOverTime > 0 && !s.DetectTimeoutOnEachTask {
-		gen.tmo.add(deadline{at: g.start.Add(s.TaskOverTime), group: g})
+func (c *Context) submitAll(gen *generation, g *group, tasks []Task, ts taskSettings, helper *worker) (kept *taskRun) {
+	if ts.overTime > 0 && !ts.eachTask {
+		gen.tmo.add(deadline{at: g.start.Add(ts.overTime), group: g})
 	}
 	g.reserve(len(tasks))
 	now := g.start // a batch's tasks are submitted at its start
@@ -26,7 +26,7 @@ func (c *Context) submitAll(gen *generation, g *group, tasks []Task, s *config.S
 		now = c.clk.Now() // one submission instant for the burst, after Tasks
 	}
 	for _, t := range tasks {
-		if r := c.submitOne(gen, g, t, s, now, helper != nil && kept == nil); r != nil {
+		if r := c.submitOne(gen, g, t, ts, now, helper != nil && kept == nil); r != nil {
 			kept = r
 		}
 	}
@@ -36,7 +36,7 @@ func (c *Context) submitAll(gen *generation, g *group, tasks []Task, s *config.S
 
 // submitOne submits a task; every path ends with an outcome for it, except
 // that with keep a task ready to run is returned to the caller instead.
-func (c *Context) submitOne(gen *generation, g *group, t Task, s *config.Settings, now time.Time, keep bool) *taskRun {
+func (c *Context) submitOne(gen *generation, g *group, t Task, ts taskSettings, now time.Time, keep bool) *taskRun {
 	if t == nil {
 		run := g.newRun(nil, "<nil>", now)
 		g.add(run)
@@ -49,7 +49,7 @@ func (c *Context) submitOne(gen *generation, g *group, t Task, s *config.Setting
 		c.settle(run, Result{Status: StatusCanceled, Err: c.taskErr(run.id, ErrCanceled, "schedule is stopping")})
 		return nil
 	}
-	if run.held = c.conflicts.acquireFrom(&gen.reused().lastHeld, run.id, s.EnableTaskConflict); run.held == nil {
+	if run.held = c.conflicts.acquireFrom(&gen.reused().lastHeld, run.id, ts.conflicts); run.held == nil {
 		c.settle(run, Result{Status: StatusConflict, Err: c.taskErr(run.id, ErrConflict, "")})
 		return nil
 	}
@@ -68,6 +68,7 @@ func (c *Context) submitOne(gen *generation, g *group, t Task, s *config.Setting
 		c.settle(run, Result{Status: StatusCanceled, Err: c.taskErr(run.id, ErrCanceled, "schedule is stopping")})
 		return nil
 	}
+	s := c.cfg.Current()
 	c.settle(run, Result{Status: StatusRejected, Err: c.taskErr(run.id, ErrRejected, fmt.Sprintf("queueSize %d, threadMax %d", s.QueueSize, s.ThreadMax))})
 	return nil
 }
@@ -112,7 +113,7 @@ func (c *Context) exec(gen *generation, run *taskRun) {
 		c.settle(run, Result{Status: StatusCanceled, Err: c.taskErr(run.id, ErrCanceled, "canceled before it started")})
 		return
 	}
-	s := c.cfg.Current()
+	ts := c.taskSettings()
 	// A task's context answers FromContext and Logger. It needs a cancel of
 	// its own only when a deadline can fire; a shutdown cancels it through
 	// the generation's context, after the OnCancel hooks.
@@ -129,7 +130,7 @@ func (c *Context) exec(gen *generation, run *taskRun) {
 	}
 	var ctx context.Context = rc
 	cancel := context.CancelFunc(func() {})
-	if s.TaskOverTime > 0 || run.group.hasDeadline() {
+	if ts.overTime > 0 || run.group.hasDeadline() {
 		ctx, cancel = context.WithCancel(ctx)
 	}
 	defer cancel()
@@ -143,10 +144,10 @@ func (c *Context) exec(gen *generation, run *taskRun) {
 	if !run.begin(start, ctx, cancel) {
 		return // timed out or canceled while queued; already recorded
 	}
-	ownDeadline := s.TaskOverTime > 0 && s.DetectTimeoutOnEachTask
+	ownDeadline := ts.overTime > 0 && ts.eachTask
 	if ownDeadline {
 		run.group.keep.Store(true) // the timeout watcher may hold the run past its end
-		gen.tmo.add(deadline{at: start.Add(s.TaskOverTime), run: run})
+		gen.tmo.add(deadline{at: start.Add(ts.overTime), run: run})
 	}
 	value, err := c.call(ctx, run.task)
 	end := c.clk.Now()

@@ -59,6 +59,9 @@ func newHarness(t *testing.T, tags map[string]string, job Job, opts ...func(*Opt
 			t.Errorf("close: %v", err)
 		}
 		runners.Close()
+		if o.Runners != nil && o.Runners != runners { // a test's own
+			o.Runners.Close()
+		}
 	})
 	return h
 }

@@ -2,8 +2,10 @@ package schedule
 
 import (
 	"context"
+	"runtime/pprof"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -179,4 +181,54 @@ func TestExecNowWhileTheNextFireIsComputed(t *testing.T) {
 	}
 	close(release)
 	h.waitSleeping(2) // round 2 ran now, not an hour later
+}
+
+// A round run on a plain goroutine (no runners) labels it as the pool's
+// worker for the task: ActiveTasks still finds the task's stack.
+func TestRoundTaskStackWithoutRunners(t *testing.T) {
+	t.Parallel()
+	g := newGate("plain")
+	h := newHarness(t, map[string]string{"execOnLoad": "true", "fixedRate": "1h"}, Job{Tasks: tasksOf(g)},
+		func(o *Options) { o.Runners = nil })
+	if err := h.c.Startup(); err != nil {
+		t.Fatal(err)
+	}
+	waitChan(t, g.started, "task start")
+	if a := h.c.ActiveTasks(); len(a) != 1 || !strings.Contains(a[0].Stack, "(*gate).Exec") || !strings.Contains(a[0].Stack, "runRound") {
+		t.Fatalf("active %+v", a)
+	}
+	g.open()
+	h.waitSleeping(1)
+}
+
+// A task that changes its goroutine's pprof labels (pprof.Do, or setting
+// them outright) does not hide the next task run on the same runner from
+// ActiveTasks: the runner's label is restored after every task.
+func TestTaskThatRelabelsItsGoroutine(t *testing.T) {
+	t.Parallel()
+	g := newGate("second")
+	var round atomic.Int32
+	relabel := TaskFunc("relabel", func(ctx context.Context) (any, error) {
+		pprof.SetGoroutineLabels(pprof.WithLabels(context.Background(), pprof.Labels("mine", "yes")))
+		return nil, nil
+	})
+	h := newHarness(t, map[string]string{"execOnLoad": "true", "fixedRate": "1h"}, Job{Tasks: func(context.Context) ([]Task, error) {
+		if round.Add(1) == 1 {
+			return []Task{relabel}, nil
+		}
+		return []Task{g}, nil
+	}}, func(o *Options) { o.Runners = NewRunners(0, 1) }) // one runner: both rounds run on it
+	if err := h.c.Startup(); err != nil {
+		t.Fatal(err)
+	}
+	h.waitSleeping(1)
+	if err := h.c.ExecNow(); err != nil {
+		t.Fatal(err)
+	}
+	waitChan(t, g.started, "second round's task start")
+	if a := h.c.ActiveTasks(); len(a) != 1 || a[0].ID != "second" || !strings.Contains(a[0].Stack, "(*gate).Exec") {
+		t.Fatalf("active %+v", a)
+	}
+	g.open()
+	h.waitSleeping(2)
 }

@@ -8,7 +8,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/fom-go/fom/config"
 	"github.com/fom-go/fom/internal/clockx"
 	"github.com/fom-go/fom/statistics"
 )
@@ -314,7 +313,7 @@ func (c *Context) runRound(l *loop, gen *generation, planned time.Time, cause Ca
 	if ce := c.checkDebug("round started"); ce != nil {
 		ce.Write(zap.Int64("round", n), zap.Time("planned", planned), zap.Duration("late", start.Sub(planned)))
 	}
-	s := c.cfg.Current()
+	ts := c.taskSettings()
 	g := rn.roundGroup(gen.ctx, n, planned, start)
 	tasks, err := c.createTasks(l.ctx)
 	// The group is used again, by the next round this runner runs, when
@@ -329,15 +328,15 @@ func (c *Context) runRound(l *loop, gen *generation, planned time.Time, cause Ca
 		g.add(run)
 		c.settle(run, Result{Status: StatusFailed, Err: fmt.Errorf("schedule %s: create tasks: %w", c.name, err)})
 	}
-	if w := c.lend(gen, s); w != nil {
-		kept := c.submitAll(gen, g, tasks, s, w)
-		gen.pool.help(w, kept)
+	if w := c.lend(gen, ts); w != nil {
+		kept := c.submitAll(gen, g, tasks, ts, w)
+		gen.pool.help(w, kept, rn)
 		reuse = kept != nil && err == nil && len(tasks) == 1
 		c.mu.Lock()
 		c.lending = false
 		c.mu.Unlock()
 	} else {
-		c.submitAll(gen, g, tasks, s, nil)
+		c.submitAll(gen, g, tasks, ts, nil)
 	}
 	if !g.finished() {
 		select {
@@ -382,8 +381,8 @@ func (c *Context) keepsRounds() bool {
 // While it lends itself, the round goroutine cannot watch for a stop, so
 // a Shutdown cancels the round's tasks from a goroutine of its own
 // (stopLocked); c.lending, under c.mu, tells it to.
-func (c *Context) lend(gen *generation, s *config.Settings) *worker {
-	if s.TaskOverTime > 0 {
+func (c *Context) lend(gen *generation, ts taskSettings) *worker {
+	if ts.overTime > 0 {
 		return nil
 	}
 	c.mu.Lock()

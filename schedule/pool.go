@@ -112,7 +112,7 @@ func (p *pool) work(w *worker, run *taskRun) {
 	for {
 		p.mu.Lock()
 		if run != nil {
-			p.runLocked(w, run)
+			p.runLocked(w, run, nil)
 		}
 		if p.closed || p.workers > p.max {
 			p.workers--
@@ -174,12 +174,25 @@ func (w *worker) disarm() {
 	}
 }
 
-// runLocked runs run as worker w. It is called with p.mu held and returns
-// with it held, releasing it while the task runs: the caller decides what
-// the worker does next under the same lock that ends the run.
-func (p *pool) runLocked(w *worker, run *taskRun) {
-	pprof.SetGoroutineLabels(w.labels) // again: a task may have changed them
-	run.worker = w
+// runLocked runs run as worker w, on runner rn's goroutine when rn is not
+// nil. It is called with p.mu held and returns with it held, releasing it
+// while the task runs: the caller decides what the worker does next under
+// the same lock that ends the run.
+//
+// The goroutine is labelled for the task, so that ActiveTasks finds its
+// stack: with the worker's label, or on a runner with the runner's own,
+// which is in its goroutine's cache where a worker's would be one more
+// line to fetch on every fire. It is set before every run (a task may
+// change its goroutine's labels) and cleared after the last (help): a
+// goroutine fom starts outside a task must not carry it.
+func (p *pool) runLocked(w *worker, run *taskRun, rn *runner) {
+	if rn == nil || rn.labels == nil { // a runner made by hand (tests, benchmarks) has none
+		pprof.SetGoroutineLabels(w.labels)
+		run.label = &w.label
+	} else {
+		pprof.SetGoroutineLabels(rn.labels)
+		run.label = &rn.label
+	}
 	p.active.add(run)
 	p.mu.Unlock()
 	p.exec(run)
@@ -246,12 +259,12 @@ func (p *pool) lend() *worker {
 // It takes the pool's lock before each run and after it, where it also
 // finds the next run or, after the last, gives the slot back: twice for a
 // round of one task (every fire's path).
-func (p *pool) help(w *worker, first *taskRun) {
+func (p *pool) help(w *worker, first *taskRun, rn *runner) {
 	run := first
 	p.mu.Lock()
 	for run != nil {
 		g := run.group
-		p.runLocked(w, run)
+		p.runLocked(w, run, rn)
 		run = nil
 		if !p.closed && p.workers <= p.max {
 			run = p.popGroup(g)
@@ -364,7 +377,7 @@ func (p *pool) snapshot() (waiting, active []runView) {
 	}
 	for r := p.active.head; r != nil; r = r.nextActive {
 		started, _ := r.startInfo()
-		active = append(active, runView{TaskInfo{ID: r.id, Round: r.group.number, Batch: r.group.batch, Submitted: r.submitted, Started: started, Abandoned: r.isDone()}, r.worker.label})
+		active = append(active, runView{TaskInfo{ID: r.id, Round: r.group.number, Batch: r.group.batch, Submitted: r.submitted, Started: started, Abandoned: r.isDone()}, *r.label})
 	}
 	return waiting, active
 }

@@ -21,7 +21,7 @@ type taskRun struct {
 
 	// Set by the pool under its lock when a worker takes the run.
 	started time.Time
-	worker  *worker
+	label   *string // the pprof label of the goroutine running it (a worker's or a runner's): ActiveTasks finds its stack by it
 	ctx     context.Context
 
 	prevActive, nextActive *taskRun // in the pool's running list, under its lock
@@ -153,7 +153,7 @@ func (g *group) release() {
 	g.mu.Unlock()
 	r := &g.first
 	r.mu.Lock()
-	r.task, r.ctx, r.cancel, r.worker, r.result.Value, r.result.Err, r.rctx = nil, nil, nil, nil, nil, nil, runCtx{}
+	r.task, r.ctx, r.cancel, r.label, r.result.Value, r.result.Err, r.rctx = nil, nil, nil, nil, nil, nil, runCtx{}
 	r.mu.Unlock()
 	g.home.Put(g)
 }

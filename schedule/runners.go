@@ -1,7 +1,10 @@
 package schedule
 
 import (
+	"context"
+	"fmt"
 	"runtime"
+	"runtime/pprof"
 	"sync"
 	"time"
 )
@@ -60,6 +63,11 @@ type runner struct {
 	idx     int                // position in Runners.idle, -1 when not idle
 	epoch   uint64
 	idleLap uint64 // Runners.lap when it went idle
+
+	// The pprof label its goroutine carries while it runs a task
+	// (pool.runLocked), and the context carrying it.
+	label  string
+	labels context.Context
 
 	// The group of a round this runner ran that nothing holds any more,
 	// for the next round it runs (runRound): its memory is still in this
@@ -120,7 +128,10 @@ func (rs *Runners) goOn(f func(*runner)) {
 // spawnLocked starts a runner for f; called with rs.mu held.
 func (rs *Runners) spawnLocked(f func(*runner)) {
 	rs.running++
-	go rs.run(&runner{ch: make(chan func(*runner), 1), idx: -1, epoch: rs.epoch}, f)
+	r := &runner{ch: make(chan func(*runner), 1), idx: -1, epoch: rs.epoch}
+	r.label = fmt.Sprintf("%p/runner", r)
+	r.labels = pprof.WithLabels(context.Background(), pprof.Labels(workerLabel, r.label))
+	go rs.run(r, f)
 }
 
 // armLocked arms the watchdog; called with rs.mu held.

@@ -109,7 +109,12 @@
 // its group: the timeout watcher may still name its runs.
 // A task's id stays in the app's conflict registry while idle (Conflicts),
 // so a recurring task finds its entry rather than inserting and deleting
-// one per fire.
+// one per fire. For the same reason a fire reads no more of the schedule
+// than it must: the settings a task's path needs are one word of the
+// Context (taskSettings) rather than the config's current settings, a
+// round's tasks are checked against the generation's stop flag rather
+// than also its context, and a task run on a runner carries the runner's
+// pprof label rather than the pool's worker's.
 // bench/README.md has the numbers against robfig/cron, gocron and the
 // runtime's timers.
 package schedule

@@ -166,9 +166,8 @@ func writeHinted[T any](ctx context.Context, s *Store, tx *sql.Tx, rows []T, hin
 	}
 	var got []learned
 	var byKey []T
-	quiet := quietContext(ctx)
-	err := eachStatement(ctx, t.byID, rows, func(q string, args []any, from int, part []T) error {
-		written, err := s.execPreparedCount(quiet, tx, q, args...)
+	err := eachStatement(ctx, t.byID, rows, func(ctx context.Context, q string, args []any, from int, part []T) error {
+		written, err := s.execPreparedCount(ctx, tx, q, args...)
 		switch {
 		case err != nil:
 			return err
@@ -186,9 +185,9 @@ func writeHinted[T any](ctx context.Context, s *Store, tx *sql.Tx, rows []T, hin
 	if err != nil {
 		return nil, err
 	}
-	err = eachStatement(ctx, t.byKey, byKey, func(q string, args []any, _ int, _ []T) error {
+	err = eachStatement(ctx, t.byKey, byKey, func(ctx context.Context, q string, args []any, _ int, _ []T) error {
 		var err error
-		got, err = s.queryPreparedLearn(quiet, tx, q, t.scan, got, args...)
+		got, err = s.queryPreparedLearn(ctx, tx, q, t.scan, got, args...)
 		return err
 	}, func(args []any, _ int, row T) []any { return t.appendRow(args, row) })
 	for _, x := range got {

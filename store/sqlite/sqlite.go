@@ -493,21 +493,28 @@ func (s *Store) SaveStats(ctx context.Context, b store.StatsBatch) error {
 // writeRows writes items st.per at a time, and what remains one at a
 // time; appendRow appends an item's arguments.
 func writeRows[T any](ctx context.Context, s *Store, tx *sql.Tx, items []T, st rowsStatement, appendRow func([]any, T) []any) error {
-	quiet := quietContext(ctx)
-	return eachStatement(ctx, st, items, func(q string, args []any, _ int, _ []T) error {
-		return s.execPrepared(quiet, tx, q, args...)
+	return eachStatement(ctx, st, items, func(ctx context.Context, q string, args []any, _ int, _ []T) error {
+		return s.execPrepared(ctx, tx, q, args...)
 	}, func(args []any, _ int, it T) []any { return appendRow(args, it) })
 }
 
 // eachStatement runs run once per statement's worth of items, st.per at a time and
 // what remains one at a time, with the statement's text and the
 // arguments appendRow made of them (given each item's index), and the
-// index of the first.
-func eachStatement[T any](ctx context.Context, st rowsStatement, items []T, run func(q string, args []any, from int, part []T) error, appendRow func(args []any, i int, it T) []any) error {
+// index of the first. run gets the context its statement runs under:
+// ctx without its cancellation, which eachStatement checks itself before
+// each statement. That context cannot be canceled, so the driver starts
+// no goroutine per statement to interrupt it (one per statement, ended by
+// waking another thread: at 10 000 schedules, hundreds of context switches
+// in every flush); database/sql rolls the transaction back once ctx is
+// done, so a flush past its deadline still stops after the statement it
+// is in, and writes nothing.
+func eachStatement[T any](ctx context.Context, st rowsStatement, items []T, run func(ctx context.Context, q string, args []any, from int, part []T) error, appendRow func(args []any, i int, it T) []any) error {
+	quiet := context.WithoutCancel(ctx)
 	full := len(items) - len(items)%st.per
 	var args []any
 	for i := 0; i < len(items); {
-		if err := ctx.Err(); err != nil { // see quietContext
+		if err := ctx.Err(); err != nil {
 			return err
 		}
 		n, q := st.per, st.full
@@ -518,7 +525,7 @@ func eachStatement[T any](ctx context.Context, st rowsStatement, items []T, run 
 		for j := i; j < i+n; j++ {
 			args = appendRow(args, j, items[j])
 		}
-		if err := run(q, args, i, items[i:i+n]); err != nil {
+		if err := run(quiet, q, args, i, items[i:i+n]); err != nil {
 			return err
 		}
 		i += n
@@ -867,14 +874,5 @@ func (s *Store) checkFile() error {
 	}
 	return nil
 }
-
-// quietContext is ctx for the statements of a flush: it cannot be
-// canceled, so the driver starts no goroutine for each statement to
-// interrupt it (one per statement, ended by waking another thread: at
-// 10 000 schedules, hundreds of context switches in every flush).
-// eachStatement checks ctx itself before each statement, and database/sql
-// rolls the transaction back once ctx is done, so a flush past its
-// deadline still stops after the statement it is in, and writes nothing.
-func quietContext(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
 
 func dayKey(t time.Time) string { return t.UTC().Format(time.DateOnly) }

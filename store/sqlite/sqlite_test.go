@@ -473,7 +473,7 @@ func (c *endsAfter) Err() error {
 }
 
 // TestFlushPastItsDeadlineWritesNothing: the statements of a flush run
-// without the driver's per-statement watcher (quietContext), so the flush
+// without the driver's per-statement watcher (eachStatement), so the flush
 // itself stops at its deadline between statements, and the transaction
 // leaves nothing of the batch behind.
 func TestFlushPastItsDeadlineWritesNothing(t *testing.T) {

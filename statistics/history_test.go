@@ -541,3 +541,16 @@ func TestRoundEncodingIsStable(t *testing.T) {
 		}
 	}
 }
+
+// causeIndex (the encoder's switch) and causeNames (the decoder's list)
+// name the same causes at the same indexes.
+func TestCauseIndexMatchesNames(t *testing.T) {
+	for i, name := range causeNames() {
+		if got := causeIndex(name); int(got) != i {
+			t.Errorf("causeIndex(%q) = %d, want %d", name, got, i)
+		}
+	}
+	if got := causeIndex("unknown"); got != 0 {
+		t.Errorf("causeIndex of an unknown cause = %d, want 0 (plan)", got)
+	}
+}

@@ -109,6 +109,11 @@ func (h *Histogram) Merge(o *Histogram) {
 	o.each(h.addN)
 }
 
+// subtract takes o's counts from h, which holds them.
+func (h *Histogram) subtract(o *Histogram) {
+	o.each(func(k int32, n int64) { h.addN(k, -n) })
+}
+
 // Count is the number of durations added.
 func (h *Histogram) Count() int64 { return h.total }
 
@@ -145,15 +150,4 @@ func (h *Histogram) CountBelow(d time.Duration) int64 {
 		}
 	})
 	return below
-}
-
-func (h *Histogram) clone() Histogram {
-	c := Histogram{total: h.total, octaves: make([]*[subBuckets]int64, len(h.octaves))}
-	for o, oct := range h.octaves {
-		if oct != nil {
-			cp := *oct
-			c.octaves[o] = &cp
-		}
-	}
-	return c
 }

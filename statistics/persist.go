@@ -263,6 +263,7 @@ func (s *Stats) Load(ctx context.Context, st store.Store) (warnings []string, er
 			warnings = append(warnings, fmt.Sprintf("schedule %q: statistics of %s unreadable (%v); skipped", s.schedule, d.Day.Format(time.DateOnly), err))
 			continue
 		}
+		s.outsideLocked().loaded.add(dd)
 		k := dayOf(d.Day)
 		if cur := s.days[k]; cur != nil { // recorded before Load: merge
 			mergeDay(dd, cur)
@@ -391,6 +392,7 @@ func (s *Stats) Take() (*Changes, error) {
 		// new day: a few days at most, and Days shows the window only.)
 		for k, d := range s.days {
 			if k.Before(cutoff) {
+				s.outsideLocked().gone.add(d)
 				delete(s.days, k)
 				if k.UnixNano() == s.today {
 					s.cur = nil

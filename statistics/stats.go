@@ -160,9 +160,8 @@ type Stats struct {
 
 	mu       sync.Mutex
 	settings Settings
-	counts   [numStatus]int64 // since the process started
-	total    Histogram        // cost since the process started (Prometheus)
 	days     map[time.Time]*day
+	outside  *outside // made by a Load that read days, or the first day to leave memory
 	failures ring[Failure]
 	pending  ring[Failure] // not yet flushed: at most settings.Failures, the newest
 	unsaved  int64         // failures dropped from pending before a flush took them
@@ -171,6 +170,64 @@ type Stats struct {
 	today    int64    // the day cur belongs to, Unix ns of its midnight (UTC)
 	cur      *day
 	older    bool // the next Take looks at every day: another day than cur changed, a new day began, or settings or days were set anew
+}
+
+// outside is what the days in memory and the outcomes this process
+// recorded differ by: the since-start counts and cost histogram are the
+// days' sums, less what Load read into them, plus the days that left
+// memory. A fire then counts its outcome and cost once, in its day,
+// rather than also in since-start figures of their own: with thousands of
+// schedules, those were cache lines every fire found cold, for figures
+// read at a page view or a scrape.
+type outside struct {
+	loaded tally // the stored days Load read, as read
+	gone   tally // the days dropped from memory, as dropped
+}
+
+// tally is the part of days the since-start figures count.
+type tally struct {
+	counts [numStatus]int64
+	cost   Histogram
+}
+
+func (t *tally) add(d *day) {
+	for i, n := range d.byStatus {
+		t.counts[i] += n
+	}
+	t.cost.Merge(&d.hist)
+}
+
+// outsideLocked returns s.outside, made if need be.
+func (s *Stats) outsideLocked() *outside {
+	if s.outside == nil {
+		s.outside = &outside{}
+	}
+	return s.outside
+}
+
+// sinceStartLocked returns the counts by status since the process
+// started and, with cost, the cost histogram of the same outcomes.
+func (s *Stats) sinceStartLocked(cost bool) (Histogram, [numStatus]int64) {
+	var h Histogram
+	var counts [numStatus]int64
+	for _, d := range s.days {
+		for i, n := range d.byStatus {
+			counts[i] += n
+		}
+		if cost {
+			h.Merge(&d.hist)
+		}
+	}
+	if o := s.outside; o != nil {
+		for i := range counts {
+			counts[i] += o.gone.counts[i] - o.loaded.counts[i]
+		}
+		if cost {
+			h.Merge(&o.gone.cost)
+			h.subtract(&o.loaded.cost)
+		}
+	}
+	return h, counts
 }
 
 // New returns empty statistics for schedule.
@@ -237,8 +294,6 @@ func (s *Stats) Record(x Sample) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.counts[x.Status]++
-	s.total.Add(x.Cost)
 	d := s.dayLocked(now)
 	if d.count == 0 || x.Cost < d.min {
 		d.min = x.Cost
@@ -374,16 +429,18 @@ func chainOf(err error, msg string) (chain []string, stack string) {
 func (s *Stats) CountsByIndex() [6]int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.counts
+	_, counts := s.sinceStartLocked(false)
+	return counts
 }
 
 // Counts returns the counts by status since the process started.
 func (s *Stats) Counts() map[string]int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	_, counts := s.sinceStartLocked(false)
 	out := map[string]int64{}
 	for i, n := range StatusNames() {
-		out[n] = s.counts[i]
+		out[n] = counts[i]
 	}
 	return out
 }
@@ -552,5 +609,5 @@ func (s *Stats) Results() []ResultRecord {
 func (s *Stats) costSnapshot() (Histogram, [numStatus]int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.total.clone(), s.counts
+	return s.sinceStartLocked(true)
 }

@@ -292,3 +292,63 @@ func TestHistogramLongestDuration(t *testing.T) {
 		t.Fatal("bucket past the longest duration accepted")
 	}
 }
+
+// TestSinceStartFiguresAreThisProcesss: the since-start counts and cost
+// histogram (the admin page's counters, Prometheus) hold what this process
+// recorded: not the days Load read, merged with today's records or not,
+// and still after days leave memory.
+func TestSinceStartFiguresAreThisProcesss(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	clk := clockwork.NewFakeClockAt(day1)
+	st := openStore(t, dir)
+	s, _ := New("job", clk, DefaultSettings())
+	for range 3 { // the day before and today, in an earlier process
+		s.Record(Sample{At: day1.Add(-24 * time.Hour), TaskID: "a", Status: Success, Cost: time.Millisecond})
+		s.Record(Sample{TaskID: "a", Status: Failed, Cost: time.Second})
+	}
+	if err := s.Flush(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+
+	st = openStore(t, dir)
+	defer st.Close()
+	s2, _ := New("job", clk, DefaultSettings())
+	s2.Record(Sample{TaskID: "b", Status: Success, Cost: 2 * time.Millisecond}) // before Load: merged into today
+	if w, err := s2.Load(ctx, st); err != nil || len(w) != 0 {
+		t.Fatalf("load %v %v", w, err)
+	}
+	s2.Record(Sample{TaskID: "b", Status: Timeout, Cost: 3 * time.Second})
+	check := func(when string) {
+		t.Helper()
+		want := [numStatus]int64{Success: 1, Timeout: 1}
+		if c := s2.CountsByIndex(); c != want {
+			t.Fatalf("%s: counts %v, want %v", when, c, want)
+		}
+		h, counts := s2.costSnapshot()
+		if counts != want || h.Count() != 2 || h.CountBelow(time.Second) != 1 || h.Quantile(1) < 2*time.Second {
+			t.Fatalf("%s: cost histogram of %d (%d under 1s, max about %v), counts %v", when, h.Count(), h.CountBelow(time.Second), h.Quantile(1), counts)
+		}
+		if c := s2.Counts(); c["success"] != 1 || c["timeout"] != 1 || c["failed"] != 0 {
+			t.Fatalf("%s: counts by name %v", when, c)
+		}
+	}
+	check("after Load")
+	if days := s2.Days(); days[len(days)-1].Count != 5 || days[len(days)-2].Count != 3 {
+		t.Fatalf("days %+v: the stored days are not in memory", days)
+	}
+	// Every day in memory falls out of the retention window.
+	clk.Advance(time.Duration(DefaultSettings().RetentionDays+1) * 24 * time.Hour)
+	if _, err := s2.Take(); err != nil {
+		t.Fatal(err)
+	}
+	s2.mu.Lock()
+	left := len(s2.days)
+	s2.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d days still in memory", left)
+	}
+	check("after the days left memory")
+}

@@ -230,13 +230,8 @@ func (c *Context) runRounds(l *loop, planned time.Time, rn *runner) {
 		default:
 			next, ok = plan.Next(r) // may be the job's own code: outside the lock
 		}
-		if c.job.Plan == nil {
-			// fom's own plans read only the round's times: the results
-			// (and the round's group) need not live until the next round.
-			r.Results = nil
-		}
 		c.mu.Lock()
-		l.prev, l.pinned = r, false
+		l.prev, l.pinned = timesOf(r), false
 		manual = again // an exec-now re-run is not a planned fire
 		switch {
 		case c.execRequested: // asked for while the next fire was computed
@@ -356,8 +351,8 @@ func (c *Context) runRound(l *loop, gen *generation, planned time.Time, cause Ca
 	}
 	c.complete(l.ctx, r)
 	if reuse && rn != nil {
-		// r.Results, when not copied, is the group's: runRounds only
-		// drops it (fom's plans read a round's times).
+		// r.Results, when not copied, is the group's: runRounds keeps
+		// only the round's times (fom's plans read nothing else).
 		rn.keep(g)
 	}
 	return r, true
@@ -366,7 +361,7 @@ func (c *Context) runRound(l *loop, gen *generation, planned time.Time, cause Ca
 // keepsRounds reports whether code other than fom's may keep a round's
 // results past the round: OnComplete, the job's own plan (handed the
 // previous round), a recorder. fom's plans and statistics copy what they
-// keep; runRounds drops the results before it keeps the round.
+// keep; runRounds keeps only the round's times.
 func (c *Context) keepsRounds() bool {
 	_, nop := c.rec.(nopRecorder)
 	return c.job.OnComplete != nil || c.job.Plan != nil || !nop

@@ -21,22 +21,25 @@ import (
 // and only then waits in the queue. So threadMax really is "tasks running
 // at once", whatever queueSize is.
 type pool struct {
-	clk  clockwork.Clock
-	exec func(*taskRun)
-	wg   sync.WaitGroup
+	// What a round that lends its goroutine reads and writes (lend, help,
+	// runLocked), first and together: with thousands of schedules, each
+	// line of a pool is one a fire finds cold.
+	mu      sync.Mutex
+	closed  bool
+	workers int
+	max     int
+	helper  *worker // the round goroutine when it lends itself; made once
+	active  runList
+	queue   fifo[*taskRun]
 
-	mu       sync.Mutex
+	clk      clockwork.Clock
+	exec     func(*taskRun)
+	wg       sync.WaitGroup
 	core     int
-	max      int
 	alive    time.Duration
 	queueCap int
-	queue    fifo[*taskRun]
-	workers  int
 	idle     []*worker
-	active   runList
-	closed   bool
-	spawned  int     // workers ever started, for their labels
-	helper   *worker // the round goroutine when it lends itself; made once
+	spawned  int // workers ever started, for their labels
 }
 
 type worker struct {

@@ -10,10 +10,10 @@ import (
 )
 
 // BenchmarkSaveStats is one flush in the steady state of an app whose
-// schedules each ran a few rounds since the last: a page of the run
-// history per schedule, carrying the schedule's day (ride.go), in one
-// transaction. The store holds what a week of such flushes leaves: seven
-// days per schedule and a lap of the history's slots.
+// schedules each ran a few rounds since the last: a day row (rewritten)
+// and a page of the run history per schedule, in one transaction. The
+// store holds what a week of such flushes leaves: seven days per schedule
+// and a lap of the history's slots.
 func BenchmarkSaveStats(b *testing.B) {
 	const schedules, days, slots = 1000, 7, 10
 	s, err := Open(context.Background(), b.TempDir())
@@ -39,7 +39,7 @@ func BenchmarkSaveStats(b *testing.B) {
 	}
 	ctx := context.Background()
 	flush := 0
-	for day := range days { // a day per schedule and day
+	for day := range days { // a day row per schedule and day
 		if err := s.SaveStats(ctx, batch(day, flush)); err != nil {
 			b.Fatal(err)
 		}

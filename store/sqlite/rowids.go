@@ -5,11 +5,12 @@ import (
 	"database/sql"
 	"slices"
 	"sync"
+
+	"github.com/fom-go/fom/store"
 )
 
-// A flush rewrites, for every schedule, one slot of its run history (which
-// carries the schedule's day: ride.go), and now and then a row of a day:
-// rows that exist already, in the steady state. Written
+// A flush rewrites, for every schedule, its row of the day and one slot of
+// its run history: rows that exist already, in the steady state. Written
 // by key, SQLite first searches the primary key's index (schedule, key)
 // for the row, then the table for its rowid; the index search, with its
 // string comparisons, was a third of a flush's instructions. The store
@@ -54,19 +55,6 @@ type scheduleRowIDs struct {
 	day   string  // dayKey of dayID: a flush writes mostly today
 	dayID int64   // 0: not known
 	slots []int64 // rowid<<slotBits | slot, for each slot known
-
-	// The day the schedule's newest page carries ("" for none), known
-	// once the store wrote a page of the schedule or read its days
-	// (ride.go).
-	carries      string
-	carriesKnown bool
-}
-
-// carriedLocked returns the day the schedule's newest page carries, and
-// whether the store knows it.
-func (r *rowIDs) carriedLocked(schedule string) (string, bool) {
-	s := r.of[schedule]
-	return s.carries, s.carriesKnown
 }
 
 // slotBits holds a history slot (the statistics keep at most 10 000
@@ -84,10 +72,6 @@ type learned struct {
 	slot     int    // rounds
 	day      string // stats_days
 	id       int64
-
-	// What the schedule's newest page carries, when carriesSet.
-	carries    string
-	carriesSet bool
 }
 
 // daysHints and roundsHints return each row's remembered rowid, 0 where
@@ -104,7 +88,7 @@ func (r *rowIDs) daysHints(days []dayRow) []int64 {
 	return ids
 }
 
-func (r *rowIDs) roundsHints(rounds []roundRow) []int64 {
+func (r *rowIDs) roundsHints(rounds []store.Round) []int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ids := make([]int64, len(rounds))
@@ -134,9 +118,6 @@ func (r *rowIDs) learn(rows []learned) {
 	}
 	for _, x := range rows {
 		s := r.of[x.schedule]
-		if x.carriesSet {
-			s.carries, s.carriesKnown = x.carries, true
-		}
 		switch {
 		case x.day != "":
 			if x.day >= s.day { // the newest day a flush wrote

@@ -89,11 +89,6 @@ func migrations() []string {
 		// their pages; the index by start cost every page written a
 		// quarter more.
 		`DROP INDEX rounds_by_start;`,
-		// A schedule's newest day rides in the row of its history page
-		// (ride.go); seq orders a day's row against those copies.
-		`ALTER TABLE rounds ADD COLUMN day TEXT;
-		ALTER TABLE rounds ADD COLUMN day_data BLOB;
-		ALTER TABLE stats_days ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;`,
 	}
 }
 
@@ -109,7 +104,7 @@ type Store struct {
 
 	commits, statements atomic.Int64
 
-	rounds     hintedTable[roundRow] // a flush's statements
+	rounds     hintedTable[store.Round] // a flush's statements
 	days       hintedTable[dayRow]
 	failures   rowsStatement
 	ids        rowIDs               // where the rows a flush rewrites are (rowids.go)
@@ -409,26 +404,24 @@ func newRowsStatement(per int, text func(rows int) string) rowsStatement {
 // The statements of a flush, by the number of rows they write: by rowid
 // (rowids.go), and by key, returning the rowids. The first two columns
 // are the key.
-func roundsTable() hintedTable[roundRow] {
-	return newHintedTable("rounds", []string{"schedule", "slot", "first_seq", "seq", "start", "data", "day", "day_data"}, roundsPerStatement,
-		func(args []any, r roundRow) []any {
-			return r.dayArgs(append(args, r.Schedule, r.Slot, r.First, r.Seq, r.Start.UnixNano(), r.Data))
+func roundsTable() hintedTable[store.Round] {
+	return newHintedTable("rounds", []string{"schedule", "slot", "first_seq", "seq", "start", "data"}, roundsPerStatement,
+		func(args []any, r store.Round) []any {
+			return append(args, r.Schedule, r.Slot, r.First, r.Seq, r.Start.UnixNano(), r.Data)
 		},
-		func(r roundRow, id int64) learned { return learned{schedule: r.Schedule, slot: r.Slot, id: id} },
+		func(r store.Round, id int64) learned { return learned{schedule: r.Schedule, slot: r.Slot, id: id} },
 		func(rows *sql.Rows) (x learned, err error) { return x, rows.Scan(&x.id, &x.schedule, &x.slot) })
 }
 
-// dayRow is a store.Day with its key as stored, and the seq of its
-// schedule's newest page (ride.go).
+// dayRow is a store.Day with its key as stored.
 type dayRow struct {
 	schedule, day string
 	data          []byte
-	seq           int64
 }
 
 func daysTable() hintedTable[dayRow] {
-	return newHintedTable("stats_days", []string{"schedule", "day", "data", "seq"}, daysPerStatement,
-		func(args []any, d dayRow) []any { return append(args, d.schedule, d.day, d.data, d.seq) },
+	return newHintedTable("stats_days", []string{"schedule", "day", "data"}, daysPerStatement,
+		func(args []any, d dayRow) []any { return append(args, d.schedule, d.day, d.data) },
 		func(d dayRow, id int64) learned { return learned{schedule: d.schedule, day: d.day, id: id} },
 		func(rows *sql.Rows) (x learned, err error) { return x, rows.Scan(&x.id, &x.schedule, &x.day) })
 }
@@ -465,18 +458,18 @@ func insertFailures(n int) string {
 }
 
 // SaveStats implements store.Store: every row of the batch in one
-// transaction, each schedule's newest day in the row of its newest page
-// (ride.go).
+// transaction.
 func (s *Store) SaveStats(ctx context.Context, b store.StatsBatch) error {
 	if len(b.Days) == 0 && len(b.Failures) == 0 && len(b.Rounds) == 0 {
 		return nil
 	}
-	rounds, days, settles, carried := s.ride(store.LastPerSlot(b.Rounds), b.Days)
+	rounds := store.LastPerSlot(b.Rounds)
+	days := make([]dayRow, len(b.Days))
+	for i, d := range b.Days {
+		days[i] = dayRow{schedule: d.Schedule, day: dayKey(d.Day), data: d.Data}
+	}
 	var got []learned
 	err := s.tx(ctx, func(tx *sql.Tx) error {
-		if err := s.settleDays(ctx, tx, settles, days); err != nil {
-			return err
-		}
 		r, err := writeHinted(ctx, s, tx, rounds, s.ids.roundsHints(rounds), s.rounds)
 		if err != nil {
 			return err
@@ -493,7 +486,7 @@ func (s *Store) SaveStats(ctx context.Context, b store.StatsBatch) error {
 	if err != nil {
 		return err
 	}
-	s.ids.learn(append(got, carried...))
+	s.ids.learn(got)
 	return nil
 }
 
@@ -582,7 +575,7 @@ func (s *Store) stmt(ctx context.Context, tx *sql.Tx, q string) (*sql.Stmt, erro
 const (
 	loadConfigSQL   = "SELECT key, value FROM config_edits WHERE schedule = ?"
 	getSettingSQL   = "SELECT value FROM settings WHERE schedule = ? AND key = ?"
-	loadDaysSQL     = "SELECT rowid, day, data, seq FROM stats_days WHERE schedule = ? AND day >= ? ORDER BY day"
+	loadDaysSQL     = "SELECT rowid, day, data FROM stats_days WHERE schedule = ? AND day >= ? ORDER BY day"
 	loadFailuresSQL = "SELECT at, task_id, status, error, stack, cost_ns, round FROM failures WHERE schedule = ? ORDER BY at DESC, id DESC LIMIT ?"
 	lastRoundSeqSQL = "SELECT rowid, slot, seq FROM rounds WHERE schedule = ?"
 )
@@ -618,8 +611,7 @@ func (s *Store) preparedTexts() []string {
 		s.rounds.byID.full, s.rounds.byID.one, s.rounds.byKey.full, s.rounds.byKey.one,
 		s.days.byID.full, s.days.byID.one, s.days.byKey.full, s.days.byKey.one,
 		s.failures.full, s.failures.one,
-		settleDaySQL, settleOtherDaysSQL, newestSeqSQL,
-		loadDaysSQL, loadFailuresSQL, getSettingSQL, lastRoundSeqSQL, loadConfigSQL, loadRiddenDaysSQL,
+		loadDaysSQL, loadFailuresSQL, getSettingSQL, lastRoundSeqSQL, loadConfigSQL,
 	}
 }
 
@@ -654,13 +646,12 @@ func (s *Store) LoadDays(ctx context.Context, schedule string, from time.Time) (
 	}
 	defer rows.Close()
 	var out []store.Day
-	var seqs []int64
 	var newest learned // where the next flush writes the newest day (rowids.go)
 	for rows.Next() {
-		var id, seq int64
+		var id int64
 		var day string
 		var data []byte
-		if err := rows.Scan(&id, &day, &data, &seq); err != nil {
+		if err := rows.Scan(&id, &day, &data); err != nil {
 			return nil, err
 		}
 		t, err := time.Parse(time.DateOnly, day)
@@ -668,39 +659,15 @@ func (s *Store) LoadDays(ctx context.Context, schedule string, from time.Time) (
 			return nil, fmt.Errorf("load statistics of schedule %q: bad day %q: %w", schedule, day, err)
 		}
 		out = append(out, store.Day{Schedule: schedule, Day: t, Data: data})
-		seqs = append(seqs, seq)
 		newest = learned{schedule: schedule, day: day, id: id}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	rows.Close()
-	ridden, err := s.loadRiddenDays(ctx, schedule, dayKey(from))
-	if err != nil {
-		return nil, fmt.Errorf("load statistics of schedule %q: %w", schedule, err)
+	if newest.id != 0 {
+		s.ids.learn([]learned{newest})
 	}
-	out, carries := riddenDays(schedule, out, seqs, ridden)
-	newest.schedule, newest.carries, newest.carriesSet = schedule, carries, true
-	s.ids.learn([]learned{newest})
 	return out, nil
-}
-
-// loadRiddenDays reads the days from from that a schedule's pages carry.
-func (s *Store) loadRiddenDays(ctx context.Context, schedule, from string) ([]riddenDay, error) {
-	rows, err := s.query(ctx, loadRiddenDaysSQL, schedule, from)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []riddenDay
-	for rows.Next() {
-		var r riddenDay
-		if err := rows.Scan(&r.day, &r.data, &r.seq); err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
 }
 
 // LoadFailures implements store.Store.
@@ -842,11 +809,6 @@ func (s *Store) Prune(ctx context.Context, rules []store.Retention) error {
 					if err := s.exec(ctx, tx, "DELETE FROM failures WHERE at < ? AND schedule IN "+in, append([]any{g.Before.UnixNano()}, names...)...); err != nil {
 						return err
 					}
-					// A page is older than the window by its last round's
-					// start; the day it carries may be the next one.
-					if err := s.exec(ctx, tx, settlePrunedSQL("start < ? AND day >= ?", in), append([]any{g.Before.UnixNano(), dayKey(g.Before)}, names...)...); err != nil {
-						return err
-					}
 					if err := s.exec(ctx, tx, "DELETE FROM rounds WHERE start < ? AND schedule IN "+in, append([]any{g.Before.UnixNano()}, names...)...); err != nil {
 						return err
 					}
@@ -863,9 +825,6 @@ func (s *Store) Prune(ctx context.Context, rules []store.Retention) error {
 					}
 				}
 				if g.KeepRounds > 0 { // slots past the history's size: it shrank
-					if err := s.exec(ctx, tx, settlePrunedSQL("slot >= ?", in), append([]any{g.KeepRounds}, names...)...); err != nil {
-						return err
-					}
 					if err := s.exec(ctx, tx, "DELETE FROM rounds WHERE slot >= ? AND schedule IN "+in, append([]any{g.KeepRounds}, names...)...); err != nil {
 						return err
 					}

@@ -222,9 +222,9 @@ func TestFlushStatements(t *testing.T) {
 	for i := range 2*failuresPerStatement + 3 {
 		b.Failures = append(b.Failures, store.Failure{Schedule: "s000", At: day.Add(time.Duration(i) * time.Second), TaskID: fmt.Sprint(i), Status: "failed", Error: "boom", Round: 4})
 	}
-	// Each schedule's day rides in its page (ride.go). The first flush
-	// writes by key and learns the rows' rowids; the second rewrites the
-	// same rows by rowid (rowids.go), in as many statements.
+	// The first flush writes by key and learns the rows' rowids; the
+	// second rewrites the same rows by rowid (rowids.go), in as many
+	// statements.
 	for flush := range 2 {
 		for i := range n {
 			b.Days[i].Data = []byte{byte(i), byte(flush)}
@@ -238,11 +238,10 @@ func TestFlushStatements(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := s.Counters()
-		wantStatements := int64(2 + 5) // rounds: full statements and one-row remainders
+		wantStatements := int64(2+5) + int64(2+5) // rounds, days: full statements and one-row remainders
 		if flush == 0 {
 			wantStatements += 2 + 3 // failures
-			wantStatements += 1     // the largest rowid of rounds, read once
-			wantStatements += n     // the days each schedule's pages carried before: none, unknown to a new store
+			wantStatements += 2     // the largest rowid of each table, read once
 		}
 		if c.Transactions-before.Transactions != 1 || c.Statements-before.Statements != wantStatements {
 			t.Fatalf("flush %d: %d transactions, %d statements; want 1, %d", flush, c.Transactions-before.Transactions, c.Statements-before.Statements, wantStatements)
@@ -378,12 +377,11 @@ func TestRowsWrittenBeforeOpenAreRewritten(t *testing.T) {
 		if err := s.SaveStats(ctx, batch(v)); err != nil {
 			t.Fatal(err)
 		}
-		want := int64(1) // the page, carrying the day, by rowid
+		want := int64(2) // a row of each table, by rowid
 		if v == 2 {
-			// The days the schedule's pages carried before (unknown: its
-			// days were not read); the table's largest rowid, read once;
-			// then the page, refused at a fresh rowid, again by key.
-			want += 1 + 1 + 1
+			// Each table's largest rowid, read once; then its row, refused
+			// at a fresh rowid, again by key.
+			want += 2 + 2
 		}
 		if n := s.Counters().Statements - before; n != want {
 			t.Fatalf("flush %d after the restart: %d statements, want %d", v-1, n, want)
@@ -397,7 +395,7 @@ func TestRowsWrittenBeforeOpenAreRewritten(t *testing.T) {
 			t.Fatalf("rounds %+v, %v; want one with data %d", rs, err, v)
 		}
 	}
-	if c := s.ids.of["a"]; len(c.slots) != 1 || !c.carriesKnown || c.carries != dayKey(day) {
+	if c := s.ids.of["a"]; c.dayID == 0 || len(c.slots) != 1 {
 		t.Fatalf("rowids not learned: %+v", c)
 	}
 }
@@ -426,10 +424,10 @@ func TestRegistrationReadsLearnRowIDs(t *testing.T) {
 	if err := s.SaveStats(ctx, batch(2)); err != nil {
 		t.Fatal(err)
 	}
-	// By rowid, a statement per page (fewer rows than a full statement
-	// holds go one by one; the day rides in the newest), and no read.
-	if n := s.Counters().Statements - before; n != 2 {
-		t.Fatalf("first flush after the restart: %d statements, want 2", n)
+	// By rowid, a statement per row (fewer rows than a full statement
+	// holds go one by one), and no read.
+	if n := s.Counters().Statements - before; n != 3 {
+		t.Fatalf("first flush after the restart: %d statements, want 3", n)
 	}
 	rs, err := s.LoadRounds(ctx, "a", 10)
 	if err != nil || len(rs) != 2 {
@@ -495,10 +493,8 @@ func TestFlushPastItsDeadlineWritesNothing(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("SaveStats past its deadline: %v, want context.DeadlineExceeded", err)
 	}
-	// The whole batch takes a hundred statements (the days each
-	// schedule's pages carried before, unknown to a new store; the rounds
-	// table's first rowid; three writes of pages carrying the days) and a
-	// commit; it stopped part-way.
+	// The whole batch takes eight statements (a table's first rowid and
+	// three writes, per table) and a commit; it stopped part-way.
 	if c := s.Counters(); c.Statements-before.Statements >= 8 || c.Transactions != before.Transactions {
 		t.Fatalf("%d statements and %d commits before the deadline ended the flush, want fewer than 8 and none", c.Statements-before.Statements, c.Transactions-before.Transactions)
 	}

@@ -18,10 +18,10 @@ import (
 // fall in the same octave, and with thousands of schedules the octaves'
 // array of pointers is one more line to fetch from memory on every add.
 type Histogram struct {
-	octaves []*[subBuckets]int64 // octave o counts buckets o*16 .. o*16+15
-	last    *[subBuckets]int64   // octaves[lastO], or nil
+	last    *[subBuckets]int64 // octaves[lastO], or nil
 	lastO   int
 	total   int64
+	octaves []*[subBuckets]int64 // octave o counts buckets o*16 .. o*16+15 (after what an add reads)
 }
 
 const subBuckets = 16

@@ -238,6 +238,7 @@ func (s *Stats) Load(ctx context.Context, st store.Store) (warnings []string, er
 		} else {
 			s.mu.Lock()
 			s.settings = n
+			s.thGen++
 			s.mu.Unlock()
 		}
 	}
@@ -317,6 +318,7 @@ func mergeDay(into, d *day) {
 	} else { // different cuts: fall back to the histogram
 		into.bucketTh = [5]time.Duration{}
 	}
+	into.cut = 0
 }
 
 // ReloadSettings reads the stored settings again and applies them: the

@@ -119,19 +119,22 @@ type ResultRecord struct {
 	Error  string        `json:"error,omitempty"`
 }
 
-// day is one day's aggregate.
+// day is one day's aggregate. Its fields are in the order a fire writes
+// them, those it writes every time first: with thousands of schedules
+// each line of a day is one a fire finds cold.
 type day struct {
 	count    int64
 	byStatus [numStatus]int64
+	changed  bool   // since the last flush took it
+	cut      uint64 // the Stats' thresholds generation bucketTh was last checked against; 0: never
 	min, max time.Duration
 	sum      time.Duration
+	lateMax  time.Duration
+	lateSum  time.Duration
 	hist     Histogram
 	late     Histogram // fire lateness of rounds
 	buckets  [6]int64  // exact counts, cut at bucketTh
 	bucketTh [5]time.Duration
-	lateMax  time.Duration
-	lateSum  time.Duration
-	changed  bool // since the last flush took it
 }
 
 // DaySummary is a day's aggregate as shown and exported.
@@ -169,7 +172,8 @@ type Stats struct {
 	hist     *history // the run history's numbering and rounds not yet written; made by the first round or Load
 	today    int64    // the day cur belongs to, Unix ns of its midnight (UTC)
 	cur      *day
-	older    bool // the next Take looks at every day: another day than cur changed, a new day began, or settings or days were set anew
+	thGen    uint64 // bumped by every change of settings: a day whose cut is thGen has its buckets cut at the thresholds
+	older    bool   // the next Take looks at every day: another day than cur changed, a new day began, or settings or days were set anew
 }
 
 // outside is what the days in memory and the outcomes this process
@@ -238,7 +242,7 @@ func New(schedule string, clk clockwork.Clock, s Settings) (*Stats, error) {
 	if clk == nil {
 		clk = clockwork.NewRealClock()
 	}
-	return &Stats{schedule: schedule, clk: clk, settings: s, days: map[time.Time]*day{},
+	return &Stats{schedule: schedule, clk: clk, settings: s, thGen: 1, days: map[time.Time]*day{},
 		failures: newRing[Failure](s.Failures), pending: newRing[Failure](s.Failures), results: newRing[resultEntry](s.Results)}, nil
 }
 
@@ -303,12 +307,18 @@ func (s *Stats) Record(x Sample) {
 	d.byStatus[x.Status]++
 	d.sum += x.Cost
 	d.hist.Add(x.Cost)
-	if d.bucketTh != s.settings.Thresholds {
-		// Thresholds changed since this day's buckets were counted:
-		// re-cut what is there from the histogram, then count exactly.
-		d.buckets = bucketsOf(&d.hist, s.settings.Thresholds)
-		d.buckets[bucketIndex(x.Cost, s.settings.Thresholds)]--
-		d.bucketTh = s.settings.Thresholds
+	if d.cut != s.thGen { // settings changed, or a new or merged day: look at its thresholds
+		if d.bucketTh != s.settings.Thresholds {
+			// Thresholds changed since this day's buckets were counted:
+			// re-cut what is there from the histogram, then count exactly.
+			// The re-cut counted this cost by its histogram bucket's lower
+			// bound: it is taken back from there.
+			d.buckets = bucketsOf(&d.hist, s.settings.Thresholds)
+			lo, _ := bounds(bucketOf(x.Cost))
+			d.buckets[bucketIndex(lo, s.settings.Thresholds)]--
+			d.bucketTh = s.settings.Thresholds
+		}
+		d.cut = s.thGen
 	}
 	d.buckets[bucketIndex(x.Cost, s.settings.Thresholds)]++
 	s.results.push(resultEntry{at: now.UnixNano(), cost: x.Cost, taskID: x.TaskID, err: x.Err, status: uint8(x.Status)})
@@ -461,6 +471,7 @@ func (s *Stats) SetSettings(n Settings) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.settings = n
+	s.thGen++
 	s.older = true // the retention window may have shrunk
 	s.failures.resize(n.Failures)
 	s.unsaved += int64(s.pending.resize(n.Failures))

@@ -352,3 +352,24 @@ func TestSinceStartFiguresAreThisProcesss(t *testing.T) {
 	}
 	check("after the days left memory")
 }
+
+// TestThresholdsEditedMidDay: after the thresholds change, a day's
+// buckets are cut anew from its histogram, and the outcome that finds
+// them changed is counted exactly, even when its histogram bucket
+// straddles a threshold (1.51 ms is in the bucket from 1.472 ms; the new
+// threshold is 1.5 ms).
+func TestThresholdsEditedMidDay(t *testing.T) {
+	t.Parallel()
+	s, _ := New("job", clockwork.NewFakeClockAt(day1), DefaultSettings())
+	s.Record(Sample{TaskID: "a", Status: Success, Cost: time.Millisecond})
+	set := DefaultSettings()
+	set.Thresholds = [5]time.Duration{1500 * time.Microsecond, time.Second, time.Minute, time.Hour, 2 * time.Hour}
+	if err := s.SetSettings(set); err != nil {
+		t.Fatal(err)
+	}
+	s.Record(Sample{TaskID: "a", Status: Success, Cost: 1510 * time.Microsecond})
+	s.Record(Sample{TaskID: "a", Status: Success, Cost: 2 * time.Second})
+	if b := s.Day(day1).Buckets; b != [6]int64{1, 1, 1, 0, 0, 0} {
+		t.Fatalf("buckets %v, want [1 1 1 0 0 0]", b)
+	}
+}

@@ -448,3 +448,49 @@ func fakeWheel(t *testing.T) (*clockwork.FakeClock, *Wheel, idFires) {
 	t.Cleanup(func() { w.Stop() })
 	return fake, w, make(idFires, 1)
 }
+
+// TestHandlesOfOneBlockAreTheirOwn adds timers across several blocks of
+// handles and stops every other one: each handle stops its own timer and
+// no other, and the rest fire once each.
+func TestHandlesOfOneBlockAreTheirOwn(t *testing.T) {
+	t.Parallel()
+	clk := clockwork.NewFakeClockAt(t0)
+	w, err := New(WithClock(clk), WithTick(time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	const n = 3*handleBlock + 5
+	var fired [n]atomic.Int32
+	var done sync.WaitGroup
+	handles := make([]*Timer, n)
+	for i := range n {
+		if i%2 == 1 {
+			done.Add(1)
+		}
+		handles[i] = w.AfterFunc(time.Duration(1+i%7)*time.Millisecond, func() {
+			fired[i].Add(1)
+			done.Done()
+		})
+		if i > 0 && handles[i] == handles[i-1] {
+			t.Fatalf("timers %d and %d share a handle", i-1, i)
+		}
+	}
+	for i := 0; i < n; i += 2 {
+		if !handles[i].Stop() {
+			t.Fatalf("Stop of pending timer %d returned false", i)
+		}
+	}
+	for i := 0; i < n; i += 2 {
+		if handles[i].Stop() {
+			t.Fatalf("second Stop of timer %d returned true", i)
+		}
+	}
+	clk.Advance(10 * time.Millisecond)
+	done.Wait()
+	for i := range n {
+		if want := int32(i % 2); fired[i].Load() != want {
+			t.Fatalf("timer %d fired %d times, want %d", i, fired[i].Load(), want)
+		}
+	}
+}

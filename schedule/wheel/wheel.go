@@ -28,8 +28,11 @@
 // per timer; a func() is one too (Func), without an allocation either.
 // A *Timer names its entry by index and by the timer's own id, unique for
 // the wheel's life, so a stale handle can never stop the timer that reuses
-// its entry. The arena keeps the memory of the peak of pending timers
-// while any is pending and is dropped when the wheel goes idle.
+// its entry. The handles AfterFunc returns are carved from blocks of 64, so
+// an add costs a 64th of an allocation and the collector marks one object
+// per 64 handles (Set and its kin write into a Timer the caller holds).
+// The arena keeps the memory of the peak of pending timers while any is
+// pending and is dropped when the wheel goes idle.
 package wheel
 
 import (

@@ -312,10 +312,10 @@ func (c *Context) runRound(l *loop, gen *generation, planned time.Time, cause Ca
 	g := rn.roundGroup(gen.ctx, n, planned, start)
 	tasks, err := c.createTasks(l.ctx)
 	// The group is used again, by the next round this runner runs, when
-	// its one run ran here to its end: then nothing but this goroutine
-	// holds it once the round is complete. (A Shutdown that cancels the
-	// run from a goroutine of its own delivers its outcome, and lets go
-	// of it, before the round can complete.)
+	// its one run ran here to its end and no stop came meanwhile: then
+	// nothing but this goroutine holds it once the round is complete. (A
+	// stop that came while the run was lent may still be reading it from
+	// a goroutine of its own, below.)
 	reuse := false
 	if err != nil {
 		c.log.Error("creating tasks failed", zap.Int64("round", n), zap.Error(err))
@@ -326,10 +326,15 @@ func (c *Context) runRound(l *loop, gen *generation, planned time.Time, cause Ca
 	if w := c.lend(gen, ts); w != nil {
 		kept := c.submitAll(gen, g, tasks, ts, w)
 		gen.pool.help(w, kept, rn)
-		reuse = kept != nil && err == nil && len(tasks) == 1
 		c.mu.Lock()
 		c.lending = false
+		// A stop that came while this goroutine lent itself cancels the
+		// round's runs from a goroutine of its own (stopLocked), which may
+		// still be reading the kept run when the task's own outcome won:
+		// the group is then not used again.
+		stopped := c.state == Stopping
 		c.mu.Unlock()
+		reuse = kept != nil && err == nil && len(tasks) == 1 && !stopped
 	} else {
 		c.submitAll(gen, g, tasks, ts, nil)
 	}

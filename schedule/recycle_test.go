@@ -78,6 +78,39 @@ func TestARoundsGroupIsUsedAgain(t *testing.T) {
 	}
 }
 
+// A stop that comes while the round goroutine runs its task itself cancels
+// the task from a goroutine of its own (stopLocked), which reads the run
+// while the task may return on its own: the round's group is then not
+// kept for the next round (a spare cleared under that goroutine's read
+// was a data race, seen by the race detector during an App's Stop).
+func TestAGroupAStopMayStillReadIsNotUsedAgain(t *testing.T) {
+	t.Parallel()
+	started, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	h := newHarness(t, map[string]string{"cron": "0 0 * * * *"}, Job{Tasks: func(context.Context) ([]Task, error) {
+		return []Task{TaskFunc("t", func(context.Context) (any, error) {
+			once.Do(func() { close(started) })
+			<-release // returns when the test says, whatever its context
+			return nil, nil
+		})}, nil
+	}})
+	if err := h.c.Startup(); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.ExecNow(); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	if err := h.c.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	h.waitState(Stopped)
+	if kept := h.idleSpares(); len(kept) != 0 {
+		t.Fatalf("the round a stop interrupted left its group for the next round")
+	}
+}
+
 // Rounds whose group other goroutines may still hold do not give it back:
 // several tasks (workers run them), or a deadline.
 func TestAGroupOthersMayHoldIsNotUsedAgain(t *testing.T) {

@@ -98,7 +98,8 @@
 // goroutine's cache; only the task's
 // context, and the results when OnComplete, the job's own plan or a
 // recorder may keep them, are allocated anew. A group other goroutines may
-// still hold (tasks on workers, a deadline) is left to the collector.
+// still hold (tasks on workers, a deadline, a stop that came while the
+// round goroutine ran the task) is left to the collector.
 // An ad-hoc batch (Submit, and a delayed batch when due) is one Batch: it
 // completes on the goroutine that delivers its last outcome rather than
 // on a goroutine of its own (unless the job has an OnComplete, which may

@@ -19,6 +19,17 @@ func openStore(t *testing.T, dir string) *sqlite.Store {
 	return st
 }
 
+// restart flushes s to st, closes st and opens dir's store again, as a
+// process that stops and another that starts on the same data directory.
+func restart(t *testing.T, s *Stats, st *sqlite.Store, dir string) *sqlite.Store {
+	t.Helper()
+	if err := s.Flush(context.Background(), st); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	return openStore(t, dir)
+}
+
 func storeBatch(schedule string, d time.Time, data []byte) store.StatsBatch {
 	return store.StatsBatch{Days: []store.Day{{Schedule: schedule, Day: d, Data: data}}}
 }

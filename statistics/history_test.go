@@ -66,12 +66,7 @@ func TestRunHistorySurvivesARestart(t *testing.T) {
 	if hist[0].By != "alice@127.0.0.1" || hist[1].Late != 3*time.Millisecond || hist[1].Duration != 47*time.Millisecond {
 		t.Fatalf("by %q, late %s, duration %s", hist[0].By, hist[1].Late, hist[1].Duration)
 	}
-	if err := s.Flush(ctx, st); err != nil {
-		t.Fatal(err)
-	}
-	st.Close()
-
-	st = openStore(t, dir)
+	st = restart(t, s, st, dir)
 	defer st.Close()
 	again, _ := New("job", clk, DefaultSettings())
 	if _, err := again.Load(ctx, st); err != nil {

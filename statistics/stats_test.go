@@ -308,12 +308,7 @@ func TestSinceStartFiguresAreThisProcesss(t *testing.T) {
 		s.Record(Sample{At: day1.Add(-24 * time.Hour), TaskID: "a", Status: Success, Cost: time.Millisecond})
 		s.Record(Sample{TaskID: "a", Status: Failed, Cost: time.Second})
 	}
-	if err := s.Flush(ctx, st); err != nil {
-		t.Fatal(err)
-	}
-	st.Close()
-
-	st = openStore(t, dir)
+	st = restart(t, s, st, dir)
 	defer st.Close()
 	s2, _ := New("job", clk, DefaultSettings())
 	s2.Record(Sample{TaskID: "b", Status: Success, Cost: 2 * time.Millisecond}) // before Load: merged into today

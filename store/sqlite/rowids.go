@@ -9,8 +9,10 @@ import (
 	"github.com/fom-go/fom/store"
 )
 
-// A flush rewrites, for every schedule, its row of the day and one slot of
-// its run history: rows that exist already, in the steady state. Written
+// A schedule's row of the day and the slots of its run history are
+// written when the statistics log pushes them out to the tables, when the
+// store opens and folds the log, and at every flush of a store without a
+// log (log.go): mostly rows that exist already. Written
 // by key, SQLite first searches the primary key's index (schedule, key)
 // for the row, then the table for its rowid; the index search, with its
 // string comparisons, was a third of a flush's instructions. The store

@@ -89,6 +89,12 @@ func migrations() []string {
 		// their pages; the index by start cost every page written a
 		// quarter more.
 		`DROP INDEX rounds_by_start;`,
+		// The statistics log (log.go): a flush's days and pages as one
+		// row, the newest flushes' rows kept.
+		`CREATE TABLE stats_log (
+			id   INTEGER PRIMARY KEY,
+			data BLOB NOT NULL
+		);`,
 	}
 }
 
@@ -108,6 +114,7 @@ type Store struct {
 	days       hintedTable[dayRow]
 	failures   rowsStatement
 	ids        rowIDs               // where the rows a flush rewrites are (rowids.go)
+	log        statsLog             // the newest flushes' days and pages (log.go)
 	stmts      map[string]*sql.Stmt // prepared at open, by their text; read-only after
 	unprepared atomic.Int64         // hot-path statements that found no prepared form
 }
@@ -193,6 +200,11 @@ func openLocked(ctx context.Context, path string) (*Store, error) {
 		s.Close()
 		return nil, fmt.Errorf("fom: store %q: %w", path, err)
 	}
+	if err := s.foldLog(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.log.keep = logKeep
 	return s, nil
 }
 
@@ -458,36 +470,58 @@ func insertFailures(n int) string {
 }
 
 // SaveStats implements store.Store: every row of the batch in one
-// transaction.
+// transaction, the days and pages through the log (log.go).
 func (s *Store) SaveStats(ctx context.Context, b store.StatsBatch) error {
 	if len(b.Days) == 0 && len(b.Failures) == 0 && len(b.Rounds) == 0 {
 		return nil
 	}
 	rounds := store.LastPerSlot(b.Rounds)
-	days := make([]dayRow, len(b.Days))
-	for i, d := range b.Days {
-		days[i] = dayRow{schedule: d.Schedule, day: dayKey(d.Day), data: d.Data}
+	if s.log.keep > 0 {
+		return s.saveLogged(ctx, b.Days, rounds, b.Failures)
 	}
 	var got []learned
 	err := s.tx(ctx, func(tx *sql.Tx) error {
-		r, err := writeHinted(ctx, s, tx, rounds, s.ids.roundsHints(rounds), s.rounds)
-		if err != nil {
+		var err error
+		if got, err = s.writeTables(ctx, tx, b.Days, rounds); err != nil {
 			return err
 		}
-		d, err := writeHinted(ctx, s, tx, days, s.ids.daysHints(days), s.days)
-		if err != nil {
-			return err
-		}
-		got = append(r, d...)
-		return writeRows(ctx, s, tx, b.Failures, s.failures, func(args []any, f store.Failure) []any {
-			return append(args, f.Schedule, f.At.UnixNano(), f.TaskID, f.Status, f.Error, f.Stack, int64(f.Cost), f.Round)
-		})
+		return s.writeFailures(ctx, tx, b.Failures)
 	})
 	if err != nil {
 		return err
 	}
 	s.ids.learn(got)
 	return nil
+}
+
+// writeTables writes days and pages to their tables' rows, returning the
+// rowids it learned.
+func (s *Store) writeTables(ctx context.Context, tx *sql.Tx, days []store.Day, rounds []store.Round) ([]learned, error) {
+	rows := make([]dayRow, len(days))
+	var last time.Time
+	var key string
+	for i, d := range days {
+		if key == "" || !d.Day.Equal(last) { // a flush's days are mostly one day
+			last, key = d.Day, dayKey(d.Day)
+		}
+		rows[i] = dayRow{schedule: d.Schedule, day: key, data: d.Data}
+	}
+	r, err := writeHinted(ctx, s, tx, rounds, s.ids.roundsHints(rounds), s.rounds)
+	if err != nil {
+		return nil, err
+	}
+	d, err := writeHinted(ctx, s, tx, rows, s.ids.daysHints(rows), s.days)
+	if err != nil {
+		return nil, err
+	}
+	return append(r, d...), nil
+}
+
+// writeFailures appends failures.
+func (s *Store) writeFailures(ctx context.Context, tx *sql.Tx, failures []store.Failure) error {
+	return writeRows(ctx, s, tx, failures, s.failures, func(args []any, f store.Failure) []any {
+		return append(args, f.Schedule, f.At.UnixNano(), f.TaskID, f.Status, f.Error, f.Stack, int64(f.Cost), f.Round)
+	})
 }
 
 // writeRows writes items st.per at a time, and what remains one at a
@@ -638,8 +672,37 @@ func (s *Store) Counters() Counters {
 	return Counters{Transactions: s.commits.Load(), Statements: s.statements.Load()}
 }
 
-// LoadDays implements store.Store.
+// LoadDays implements store.Store: the rows, overlaid by the log.
 func (s *Store) LoadDays(ctx context.Context, schedule string, from time.Time) ([]store.Day, error) {
+	s.log.mu.Lock()
+	defer s.log.mu.Unlock()
+	out, err := s.loadDayRows(ctx, schedule, from)
+	if err != nil {
+		return nil, err
+	}
+	fromDay := dayNumber(from)
+	es, err := s.logged(ctx, schedule, func(r logRef) bool { return r.isDay() && dayRefKey(fromDay) >= r.key })
+	if err != nil {
+		return nil, fmt.Errorf("load statistics of schedule %q: %w", schedule, err)
+	}
+	if len(es) == 0 {
+		return out, nil
+	}
+	for _, e := range es {
+		t := dayTime(e.day)
+		i := slices.IndexFunc(out, func(d store.Day) bool { return d.Day.Equal(t) })
+		if i < 0 {
+			out = append(out, store.Day{Schedule: schedule, Day: t})
+			i = len(out) - 1
+		}
+		out[i].Data = e.data
+	}
+	slices.SortFunc(out, func(a, b store.Day) int { return a.Day.Compare(b.Day) })
+	return out, nil
+}
+
+// loadDayRows reads schedule's day rows from `from` on.
+func (s *Store) loadDayRows(ctx context.Context, schedule string, from time.Time) ([]store.Day, error) {
 	rows, err := s.query(ctx, loadDaysSQL, schedule, dayKey(from))
 	if err != nil {
 		return nil, fmt.Errorf("load statistics of schedule %q: %w", schedule, err)
@@ -690,9 +753,21 @@ func (s *Store) LoadFailures(ctx context.Context, schedule string, limit int) ([
 	return out, rows.Err()
 }
 
-// LoadRounds implements store.Store.
+// LoadRounds implements store.Store: the rows, overlaid by the log.
 func (s *Store) LoadRounds(ctx context.Context, schedule string, limit int) ([]store.Round, error) {
-	rows, err := s.db.QueryContext(ctx, "SELECT slot, first_seq, seq, start, data FROM rounds WHERE schedule = ? ORDER BY start DESC, seq DESC LIMIT ?", schedule, limit)
+	s.log.mu.Lock()
+	defer s.log.mu.Unlock()
+	es, err := s.logged(ctx, schedule, func(r logRef) bool { return !r.isDay() })
+	if err != nil {
+		return nil, fmt.Errorf("load the run history of schedule %q: %w", schedule, err)
+	}
+	// A row whose slot a logged page holds is replaced by it: read as many
+	// more rows as there are logged pages. (A negative limit is none.)
+	rowLimit := limit
+	if limit >= 0 {
+		rowLimit += len(es)
+	}
+	rows, err := s.db.QueryContext(ctx, "SELECT slot, first_seq, seq, start, data FROM rounds WHERE schedule = ? ORDER BY start DESC, seq DESC LIMIT ?", schedule, rowLimit)
 	if err != nil {
 		return nil, fmt.Errorf("load the run history of schedule %q: %w", schedule, err)
 	}
@@ -704,10 +779,38 @@ func (s *Store) LoadRounds(ctx context.Context, schedule string, limit int) ([]s
 		if err := rows.Scan(&r.Slot, &r.First, &r.Seq, &start, &r.Data); err != nil {
 			return nil, err
 		}
+		if slices.ContainsFunc(es, func(e logEntry) bool { return e.slot == r.Slot }) {
+			continue
+		}
 		r.Start = time.Unix(0, start).UTC()
 		out = append(out, r)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	for _, e := range es {
+		out = append(out, e.round())
+	}
+	slices.SortStableFunc(out, func(a, b store.Round) int {
+		if c := b.Start.Compare(a.Start); c != 0 {
+			return c
+		}
+		return cmpInt64(b.Seq, a.Seq)
+	})
+	if limit >= 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+func cmpInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
 
 // LoadRound implements store.Store; an embedded store has one instance.
@@ -716,10 +819,35 @@ func (s *Store) LoadRound(ctx context.Context, schedule, instance string, seq in
 	if instance != "" {
 		return r, false, nil
 	}
+	s.log.mu.Lock()
+	defer s.log.mu.Unlock()
+	// The logged page holding seq is the one with the lowest last round
+	// at or past it; a row holds it only in a slot no logged page holds.
+	var best *logRef
+	var slots []int
+	for i, ref := range s.log.of[schedule] {
+		if ref.isDay() {
+			continue
+		}
+		slots = append(slots, int(ref.key))
+		if ref.seq >= seq && (best == nil || ref.seq < best.seq) {
+			best = &s.log.of[schedule][i]
+		}
+	}
+	if best != nil {
+		want := *best
+		es, err := s.logged(ctx, schedule, func(r logRef) bool { return r == want })
+		if err != nil {
+			return r, false, fmt.Errorf("load round #%d of schedule %q: %w", seq, schedule, err)
+		}
+		if len(es) == 1 && es[0].first <= seq {
+			return es[0].round(), true, nil
+		}
+	}
 	var start int64
 	err := s.db.QueryRowContext(ctx, "SELECT slot, first_seq, seq, start, data FROM rounds WHERE schedule = ? AND first_seq <= ? AND seq >= ? ORDER BY seq DESC LIMIT 1", schedule, seq, seq).Scan(&r.Slot, &r.First, &r.Seq, &start, &r.Data)
-	if errors.Is(err, sql.ErrNoRows) {
-		return r, false, nil
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && slices.Contains(slots, r.Slot)) {
+		return store.Round{Schedule: schedule}, false, nil
 	}
 	if err != nil {
 		return r, false, fmt.Errorf("load round #%d of schedule %q: %w", seq, schedule, err)
@@ -735,12 +863,19 @@ func (s *Store) LoadRound(ctx context.Context, schedule, instance string, seq in
 // store keeps where the slots are, so that its flushes rewrite them by
 // rowid from the first (rowids.go).
 func (s *Store) LastRoundSeq(ctx context.Context, schedule string) (int64, error) {
+	s.log.mu.Lock()
+	var last int64
+	for _, ref := range s.log.of[schedule] {
+		if !ref.isDay() {
+			last = max(last, ref.seq)
+		}
+	}
+	s.log.mu.Unlock()
 	rows, err := s.query(ctx, lastRoundSeqSQL, schedule)
 	if err != nil {
 		return 0, fmt.Errorf("load the run history of schedule %q: %w", schedule, err)
 	}
 	defer rows.Close()
-	var last int64
 	var slots []learned
 	for rows.Next() {
 		x := learned{schedule: schedule}
@@ -794,7 +929,9 @@ func (s *Store) Prune(ctx context.Context, rules []store.Retention) error {
 		return nil
 	}
 	groups := store.GroupRetention(rules)
-	return s.tx(ctx, func(tx *sql.Tx) error {
+	s.log.mu.Lock()
+	defer s.log.mu.Unlock()
+	err := s.tx(ctx, func(tx *sql.Tx) error {
 		for _, g := range groups {
 			for chunk := range slices.Chunk(g.Schedules, namesPerStatement) {
 				names := make([]any, len(chunk))
@@ -839,6 +976,23 @@ func (s *Store) Prune(ctx context.Context, rules []store.Retention) error {
 		}
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	// What the statements deleted from the tables, the log no longer
+	// shows either (log.go).
+	for _, g := range groups {
+		before, day := g.Before.UnixNano(), dayRefKey(dayNumber(g.Before))
+		for _, name := range g.Schedules {
+			s.log.drop(name, func(r logRef) bool {
+				if r.isDay() {
+					return !g.Before.IsZero() && r.key > day
+				}
+				return (!g.Before.IsZero() && r.start < before) || (g.KeepRounds > 0 && int(r.key) >= g.KeepRounds)
+			})
+		}
+	}
+	return nil
 }
 
 // tx runs fn in a write transaction and commits it only while the store's

@@ -29,6 +29,16 @@ func open(t *testing.T, dir string) *Store {
 	return s
 }
 
+// openTables is open with the statistics log off: a flush writes the
+// tables' rows, as it does when the log pushes entries out (log.go). The
+// tests of rowids and statements below test that path.
+func openTables(t *testing.T, dir string) *Store {
+	t.Helper()
+	s := open(t, dir)
+	s.log.keep = 0
+	return s
+}
+
 func TestConfigRoundTripAndReopen(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -127,7 +137,7 @@ func TestMigratesFromVersionOne(t *testing.T) {
 		if err != nil {
 			return nil, err
 		}
-		_, err = st.db.Exec(`DROP TABLE stats_days; DROP TABLE failures; DROP TABLE audit; DROP TABLE rounds; PRAGMA user_version = 1;`)
+		_, err = st.db.Exec(`DROP TABLE stats_days; DROP TABLE failures; DROP TABLE audit; DROP TABLE rounds; DROP TABLE stats_log; PRAGMA user_version = 1;`)
 		return st, err
 	}()
 	if err != nil {
@@ -210,7 +220,7 @@ func TestConcurrentSaves(t *testing.T) {
 func TestFlushStatements(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := open(t, t.TempDir())
+	s := openTables(t, t.TempDir())
 	day := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	var b store.StatsBatch
 	const n = 2*roundsPerStatement + 5
@@ -288,7 +298,7 @@ func TestFlushStatements(t *testing.T) {
 func TestStaleRowIDsWriteNoWrongRow(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := open(t, t.TempDir())
+	s := openTables(t, t.TempDir())
 	day := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	batch := func(name string, v byte) store.StatsBatch {
 		return store.StatsBatch{
@@ -352,11 +362,12 @@ func reopenedAfter(t *testing.T, b store.StatsBatch) *Store {
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.log.keep = 0
 	if err := s.SaveStats(context.Background(), b); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
-	return open(t, dir)
+	return openTables(t, dir)
 }
 
 // TestRowsWrittenBeforeOpenAreRewritten: rows from before a restart that
@@ -478,7 +489,7 @@ func (c *endsAfter) Err() error {
 // leaves nothing of the batch behind.
 func TestFlushPastItsDeadlineWritesNothing(t *testing.T) {
 	t.Parallel()
-	s := open(t, t.TempDir())
+	s := openTables(t, t.TempDir())
 	day := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	var b store.StatsBatch
 	for i := range 3 * roundsPerStatement {

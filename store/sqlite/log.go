@@ -1,0 +1,558 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/fom-go/fom/store"
+)
+
+// The statistics log. A flush of an app hands the store, for every
+// schedule that ran since the last one, its day and a page of its run
+// history: two rows to rewrite per schedule, each an upsert whose cost
+// (binding its values, finding and rewriting its row) is most of a
+// flush's. Most of those rows are rewritten again soon: a schedule firing
+// every second rewrites today's row at every flush, and its history page
+// lands in the same slot again a lap of the history later (ten flushes
+// with the default 50 rounds). So a flush writes its days and pages as
+// one row of the log, a blob, and the log keeps the newest logKeep
+// flushes. When a flush pushes the oldest row out, what in it is still
+// the newest of its key (a schedule's day, a schedule's history slot) is
+// written to its table row then, as a flush would have written it, and
+// the rest, replaced by a newer flush, goes without being written at all.
+//
+// What the store holds is therefore the tables overlaid by the log, the
+// newest entry of a key winning, and every read of days or pages overlays
+// the log: the store keeps, per schedule, where the newest logged entry of
+// each key is (a few hundred bytes: its day and up to a lap of history
+// slots). Opening a store folds a log that a previous process left into
+// the tables, in one transaction, so that the reads an app makes for
+// every schedule it registers find the tables complete; a log row that
+// cannot be read fails the open, naming it.
+//
+// Nothing is lost or half-written: a flush's log row, the entries it
+// pushes out to the tables and the removal of the row they came from
+// commit together or not at all. Retention (Prune) drops logged entries
+// it deletes from the overlay; their bytes stay in the log row until it
+// leaves, and a restart before then folds them back into the tables, for
+// the next Prune (an app's first flush applies retention) to delete again.
+
+// logKeep is how many flushes the log holds: a lap of the default history
+// (50 rounds kept, a page of five rounds per flush at a round a second)
+// and two more, so that a page of such a schedule is always replaced in
+// the log rather than written.
+const logKeep = 12
+
+// logVersion is the first byte of a log row.
+const logVersion = 1
+
+// Kinds of a log entry.
+const (
+	logDay  = 1
+	logPage = 2
+)
+
+// logEntry is an entry of a log row: a day or a page.
+type logEntry struct {
+	kind     byte
+	schedule string
+	day      int64 // days since 1970-01-01 (UTC), for a day
+	slot     int   // for a page, and its rounds, last round's start
+	first    int64
+	seq      int64
+	start    int64 // Unix ns
+	data     []byte
+	off, n   int // the entry's bytes in its row
+}
+
+// key is what a newer entry of the same schedule replaces this one by.
+func (e *logEntry) key() int32 {
+	if e.kind == logDay {
+		return dayRefKey(e.day)
+	}
+	return int32(e.slot)
+}
+
+// dayRefKey keeps days apart from slots (0..maxSlot) in a logRef's key.
+func dayRefKey(day int64) int32 { return int32(-1 - day) }
+
+// logRef is where the newest logged entry of one key of a schedule is.
+type logRef struct {
+	row    uint32 // the log row's id
+	off, n uint32 // its bytes in the row
+	key    int32  // a slot, or dayRefKey of a day
+	seq    int64  // a page's last round
+	start  int64  // a page's last round's start (Unix ns)
+}
+
+func (r logRef) isDay() bool { return r.key < 0 }
+
+// logRow is a row of the log, and how many refs still point into it.
+type logRow struct {
+	id   uint32
+	live int
+}
+
+// statsLog is the store's memory of its log.
+type statsLog struct {
+	// mu is held across a flush (its transaction and what it learns) and
+	// across a read that overlays the log, so that a read never finds a
+	// ref whose row a flush removed; the store's one connection
+	// serializes them anyway.
+	mu   sync.Mutex
+	keep int      // rows kept; 0: no log, a flush writes the tables
+	rows []logRow // oldest first
+	next uint32   // the next row's id
+	of   map[string][]logRef
+}
+
+// appendEntry encodes e onto b: its kind, schedule, key (and a page's
+// sequence numbers and start) and data.
+func appendEntry(b []byte, e *logEntry) []byte {
+	b = append(b, e.kind)
+	b = binary.AppendUvarint(b, uint64(len(e.schedule)))
+	b = append(b, e.schedule...)
+	if e.kind == logDay {
+		b = binary.AppendVarint(b, e.day)
+	} else {
+		b = binary.AppendUvarint(b, uint64(e.slot))
+		b = binary.AppendVarint(b, e.first)
+		b = binary.AppendVarint(b, e.seq)
+		b = binary.AppendVarint(b, e.start)
+	}
+	b = binary.AppendUvarint(b, uint64(len(e.data)))
+	return append(b, e.data...)
+}
+
+// errBadEntry names what of a log entry is wrong.
+var errBadEntry = errors.New("bad log entry")
+
+// readEntry decodes the entry at b[off:], returning it and where the next
+// begins. Its data aliases b.
+func readEntry(b []byte, off int) (logEntry, int, error) {
+	e := logEntry{off: off}
+	i := off
+	fail := func(what string) (logEntry, int, error) {
+		return logEntry{}, 0, fmt.Errorf("%w at byte %d: %s", errBadEntry, off, what)
+	}
+	uv := func() (uint64, bool) {
+		v, n := binary.Uvarint(b[i:])
+		if n <= 0 {
+			return 0, false
+		}
+		i += n
+		return v, true
+	}
+	sv := func() (int64, bool) {
+		v, n := binary.Varint(b[i:])
+		if n <= 0 {
+			return 0, false
+		}
+		i += n
+		return v, true
+	}
+	if i >= len(b) {
+		return fail("truncated")
+	}
+	e.kind = b[i]
+	i++
+	if e.kind != logDay && e.kind != logPage {
+		return fail(fmt.Sprintf("kind %d", e.kind))
+	}
+	l, ok := uv()
+	if !ok || l == 0 || l > uint64(len(b)-i) {
+		return fail("schedule name")
+	}
+	e.schedule = string(b[i : i+int(l)])
+	i += int(l)
+	if e.kind == logDay {
+		if e.day, ok = sv(); !ok || e.day < -1<<30 || e.day > 1<<30 {
+			return fail("day")
+		}
+	} else {
+		slot, ok := uv()
+		if !ok || slot > maxSlot {
+			return fail("slot")
+		}
+		e.slot = int(slot)
+		var ok1, ok2, ok3 bool
+		e.first, ok1 = sv()
+		e.seq, ok2 = sv()
+		e.start, ok3 = sv()
+		if !ok1 || !ok2 || !ok3 || e.first > e.seq {
+			return fail("page rounds")
+		}
+	}
+	l, ok = uv()
+	if !ok || l > uint64(len(b)-i) {
+		return fail("data")
+	}
+	e.data = b[i : i+int(l)]
+	i += int(l)
+	e.n = i - off
+	return e, i, nil
+}
+
+// readLog decodes a log row.
+func readLog(b []byte) ([]logEntry, error) {
+	if len(b) == 0 || b[0] != logVersion {
+		return nil, fmt.Errorf("%w: not a log row of version %d", errBadEntry, logVersion)
+	}
+	var out []logEntry
+	for i := 1; i < len(b); {
+		e, next, err := readEntry(b, i)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+		i = next
+	}
+	return out, nil
+}
+
+// dayNumber is t's day since 1970-01-01 (UTC); dayTime its midnight.
+func dayNumber(t time.Time) int64 {
+	sec := t.Unix()
+	d := sec / 86400
+	if sec%86400 < 0 {
+		d--
+	}
+	return d
+}
+
+func dayTime(d int64) time.Time { return time.Unix(d*86400, 0).UTC() }
+
+// encodeLog is a flush's log row: its days and pages.
+func encodeLog(days []store.Day, rounds []store.Round) ([]byte, []logEntry) {
+	size := 1
+	for _, d := range days {
+		size += len(d.Schedule) + len(d.Data) + 16
+	}
+	for _, r := range rounds {
+		size += len(r.Schedule) + len(r.Data) + 40
+	}
+	b := make([]byte, 1, size)
+	b[0] = logVersion
+	es := make([]logEntry, 0, len(days)+len(rounds))
+	add := func(e logEntry) {
+		e.off = len(b)
+		b = appendEntry(b, &e)
+		e.n = len(b) - e.off
+		e.data = nil // not needed: refs keep offsets
+		es = append(es, e)
+	}
+	for _, d := range days {
+		add(logEntry{kind: logDay, schedule: d.Schedule, day: dayNumber(d.Day), data: d.Data})
+	}
+	for _, r := range rounds {
+		add(logEntry{kind: logPage, schedule: r.Schedule, slot: r.Slot, first: r.First, seq: r.Seq, start: r.Start.UnixNano(), data: r.Data})
+	}
+	return b, es
+}
+
+// saveLogged is SaveStats with the log: the batch's days and pages as one
+// log row, the oldest row out when the log is full, what of it is still
+// the newest of its key written to the tables, and the failures.
+func (s *Store) saveLogged(ctx context.Context, days []store.Day, rounds []store.Round, failures []store.Failure) error {
+	l := &s.log
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var blob []byte
+	var entries []logEntry
+	id := l.next
+	if len(days)+len(rounds) > 0 {
+		blob, entries = encodeLog(days, rounds)
+	}
+	out := 0 // rows this flush pushes out
+	if blob != nil {
+		out = max(len(l.rows)+1-l.keep, 0)
+	}
+	var got []learned
+	var through []logEntry
+	var gone []string // schedules with refs into the rows pushed out
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		if blob != nil {
+			if err := s.exec(ctx, tx, "INSERT INTO stats_log (id, data) VALUES (?, ?)", int64(id), blob); err != nil {
+				return err
+			}
+		}
+		through, gone = through[:0], gone[:0]
+		for _, r := range l.rows[:out] {
+			es, names, err := s.pushedOut(ctx, tx, r, entries)
+			if err != nil {
+				return err
+			}
+			through, gone = append(through, es...), append(gone, names...)
+		}
+		if out > 0 {
+			if err := s.exec(ctx, tx, "DELETE FROM stats_log WHERE id <= ?", int64(l.rows[out-1].id)); err != nil {
+				return err
+			}
+		}
+		var err error
+		if got, err = s.writeEntries(ctx, tx, through); err != nil {
+			return err
+		}
+		return s.writeFailures(ctx, tx, failures)
+	})
+	if err != nil {
+		return err
+	}
+	if out > 0 {
+		l.forget(gone, l.rows[out-1].id)
+	}
+	l.rows = l.rows[out:]
+	if blob != nil {
+		l.next++
+		l.rows = append(l.rows, logRow{id: id})
+		l.remember(id, entries)
+	}
+	s.ids.learn(got)
+	return nil
+}
+
+// pushedOut returns the entries of row r that are still the newest of
+// their key, and not replaced by this flush's entries: those the tables
+// must now hold; and the schedules whose refs point into r. A row no ref
+// points into (a lap of schedules firing every second leaves none) is not
+// read.
+func (s *Store) pushedOut(ctx context.Context, tx *sql.Tx, r logRow, flush []logEntry) ([]logEntry, []string, error) {
+	if r.live == 0 {
+		return nil, nil, nil
+	}
+	var blob []byte
+	s.statements.Add(1)
+	if err := tx.QueryRowContext(ctx, "SELECT data FROM stats_log WHERE id = ?", int64(r.id)).Scan(&blob); err != nil {
+		return nil, nil, fmt.Errorf("statistics log row %d: %w", r.id, err)
+	}
+	es, err := readLog(blob)
+	if err != nil {
+		return nil, nil, fmt.Errorf("statistics log row %d: %w", r.id, err)
+	}
+	l := &s.log
+	type key struct {
+		schedule string
+		key      int32
+	}
+	newest := map[key]logEntry{}
+	var names []string
+	for _, e := range es {
+		k := key{e.schedule, e.key()}
+		if i := refIndex(l.of[e.schedule], k.key); i >= 0 && l.of[e.schedule][i].row == r.id {
+			newest[k] = e
+			names = append(names, e.schedule)
+		}
+	}
+	for i := range flush { // replaced in this flush
+		delete(newest, key{flush[i].schedule, flush[i].key()})
+	}
+	out := make([]logEntry, 0, len(newest))
+	for _, e := range es { // in the row's order
+		if _, ok := newest[key{e.schedule, e.key()}]; ok {
+			out = append(out, e)
+		}
+	}
+	return out, names, nil
+}
+
+// refIndex is where key is in refs, or -1.
+func refIndex(refs []logRef, key int32) int {
+	for i := range refs {
+		if refs[i].key == key {
+			return i
+		}
+	}
+	return -1
+}
+
+// writeEntries writes log entries to their tables.
+func (s *Store) writeEntries(ctx context.Context, tx *sql.Tx, es []logEntry) ([]learned, error) {
+	if len(es) == 0 {
+		return nil, nil
+	}
+	var days []store.Day
+	var rounds []store.Round
+	for _, e := range es {
+		if e.kind == logDay {
+			days = append(days, store.Day{Schedule: e.schedule, Day: dayTime(e.day), Data: e.data})
+		} else {
+			rounds = append(rounds, store.Round{Schedule: e.schedule, Slot: e.slot, First: e.first, Seq: e.seq, Start: time.Unix(0, e.start).UTC(), Data: e.data})
+		}
+	}
+	return s.writeTables(ctx, tx, days, store.LastPerSlot(rounds))
+}
+
+// remember makes entries, in row id, the newest of their keys.
+func (l *statsLog) remember(id uint32, entries []logEntry) {
+	if l.of == nil {
+		l.of = make(map[string][]logRef)
+	}
+	live := 0
+	for i := range entries {
+		e := &entries[i]
+		ref := logRef{row: id, off: uint32(e.off), n: uint32(e.n), key: e.key()}
+		if e.kind == logPage {
+			ref.seq, ref.start = e.seq, e.start
+		}
+		refs := l.of[e.schedule]
+		if j := refIndex(refs, ref.key); j >= 0 {
+			if refs[j].row != id {
+				l.release(refs[j].row)
+				live++
+			}
+			refs[j] = ref
+		} else {
+			l.of[e.schedule] = append(refs, ref)
+			live++
+		}
+	}
+	l.rows[len(l.rows)-1].live += live
+}
+
+// release counts one ref fewer into row id.
+func (l *statsLog) release(id uint32) {
+	for i := range l.rows {
+		if l.rows[i].id == id {
+			l.rows[i].live--
+			return
+		}
+	}
+}
+
+// forget drops the refs of schedules into the rows up to id, pushed out
+// of the log: what they pointed to is in the tables now.
+func (l *statsLog) forget(schedules []string, id uint32) {
+	for _, name := range schedules {
+		refs := l.of[name]
+		if refs == nil {
+			continue
+		}
+		kept := slices.DeleteFunc(refs, func(r logRef) bool { return r.row <= id })
+		if len(kept) == 0 {
+			delete(l.of, name)
+		} else {
+			l.of[name] = kept
+		}
+	}
+}
+
+// drop removes the refs of schedule that match, as retention deletes
+// them from the overlay.
+func (l *statsLog) drop(schedule string, match func(logRef) bool) {
+	refs := l.of[schedule]
+	kept := refs[:0]
+	for _, r := range refs {
+		if match(r) {
+			l.release(r.row)
+		} else {
+			kept = append(kept, r)
+		}
+	}
+	if len(kept) == 0 {
+		delete(l.of, schedule)
+	} else {
+		l.of[schedule] = kept
+	}
+}
+
+// logged reads the entries of schedule's refs that match, with their
+// data; called with l.mu held.
+func (s *Store) logged(ctx context.Context, schedule string, match func(logRef) bool) ([]logEntry, error) {
+	var out []logEntry
+	for _, r := range s.log.of[schedule] {
+		if !match(r) {
+			continue
+		}
+		var b []byte
+		if err := s.db.QueryRowContext(ctx, "SELECT substr(data, ?, ?) FROM stats_log WHERE id = ?", int64(r.off)+1, int64(r.n), int64(r.row)).Scan(&b); err != nil {
+			return nil, fmt.Errorf("statistics log row %d: %w", r.row, err)
+		}
+		e, _, err := readEntry(b, 0)
+		if err != nil || e.schedule != schedule || e.key() != r.key {
+			return nil, fmt.Errorf("statistics log row %d: entry of %q at byte %d unreadable (%v)", r.row, schedule, r.off, err)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// foldLog writes the log a previous process left into the tables, the
+// newest entry of each key, and empties it: one transaction, when the
+// store opens.
+func (s *Store) foldLog(ctx context.Context) error {
+	l := &s.log
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	rows, err := s.db.QueryContext(ctx, "SELECT id, data FROM stats_log ORDER BY id")
+	if err != nil {
+		return s.readErr(err)
+	}
+	type key struct {
+		schedule string
+		key      int32
+	}
+	newest := map[key]int{}
+	var es []logEntry
+	var last int64
+	for rows.Next() {
+		var id int64
+		var b []byte
+		if err := rows.Scan(&id, &b); err != nil {
+			rows.Close()
+			return s.readErr(err)
+		}
+		row, err := readLog(b)
+		if err != nil {
+			rows.Close()
+			return fmt.Errorf("%w: %s: statistics log row %d unreadable (%v); it was left untouched (deleting the row, DELETE FROM stats_log WHERE id = %d, opens the store without the statistics it holds)",
+				store.ErrCorrupt, s.path, id, err, id)
+		}
+		for _, e := range row {
+			k := key{e.schedule, e.key()}
+			if i, ok := newest[k]; ok {
+				es[i] = e
+			} else {
+				newest[k] = len(es)
+				es = append(es, e)
+			}
+		}
+		last = id
+	}
+	if err := rows.Close(); err != nil {
+		return s.readErr(err)
+	}
+	if err := rows.Err(); err != nil {
+		return s.readErr(err)
+	}
+	if last >= 1<<32-1 {
+		return fmt.Errorf("%w: %s: statistics log row id %d out of range", store.ErrCorrupt, s.path, last)
+	}
+	l.next = uint32(last) + 1
+	if last == 0 {
+		return nil
+	}
+	var got []learned
+	err = s.tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		if got, err = s.writeEntries(ctx, tx, es); err != nil {
+			return err
+		}
+		return s.exec(ctx, tx, "DELETE FROM stats_log")
+	})
+	if err != nil {
+		return fmt.Errorf("fom: store %q: fold the statistics log: %w", s.path, err)
+	}
+	s.ids.learn(got)
+	return nil
+}
+
+// round is a page entry as the store hands it out.
+func (e *logEntry) round() store.Round {
+	return store.Round{Schedule: e.schedule, Slot: e.slot, First: e.first, Seq: e.seq, Start: time.Unix(0, e.start).UTC(), Data: e.data}
+}

@@ -1,0 +1,307 @@
+package sqlite
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fom-go/fom/store"
+)
+
+var logDay0 = time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+
+// flushOf is a flush of the named schedules: each a day and a page in
+// slot seq%slots, its data naming schedule and flush.
+func flushOf(flush, slots int, names ...string) store.StatsBatch {
+	var b store.StatsBatch
+	for _, name := range names {
+		v := []byte(fmt.Sprintf("%s@%d", name, flush))
+		seq := int64(flush)
+		b.Days = append(b.Days, store.Day{Schedule: name, Day: logDay0, Data: v})
+		b.Rounds = append(b.Rounds, store.Round{Schedule: name, Slot: int(seq % int64(slots)), First: seq, Seq: seq, Start: logDay0.Add(time.Duration(seq) * time.Second), Data: v})
+	}
+	return b
+}
+
+// tableRows reads what the tables themselves hold of schedule (not the
+// log): its day's data and its pages' data by slot.
+func tableRows(t *testing.T, s *Store, schedule string) (day string, pages map[int]string) {
+	t.Helper()
+	var b []byte
+	err := s.db.QueryRow("SELECT data FROM stats_days WHERE schedule = ?", schedule).Scan(&b)
+	if err != nil && !strings.Contains(err.Error(), "no rows") {
+		t.Fatal(err)
+	}
+	rows, err := s.db.Query("SELECT slot, data FROM rounds WHERE schedule = ?", schedule)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	pages = map[int]string{}
+	for rows.Next() {
+		var slot int
+		var d []byte
+		if err := rows.Scan(&slot, &d); err != nil {
+			t.Fatal(err)
+		}
+		pages[slot] = string(d)
+	}
+	return string(b), pages
+}
+
+// readBack checks what the store answers for schedule: its day's data,
+// and its newest pages' data, newest first.
+func readBack(t *testing.T, s *Store, schedule, day string, pages ...string) {
+	t.Helper()
+	ctx := context.Background()
+	ds, err := s.LoadDays(ctx, schedule, logDay0)
+	if err != nil || len(ds) != 1 || string(ds[0].Data) != day {
+		t.Fatalf("%s: days %+v, %v; want %q", schedule, ds, err, day)
+	}
+	rs, err := s.LoadRounds(ctx, schedule, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range rs {
+		got = append(got, string(r.Data))
+	}
+	if fmt.Sprint(got) != fmt.Sprint(pages) {
+		t.Fatalf("%s: pages %v, want %v", schedule, got, pages)
+	}
+}
+
+// TestTheLogPushesOutOnlyTheNewest: with a log of three flushes and a
+// history of two slots, a schedule written at every flush has its day and
+// pages replaced in the log, and the tables never receive them; one
+// written once has its day and page written to the tables when its row
+// leaves the log. Reads answer the newest throughout, and a flush that
+// pushes out only replaced entries runs two statements.
+func TestTheLogPushesOutOnlyTheNewest(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, t.TempDir())
+	s.log.keep = 3
+	if err := s.SaveStats(ctx, flushOf(1, 2, "fast", "slow")); err != nil {
+		t.Fatal(err)
+	}
+	for flush := 2; flush <= 6; flush++ {
+		before := s.Counters()
+		if err := s.SaveStats(ctx, flushOf(flush, 2, "fast")); err != nil {
+			t.Fatal(err)
+		}
+		n := s.Counters().Statements - before.Statements
+		readBack(t, s, "fast", fmt.Sprintf("fast@%d", flush), fmt.Sprintf("fast@%d", flush), fmt.Sprintf("fast@%d", flush-1))
+		readBack(t, s, "slow", "slow@1", "slow@1")
+		day, pages := tableRows(t, s, "slow")
+		switch flush {
+		case 2, 3: // flush 1's row is still in the log
+			if day != "" || len(pages) != 0 || n != 1 {
+				t.Fatalf("flush %d: slow's rows %q %v, %d statements; want none in the tables, one statement", flush, day, pages, n)
+			}
+		case 4: // flush 1's row left: slow's entries are the newest of theirs, fast's were replaced
+			if day != "slow@1" || pages[1] != "slow@1" || len(pages) != 1 || n < 4 {
+				t.Fatalf("flush 4: slow's rows %q %v, %d statements; want its day and page written", day, pages, n)
+			}
+		default:
+			if n != 2 { // the row, and the removal of the one it pushed out
+				t.Fatalf("flush %d: %d statements, want 2", flush, n)
+			}
+		}
+		if day, pages := tableRows(t, s, "fast"); day != "" || len(pages) != 0 {
+			t.Fatalf("flush %d: fast's rows %q %v reached the tables; every one was replaced in the log", flush, day, pages)
+		}
+	}
+	if r, ok, err := s.LoadRound(ctx, "fast", "", 5); err != nil || !ok || string(r.Data) != "fast@5" {
+		t.Fatalf("round 5 of fast: %+v %v %v", r, ok, err)
+	}
+	if _, ok, err := s.LoadRound(ctx, "fast", "", 4); err != nil || ok {
+		t.Fatalf("round 4 of fast was replaced by round 6 in its slot; found %v (%v)", ok, err)
+	}
+	if seq, err := s.LastRoundSeq(ctx, "fast"); err != nil || seq != 6 {
+		t.Fatalf("last round of fast %d, %v; want 6", seq, err)
+	}
+	if r, ok, err := s.LoadRound(ctx, "slow", "", 1); err != nil || !ok || string(r.Data) != "slow@1" {
+		t.Fatalf("round 1 of slow: %+v %v %v", r, ok, err)
+	}
+}
+
+// TestTheLogIsFoldedWhenTheStoreOpens: a store opened after flushes finds
+// the newest of every key in the tables and an empty log, and answers as
+// the store before it did.
+func TestTheLogIsFoldedWhenTheStoreOpens(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for flush := 1; flush <= 5; flush++ {
+		names := []string{"a", "b"}
+		if flush > 2 {
+			names = names[:1]
+		}
+		if err := s.SaveStats(ctx, flushOf(flush, 3, names...)); err != nil {
+			s.Close()
+			t.Fatal(err)
+		}
+	}
+	readBack(t, s, "a", "a@5", "a@5", "a@4", "a@3")
+	s.Close()
+	s = open(t, dir)
+	var logged int
+	if err := s.db.QueryRow("SELECT count(*) FROM stats_log").Scan(&logged); err != nil || logged != 0 {
+		t.Fatalf("%d log rows after the open (%v), want 0", logged, err)
+	}
+	if day, pages := tableRows(t, s, "a"); day != "a@5" || fmt.Sprint(pages) != "map[0:a@3 1:a@4 2:a@5]" {
+		t.Fatalf("a's rows after the open: %q %v", day, pages)
+	}
+	readBack(t, s, "a", "a@5", "a@5", "a@4", "a@3")
+	readBack(t, s, "b", "b@2", "b@2", "b@1")
+	if seq, err := s.LastRoundSeq(ctx, "a"); err != nil || seq != 5 {
+		t.Fatalf("last round of a %d, %v; want 5", seq, err)
+	}
+	// The next flushes go on from there.
+	if err := s.SaveStats(ctx, flushOf(6, 3, "a")); err != nil {
+		t.Fatal(err)
+	}
+	readBack(t, s, "a", "a@6", "a@6", "a@5", "a@4")
+}
+
+// TestAnUnreadableLogRowRefusesTheOpen: a log row fom cannot read fails
+// the open with ErrCorrupt, naming the row and how to go on without it,
+// and is left as it was.
+func TestAnUnreadableLogRowRefusesTheOpen(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SaveStats(ctx, flushOf(1, 3, "a")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.db.Exec("INSERT INTO stats_log (id, data) VALUES (7, x'01020361')"); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	_, err = Open(ctx, dir)
+	if !errors.Is(err, store.ErrCorrupt) || !strings.Contains(err.Error(), "log row 7") || !strings.Contains(err.Error(), "DELETE FROM stats_log WHERE id = 7") {
+		t.Fatalf("open with an unreadable log row: %v", err)
+	}
+	db, err := sql.Open("sqlite", filepath.Join(dir, FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var rows int
+	if err := db.QueryRow("SELECT count(*) FROM stats_log").Scan(&rows); err != nil || rows != 2 {
+		t.Fatalf("%d log rows left (%v), want both", rows, err)
+	}
+	// Without the row, the store opens, with the other row's statistics.
+	if _, err := db.Exec("DELETE FROM stats_log WHERE id = 7"); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, dir)
+	readBack(t, s, "a", "a@1", "a@1")
+}
+
+// TestAFailedLoggedFlushChangesNothing: a flush whose transaction fails
+// (its deadline passed) leaves the log and the store's memory of it as
+// they were, and the next flush writes the same batch.
+func TestAFailedLoggedFlushChangesNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, t.TempDir())
+	s.log.keep = 1
+	if err := s.SaveStats(ctx, flushOf(1, 3, "a", "b")); err != nil {
+		t.Fatal(err)
+	}
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := s.SaveStats(done, flushOf(2, 3, "a")); err == nil {
+		t.Fatal("a flush past its deadline succeeded")
+	}
+	readBack(t, s, "a", "a@1", "a@1")
+	readBack(t, s, "b", "b@1", "b@1")
+	if err := s.SaveStats(ctx, flushOf(2, 3, "a")); err != nil {
+		t.Fatal(err)
+	}
+	readBack(t, s, "a", "a@2", "a@2", "a@1")
+	readBack(t, s, "b", "b@1", "b@1")
+	if day, _ := tableRows(t, s, "b"); day != "b@1" {
+		t.Fatalf("b's day in the table: %q, want b@1 (pushed out by the second flush)", day)
+	}
+}
+
+// TestRetentionDropsLoggedEntries: what Prune deletes is gone from the
+// answers while it is still in the log.
+func TestRetentionDropsLoggedEntries(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := open(t, t.TempDir())
+	if err := s.SaveStats(ctx, flushOf(1, 8, "a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SaveStats(ctx, flushOf(6, 8, "a")); err != nil {
+		t.Fatal(err)
+	}
+	// A history made smaller: slots from 4 on go.
+	if err := s.Prune(ctx, []store.Retention{{Schedule: "a", KeepFailures: 10, KeepRounds: 4}}); err != nil {
+		t.Fatal(err)
+	}
+	readBack(t, s, "a", "a@6", "a@1")
+	// Everything before the next day goes.
+	if err := s.Prune(ctx, []store.Retention{{Schedule: "a", Before: logDay0.Add(24 * time.Hour), KeepFailures: 10}}); err != nil {
+		t.Fatal(err)
+	}
+	if ds, err := s.LoadDays(ctx, "a", logDay0); err != nil || len(ds) != 0 {
+		t.Fatalf("days after retention: %+v %v", ds, err)
+	}
+	if rs, err := s.LoadRounds(ctx, "a", 10); err != nil || len(rs) != 0 {
+		t.Fatalf("pages after retention: %+v %v", rs, err)
+	}
+	if seq, err := s.LastRoundSeq(ctx, "a"); err != nil || seq != 0 {
+		t.Fatalf("last round after retention: %d %v", seq, err)
+	}
+}
+
+// TestLogEntriesDecodeOrFailCleanly: every prefix of a log row, and every
+// row with one byte changed, decodes to the entries written or to an
+// error; never a panic.
+func TestLogEntriesDecodeOrFailCleanly(t *testing.T) {
+	b := flushOf(3, 4, "a", "ünïcode")
+	blob, es := encodeLog(b.Days, b.Rounds)
+	got, err := readLog(blob)
+	if err != nil || len(got) != len(es) {
+		t.Fatalf("%d entries, %v; want %d", len(got), err, len(es))
+	}
+	for i, e := range got {
+		if e.off != es[i].off || e.n != es[i].n || e.schedule != es[i].schedule || e.key() != es[i].key() {
+			t.Fatalf("entry %d: %+v, want %+v", i, e, es[i])
+		}
+	}
+	if r := got[3].round(); r.Schedule != "ünïcode" || r.Slot != 3 || r.First != 3 || r.Seq != 3 || !r.Start.Equal(logDay0.Add(3*time.Second)) || !bytes.Equal(r.Data, []byte("ünïcode@3")) {
+		t.Fatalf("page: %+v", r)
+	}
+	for n := range len(blob) {
+		if _, err := readLog(blob[:n]); err == nil && n != 1 && n != es[1].off && n != es[2].off && n != es[3].off {
+			t.Fatalf("a row cut at byte %d of %d read without error", n, len(blob))
+		}
+	}
+	for i := range blob {
+		for _, v := range []byte{0, 0x7f, 0x80, 0xff} {
+			c := bytes.Clone(blob)
+			c[i] = v
+			readLog(c) // must not panic
+		}
+	}
+}

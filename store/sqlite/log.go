@@ -408,6 +408,12 @@ func (l *statsLog) remember(id uint32, entries []logEntry) {
 			}
 			refs[j] = ref
 		} else {
+			if len(refs) == cap(refs) {
+				// Four at a time: a schedule firing every second holds
+				// about a dozen (its day and a lap of slots), and doubling
+				// would give it room for sixteen.
+				refs = append(make([]logRef, 0, len(refs)+4), refs...)
+			}
 			l.of[e.schedule] = append(refs, ref)
 			live++
 		}

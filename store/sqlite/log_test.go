@@ -77,6 +77,17 @@ func readBack(t *testing.T, s *Store, schedule, day string, pages ...string) {
 	}
 }
 
+// openLog opens a store whose log keeps keep flushes, and flushes first.
+func openLog(t *testing.T, keep int, first store.StatsBatch) *Store {
+	t.Helper()
+	s := open(t, t.TempDir())
+	s.log.keep = keep
+	if err := s.SaveStats(context.Background(), first); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // TestTheLogPushesOutOnlyTheNewest: with a log of three flushes and a
 // history of two slots, a schedule written at every flush has its day and
 // pages replaced in the log, and the tables never receive them; one
@@ -86,11 +97,7 @@ func readBack(t *testing.T, s *Store, schedule, day string, pages ...string) {
 func TestTheLogPushesOutOnlyTheNewest(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := open(t, t.TempDir())
-	s.log.keep = 3
-	if err := s.SaveStats(ctx, flushOf(1, 2, "fast", "slow")); err != nil {
-		t.Fatal(err)
-	}
+	s := openLog(t, 3, flushOf(1, 2, "fast", "slow"))
 	for flush := 2; flush <= 6; flush++ {
 		before := s.Counters()
 		if err := s.SaveStats(ctx, flushOf(flush, 2, "fast")); err != nil {
@@ -132,6 +139,23 @@ func TestTheLogPushesOutOnlyTheNewest(t *testing.T) {
 	}
 }
 
+// flushedIn opens a store in dir and writes batches to it; the caller
+// closes it, to open the store again.
+func flushedIn(t *testing.T, dir string, batches ...store.StatsBatch) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range batches {
+		if err := s.SaveStats(context.Background(), b); err != nil {
+			s.Close()
+			t.Fatal(err)
+		}
+	}
+	return s
+}
+
 // TestTheLogIsFoldedWhenTheStoreOpens: a store opened after flushes finds
 // the newest of every key in the tables and an empty log, and answers as
 // the store before it did.
@@ -139,20 +163,15 @@ func TestTheLogIsFoldedWhenTheStoreOpens(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	s, err := Open(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	var flushes []store.StatsBatch
 	for flush := 1; flush <= 5; flush++ {
 		names := []string{"a", "b"}
 		if flush > 2 {
 			names = names[:1]
 		}
-		if err := s.SaveStats(ctx, flushOf(flush, 3, names...)); err != nil {
-			s.Close()
-			t.Fatal(err)
-		}
+		flushes = append(flushes, flushOf(flush, 3, names...))
 	}
+	s := flushedIn(t, dir, flushes...)
 	readBack(t, s, "a", "a@5", "a@5", "a@4", "a@3")
 	s.Close()
 	s = open(t, dir)
@@ -182,18 +201,12 @@ func TestAnUnreadableLogRowRefusesTheOpen(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	s, err := Open(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.SaveStats(ctx, flushOf(1, 3, "a")); err != nil {
-		t.Fatal(err)
-	}
+	s := flushedIn(t, dir, flushOf(1, 3, "a"))
 	if _, err := s.db.Exec("INSERT INTO stats_log (id, data) VALUES (7, x'01020361')"); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
-	_, err = Open(ctx, dir)
+	_, err := Open(ctx, dir)
 	if !errors.Is(err, store.ErrCorrupt) || !strings.Contains(err.Error(), "log row 7") || !strings.Contains(err.Error(), "DELETE FROM stats_log WHERE id = 7") {
 		t.Fatalf("open with an unreadable log row: %v", err)
 	}
@@ -220,11 +233,7 @@ func TestAnUnreadableLogRowRefusesTheOpen(t *testing.T) {
 func TestAFailedLoggedFlushChangesNothing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := open(t, t.TempDir())
-	s.log.keep = 1
-	if err := s.SaveStats(ctx, flushOf(1, 3, "a", "b")); err != nil {
-		t.Fatal(err)
-	}
+	s := openLog(t, 1, flushOf(1, 3, "a", "b"))
 	done, cancel := context.WithCancel(ctx)
 	cancel()
 	if err := s.SaveStats(done, flushOf(2, 3, "a")); err == nil {
@@ -247,10 +256,7 @@ func TestAFailedLoggedFlushChangesNothing(t *testing.T) {
 func TestRetentionDropsLoggedEntries(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := open(t, t.TempDir())
-	if err := s.SaveStats(ctx, flushOf(1, 8, "a")); err != nil {
-		t.Fatal(err)
-	}
+	s := openLog(t, logKeep, flushOf(1, 8, "a"))
 	if err := s.SaveStats(ctx, flushOf(6, 8, "a")); err != nil {
 		t.Fatal(err)
 	}

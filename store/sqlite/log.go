@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -276,19 +277,24 @@ func (s *Store) saveLogged(ctx context.Context, days []store.Day, rounds []store
 	var got []learned
 	var through []logEntry
 	var gone []string // schedules with refs into the rows pushed out
+	all := false      // or every schedule's: a row was gone already
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		if blob != nil {
-			if err := s.exec(ctx, tx, "INSERT INTO stats_log (id, data) VALUES (?, ?)", int64(id), blob); err != nil {
+			// OR REPLACE: a commit that reported an error but took place
+			// (an I/O error after the WAL write) left a row of this id,
+			// holding an older form of this batch.
+			if err := s.exec(ctx, tx, "INSERT OR REPLACE INTO stats_log (id, data) VALUES (?, ?)", int64(id), blob); err != nil {
 				return err
 			}
 		}
-		through, gone = through[:0], gone[:0]
+		through, gone, all = through[:0], gone[:0], false
 		for _, r := range l.rows[:out] {
 			es, names, err := s.pushedOut(ctx, tx, r, entries)
 			if err != nil {
 				return err
 			}
 			through, gone = append(through, es...), append(gone, names...)
+			all = all || (r.live > 0 && names == nil)
 		}
 		if out > 0 {
 			if err := s.exec(ctx, tx, "DELETE FROM stats_log WHERE id <= ?", int64(l.rows[out-1].id)); err != nil {
@@ -303,6 +309,9 @@ func (s *Store) saveLogged(ctx context.Context, days []store.Day, rounds []store
 	})
 	if err != nil {
 		return err
+	}
+	if all {
+		gone = slices.Collect(maps.Keys(l.of))
 	}
 	if out > 0 {
 		l.forget(gone, l.rows[out-1].id)
@@ -328,7 +337,14 @@ func (s *Store) pushedOut(ctx context.Context, tx *sql.Tx, r logRow, flush []log
 	}
 	var blob []byte
 	s.statements.Add(1)
-	if err := tx.QueryRowContext(ctx, "SELECT data FROM stats_log WHERE id = ?", int64(r.id)).Scan(&blob); err != nil {
+	err := tx.QueryRowContext(ctx, "SELECT data FROM stats_log WHERE id = ?", int64(r.id)).Scan(&blob)
+	if errors.Is(err, sql.ErrNoRows) {
+		// Pushed out already, by a flush whose commit reported an error
+		// but took place: what it wrote of the row is in the tables. Every
+		// schedule's refs into it go (nil names).
+		return nil, nil, nil
+	}
+	if err != nil {
 		return nil, nil, fmt.Errorf("statistics log row %d: %w", r.id, err)
 	}
 	es, err := readLog(blob)

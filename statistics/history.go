@@ -113,7 +113,7 @@ func (s *Stats) RecordRound(x RoundSample) {
 	h.lens = append(h.lens, int32(len(h.page)-before))
 	h.n++
 	h.lastStart = x.Start.UnixNano()
-	if keep := s.settings.Rounds; h.n > keep+max(keep/4, 1) {
+	if keep := int(s.rounds); h.n > keep+max(keep/4, 1) {
 		h.trim(keep)
 	}
 }

@@ -237,8 +237,7 @@ func (s *Stats) Load(ctx context.Context, st store.Store) (warnings []string, er
 			warnings = append(warnings, fmt.Sprintf("schedule %q: stored statistics settings %q ignored", s.schedule, v))
 		} else {
 			s.mu.Lock()
-			s.settings = n
-			s.thGen++
+			s.setSettingsLocked(n)
 			s.mu.Unlock()
 		}
 	}
@@ -266,12 +265,13 @@ func (s *Stats) Load(ctx context.Context, st store.Store) (warnings []string, er
 		}
 		s.outsideLocked().loaded.add(dd)
 		k := dayOf(d.Day)
+		dd.from = k.UnixNano()
 		if cur := s.days[k]; cur != nil { // recorded before Load: merge
 			mergeDay(dd, cur)
 			dd.changed = cur.changed
 		}
 		s.days[k] = dd
-		if k.UnixNano() == s.today {
+		if s.cur != nil && s.cur.from == dd.from {
 			s.cur = dd
 		}
 	}
@@ -396,7 +396,7 @@ func (s *Stats) Take() (*Changes, error) {
 			if k.Before(cutoff) {
 				s.outsideLocked().gone.add(d)
 				delete(s.days, k)
-				if k.UnixNano() == s.today {
+				if d == s.cur {
 					s.cur = nil
 				}
 				continue
@@ -409,7 +409,7 @@ func (s *Stats) Take() (*Changes, error) {
 		}
 		s.older = false
 	} else if d := s.cur; d != nil && d.changed {
-		if err := take(time.Unix(0, s.today).UTC(), d); err != nil {
+		if err := take(time.Unix(0, d.from).UTC(), d); err != nil {
 			return nil, err
 		}
 	}
@@ -521,7 +521,7 @@ func MergedDays(local *Stats, others []store.Day, today time.Time) ([]DaySummary
 	}
 	local.mu.Lock()
 	for k, d := range local.days {
-		cp := &day{}
+		cp := &day{from: d.from}
 		mergeDay(cp, d)
 		s.days[k] = cp
 	}

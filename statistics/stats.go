@@ -126,7 +126,8 @@ type day struct {
 	count    int64
 	byStatus [numStatus]int64
 	changed  bool   // since the last flush took it
-	cut      uint64 // the Stats' thresholds generation bucketTh was last checked against; 0: never
+	cut      uint32 // the Stats' thresholds generation bucketTh was last checked against; 0: never
+	from     int64  // Unix ns of the day's midnight (UTC)
 	min, max time.Duration
 	sum      time.Duration
 	lateMax  time.Duration
@@ -157,23 +158,37 @@ type DaySummary struct {
 
 // Stats holds one schedule's statistics. Recording takes a short lock and
 // never touches the store; Flush writes what changed.
+//
+// A fire reads and writes the fields of the first two lines (64 bytes
+// each: a Stats is 256 bytes, a size class whose objects start on a
+// line) and no other: with thousands of schedules, each line of a Stats
+// is one a fire finds cold. TestStatsLayout keeps it so.
 type Stats struct {
-	schedule string
-	clk      clockwork.Clock
+	mu      sync.Mutex
+	cur     *day     // the newest day recorded on
+	hist    *history // the run history's numbering and rounds not yet written; made by the first round or Load
+	results ring[resultEntry]
+	thGen   uint32 // bumped by every change of settings (never 0): a day whose cut is thGen has its buckets cut at the thresholds
+	rounds  int16  // settings.Rounds (at most 10 000), in this line
+	older   bool   // the next Take looks at every day: another day than cur changed, a new day began, or settings or days were set anew
 
-	mu       sync.Mutex
-	settings Settings
+	schedule string
+	settings Settings // its Thresholds end the second line
+
+	clk      clockwork.Clock
 	days     map[time.Time]*day
 	outside  *outside // made by a Load that read days, or the first day to leave memory
 	failures ring[Failure]
 	pending  ring[Failure] // not yet flushed: at most settings.Failures, the newest
 	unsaved  int64         // failures dropped from pending before a flush took them
-	results  ring[resultEntry]
-	hist     *history // the run history's numbering and rounds not yet written; made by the first round or Load
-	today    int64    // the day cur belongs to, Unix ns of its midnight (UTC)
-	cur      *day
-	thGen    uint64 // bumped by every change of settings: a day whose cut is thGen has its buckets cut at the thresholds
-	older    bool   // the next Take looks at every day: another day than cur changed, a new day began, or settings or days were set anew
+}
+
+// setSettingsLocked applies n, which Validate accepted.
+func (s *Stats) setSettingsLocked(n Settings) {
+	s.settings, s.rounds = n, int16(n.Rounds)
+	if s.thGen++; s.thGen == 0 {
+		s.thGen = 1
+	}
 }
 
 // outside is what the days in memory and the outcomes this process
@@ -242,7 +257,7 @@ func New(schedule string, clk clockwork.Clock, s Settings) (*Stats, error) {
 	if clk == nil {
 		clk = clockwork.NewRealClock()
 	}
-	return &Stats{schedule: schedule, clk: clk, settings: s, thGen: 1, days: map[time.Time]*day{},
+	return &Stats{schedule: schedule, clk: clk, settings: s, rounds: int16(s.Rounds), thGen: 1, days: map[time.Time]*day{},
 		failures: newRing[Failure](s.Failures), pending: newRing[Failure](s.Failures), results: newRing[resultEntry](s.Results)}, nil
 }
 
@@ -264,22 +279,22 @@ func dayOf(t time.Time) time.Time {
 
 // dayLocked returns the day of t, marked changed, for recording.
 func (s *Stats) dayLocked(t time.Time) *day {
-	if ns := t.UnixNano(); s.cur != nil && ns >= s.today && ns < s.today+int64(24*time.Hour) {
-		s.cur.changed = true // the common case: today
-		return s.cur
+	if ns, d := t.UnixNano(), s.cur; d != nil && ns >= d.from && ns < d.from+int64(24*time.Hour) {
+		d.changed = true // the common case: today
+		return d
 	}
 	k := dayOf(t)
 	d := s.days[k]
 	if d == nil {
-		d = &day{}
+		d = &day{from: k.UnixNano()}
 		s.days[k] = d
 	}
 	d.changed = true
-	if s.cur == nil || k.UnixNano() > s.today {
+	if s.cur == nil || d.from > s.cur.from {
 		if s.cur != nil && s.cur.changed {
 			s.older = true // yesterday's last changes are not written yet
 		}
-		s.today, s.cur = k.UnixNano(), d
+		s.cur = d
 	}
 	if d != s.cur {
 		s.older = true
@@ -470,8 +485,7 @@ func (s *Stats) SetSettings(n Settings) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.settings = n
-	s.thGen++
+	s.setSettingsLocked(n)
 	s.older = true // the retention window may have shrunk
 	s.failures.resize(n.Failures)
 	s.unsaved += int64(s.pending.resize(n.Failures))

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
@@ -366,5 +367,30 @@ func TestThresholdsEditedMidDay(t *testing.T) {
 	s.Record(Sample{TaskID: "a", Status: Success, Cost: 2 * time.Second})
 	if b := s.Day(day1).Buckets; b != [6]int64{1, 1, 1, 0, 0, 0} {
 		t.Fatalf("buckets %v, want [1 1 1 0 0 0]", b)
+	}
+}
+
+// TestStatsLayout: what a fire reads and writes of a Stats is in its
+// first two cache lines, and a Stats fills a 256-byte size class, whose
+// objects start on a line (see Stats).
+func TestStatsLayout(t *testing.T) {
+	var s Stats
+	if n := unsafe.Sizeof(s); n != 256 {
+		t.Errorf("a Stats is %d bytes, want 256", n)
+	}
+	for name, end := range map[string]uintptr{
+		"mu":      unsafe.Offsetof(s.mu) + unsafe.Sizeof(s.mu),
+		"cur":     unsafe.Offsetof(s.cur) + unsafe.Sizeof(s.cur),
+		"hist":    unsafe.Offsetof(s.hist) + unsafe.Sizeof(s.hist),
+		"results": unsafe.Offsetof(s.results) + unsafe.Sizeof(s.results),
+		"thGen":   unsafe.Offsetof(s.thGen) + unsafe.Sizeof(s.thGen),
+		"rounds":  unsafe.Offsetof(s.rounds) + unsafe.Sizeof(s.rounds),
+	} {
+		if end > 64 {
+			t.Errorf("%s ends at byte %d, past the first line", name, end)
+		}
+	}
+	if from, end := unsafe.Offsetof(s.schedule), unsafe.Offsetof(s.settings)+unsafe.Sizeof(s.settings.Thresholds); from < 64 || end > 128 {
+		t.Errorf("schedule and thresholds at bytes %d to %d, want them in the second line", from, end)
 	}
 }

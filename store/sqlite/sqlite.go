@@ -4,6 +4,10 @@
 // Open never creates tables in, rewrites or truncates a file it cannot
 // read as a fom store of this or an older version: a corrupt file, or one
 // written by a newer fom, is reported and left as it is.
+//
+// Statistics reach their tables through a log of the newest flushes
+// (log.go), and a row of a table is written by its remembered rowid
+// (rowids.go).
 package sqlite
 
 import (

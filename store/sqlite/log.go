@@ -80,6 +80,15 @@ func (e *logEntry) key() int32 {
 	return int32(e.slot)
 }
 
+// logKey names what an entry is the newest of: its schedule's day or
+// slot.
+type logKey struct {
+	schedule string
+	key      int32
+}
+
+func (e *logEntry) id() logKey { return logKey{e.schedule, e.key()} }
+
 // dayRefKey keeps days apart from slots (0..maxSlot) in a logRef's key.
 func dayRefKey(day int64) int32 { return int32(-1 - day) }
 
@@ -352,25 +361,21 @@ func (s *Store) pushedOut(ctx context.Context, tx *sql.Tx, r logRow, flush []log
 		return nil, nil, fmt.Errorf("statistics log row %d: %w", r.id, err)
 	}
 	l := &s.log
-	type key struct {
-		schedule string
-		key      int32
-	}
-	newest := map[key]logEntry{}
+	newest := map[logKey]logEntry{}
 	var names []string
 	for _, e := range es {
-		k := key{e.schedule, e.key()}
+		k := e.id()
 		if i := refIndex(l.of[e.schedule], k.key); i >= 0 && l.of[e.schedule][i].row == r.id {
 			newest[k] = e
 			names = append(names, e.schedule)
 		}
 	}
 	for i := range flush { // replaced in this flush
-		delete(newest, key{flush[i].schedule, flush[i].key()})
+		delete(newest, flush[i].id())
 	}
 	out := make([]logEntry, 0, len(newest))
 	for _, e := range es { // in the row's order
-		if _, ok := newest[key{e.schedule, e.key()}]; ok {
+		if _, ok := newest[e.id()]; ok {
 			out = append(out, e)
 		}
 	}
@@ -515,11 +520,7 @@ func (s *Store) foldLog(ctx context.Context) error {
 	if err != nil {
 		return s.readErr(err)
 	}
-	type key struct {
-		schedule string
-		key      int32
-	}
-	newest := map[key]int{}
+	newest := map[logKey]int{}
 	var es []logEntry
 	var last int64
 	for rows.Next() {
@@ -536,7 +537,7 @@ func (s *Store) foldLog(ctx context.Context) error {
 				store.ErrCorrupt, s.path, id, err, id)
 		}
 		for _, e := range row {
-			k := key{e.schedule, e.key()}
+			k := e.id()
 			if i, ok := newest[k]; ok {
 				es[i] = e
 			} else {

@@ -11,6 +11,7 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -799,22 +800,12 @@ func (s *Store) LoadRounds(ctx context.Context, schedule string, limit int) ([]s
 		if c := b.Start.Compare(a.Start); c != 0 {
 			return c
 		}
-		return cmpInt64(b.Seq, a.Seq)
+		return cmp.Compare(b.Seq, a.Seq)
 	})
 	if limit >= 0 && len(out) > limit {
 		out = out[:limit]
 	}
 	return out, nil
-}
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // LoadRound implements store.Store; an embedded store has one instance.

@@ -108,7 +108,12 @@ type Coordinator struct {
 	admits     chan admission        // fires to record (admitLoop)
 
 	tickStatements, fires atomic.Int64 // counters (see Counters)
-	stop, done            chan struct{}
+	batches               atomic.Int64 // numbers fire batches; from the clock at New, so a restarted instance of the same id does not reuse a number
+
+	// lostAnswer, set by tests, turns a fire batch's answer into the error
+	// of a connection cut after its commit.
+	lostAnswer func() error
+	stop, done chan struct{}
 }
 
 // ErrStarted is returned by Start on a running coordinator.
@@ -136,14 +141,16 @@ func New(pool *pgxpool.Pool, schema string, o Options) (*Coordinator, error) {
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
-	return &Coordinator{
+	c := &Coordinator{
 		pool: pool, schema: pgx.Identifier{schema}.Sanitize(), o: o, log: o.Logger.Named("cluster").With(zap.String("instance", o.InstanceID)),
 		// The trust window ends this much before the lease can expire:
 		// room for the local clock to run slower than the database's.
 		margin: o.LeaseTTL / 5,
 		names:  map[string]bool{}, owned: map[string]int64{}, pending: map[int64]chan string{},
 		admits: make(chan admission, 256),
-	}, nil
+	}
+	c.batches.Store(time.Now().UnixNano())
+	return c, nil
 }
 
 // ID returns the instance id.
@@ -322,7 +329,7 @@ func (c *Coordinator) loop(stop, done chan struct{}) {
 func (c *Coordinator) tick(ctx context.Context) {
 	sent := time.Now()
 	// heartbeat, renewal, live count, task claims, requests: five a tick,
-	// one or two more when leases are taken or given back.
+	// one more when leases are taken or given back.
 	c.tickStatements.Add(5)
 	if _, err := c.pool.Exec(ctx, "UPDATE "+c.t("instances")+" SET heartbeat_at = now(), stopped = false WHERE id = $1", c.o.InstanceID); err != nil {
 		c.log.Warn("heartbeat failed; leases are trusted only until their window ends", zap.Error(err))
@@ -372,7 +379,7 @@ func (c *Coordinator) tick(ctx context.Context) {
 	}
 	switch {
 	case have < share:
-		c.acquire(ctx, sent, names, share-have)
+		c.acquire(ctx, names, share-have)
 	case have > share+1:
 		c.release(ctx, have-share)
 	}
@@ -390,22 +397,34 @@ func (c *Coordinator) Counters() Counters {
 }
 
 // acquire takes up to n free or expired leases among names.
-func (c *Coordinator) acquire(ctx context.Context, sent time.Time, names []string, n int) {
-	c.tickStatements.Add(2)
+func (c *Coordinator) acquire(ctx context.Context, names []string, n int) {
+	c.tickStatements.Add(1)
+	// The last recorded fire is read by the statement that takes the lease,
+	// before this instance may admit a fire under its new term: read later,
+	// it could be a fire this instance admitted meanwhile, and the plan
+	// would resume past the fires missed during the failover.
 	rows, err := c.pool.Query(ctx, "UPDATE "+c.t("leases")+` AS l SET owner = $1, term = l.term + 1, expires_at = now() + $4::interval
 		FROM (SELECT schedule, expires_at FROM `+c.t("leases")+` WHERE schedule = ANY($2) AND expires_at <= now()
 		      ORDER BY random() LIMIT $3 FOR UPDATE SKIP LOCKED) AS free
-		WHERE l.schedule = free.schedule RETURNING l.schedule, l.term, free.expires_at`, c.o.InstanceID, names, n, c.o.LeaseTTL)
+		WHERE l.schedule = free.schedule
+		RETURNING l.schedule, l.term, free.expires_at, (SELECT max(f.planned) FROM `+c.t("fires")+` f WHERE f.schedule = l.schedule)`,
+		c.o.InstanceID, names, n, c.o.LeaseTTL)
 	taken := map[string]int64{}
-	ended := map[string]time.Time{} // when the previous owner's lease ended; none for a lease never owned
+	from := map[string]time.Time{}
 	if err == nil {
 		var s string
 		var term int64
-		var prev pgtype.Timestamptz
-		_, err = pgx.ForEachRow(rows, []any{&s, &term, &prev}, func() error {
+		var ended, last pgtype.Timestamptz
+		_, err = pgx.ForEachRow(rows, []any{&s, &term, &ended, &last}, func() error {
 			taken[s] = term
-			if prev.Valid && prev.InfinityModifier == pgtype.Finite {
-				ended[s] = prev.Time
+			// Without a recorded fire, the plan resumes from the moment
+			// the previous owner's lease ended: a fire due between that
+			// and now ran nowhere. A lease never owned ended at -infinity.
+			switch {
+			case last.Valid:
+				from[s] = last.Time
+			case ended.Valid && ended.InfinityModifier == pgtype.Finite:
+				from[s] = ended.Time
 			}
 			return nil
 		})
@@ -425,26 +444,9 @@ func (c *Coordinator) acquire(ctx context.Context, sent time.Time, names []strin
 	}
 	c.mu.Unlock()
 	c.log.Info("leases taken", zap.Strings("schedules", acquired))
-	last := map[string]time.Time{}
-	rows, err = c.pool.Query(ctx, "SELECT schedule, max(planned) FROM "+c.t("fires")+" WHERE schedule = ANY($1) GROUP BY schedule", acquired)
-	if err == nil {
-		var s string
-		var t time.Time
-		_, err = pgx.ForEachRow(rows, []any{&s, &t}, func() error { last[s] = t; return nil })
-	}
-	if err != nil {
-		c.log.Warn("reading last fires failed", zap.Error(err))
-	}
 	if c.o.Acquired != nil {
 		for _, s := range acquired {
-			// Without a recorded fire, the plan resumes from the moment the
-			// previous owner's lease ended: a fire due between that and now
-			// ran nowhere.
-			from := last[s]
-			if from.IsZero() {
-				from = ended[s]
-			}
-			c.o.Acquired(s, from)
+			c.o.Acquired(s, from[s])
 		}
 	}
 }
@@ -552,25 +554,62 @@ func (c *Coordinator) admitLoop(stop chan struct{}, done chan struct{}) {
 	}
 }
 
+// recordRetry is the pause before a fire record is asked again.
+const recordRetry = 50 * time.Millisecond
+
 // record writes a batch of fires, each fenced by its lease term, and
-// answers each: admitted when its row was written by this statement.
+// answers each: admitted when its row was written by this batch.
+//
+// A statement can take place though its answer is lost (the connection
+// cut after the commit). Refused then, its fires would be recorded and
+// never run: here or anywhere, since the next owner resumes after them. So
+// a failed statement is asked again, while the leases are trusted and the
+// renewal interval lasts, and the retry admits the fires this batch did
+// record (its owner, term and batch number); a fire recorded by an earlier
+// batch of this instance is not admitted twice.
 func (c *Coordinator) record(batch []admission) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.o.RenewEvery)
+	defer cancel()
+	id := c.batches.Add(1)
+	ok, err := c.recordOnce(ctx, batch, id)
+	for err != nil && c.trusted() {
+		select {
+		case <-time.After(recordRetry):
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		c.log.Warn("recording fires failed; asking again", zap.Error(err))
+		ok, err = c.recordOnce(ctx, batch, id)
+	}
+	for i, r := range batch {
+		if err != nil {
+			r.reply <- admitted{err: fmt.Errorf("record fire: %w", err)}
+			continue
+		}
+		r.reply <- admitted{ok: ok[i]}
+	}
+}
+
+// recordOnce sends one statement recording batch as batch number id.
+func (c *Coordinator) recordOnce(ctx context.Context, batch []admission, id int64) ([]bool, error) {
 	names := make([]string, len(batch))
 	planned := make([]time.Time, len(batch))
 	terms := make([]int64, len(batch))
 	for i, r := range batch {
 		names[i], planned[i], terms[i] = r.schedule, r.planned, r.term
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.o.RenewEvery)
-	defer cancel()
 	rows, err := c.pool.Query(ctx, `WITH f AS (
 			SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::bigint[]) WITH ORDINALITY AS f(s, p, t, n)),
 		ins AS (
-			INSERT INTO `+c.t("fires")+` (schedule, planned, term, owner)
-			SELECT s, p, t, $4 FROM f WHERE EXISTS (
+			INSERT INTO `+c.t("fires")+` AS r (schedule, planned, term, owner, batch)
+			SELECT s, p, t, $4, $5 FROM f WHERE EXISTS (
 				SELECT 1 FROM `+c.t("leases")+` l WHERE l.schedule = f.s AND l.owner = $4 AND l.term = f.t AND l.expires_at > now())
-			ON CONFLICT DO NOTHING RETURNING schedule, planned)
-		SELECT f.n FROM f JOIN ins ON ins.schedule = f.s AND ins.planned = f.p`, names, planned, terms, c.o.InstanceID)
+			ON CONFLICT (schedule, planned) DO UPDATE SET batch = excluded.batch
+				WHERE r.owner = excluded.owner AND r.term = excluded.term AND r.batch = excluded.batch
+			RETURNING schedule, planned)
+		SELECT f.n FROM f JOIN ins ON ins.schedule = f.s AND ins.planned = f.p`, names, planned, terms, c.o.InstanceID, id)
 	ok := make([]bool, len(batch))
 	if err == nil {
 		var n int64
@@ -581,13 +620,17 @@ func (c *Coordinator) record(batch []admission) {
 			return nil
 		})
 	}
-	for i, r := range batch {
-		if err != nil {
-			r.reply <- admitted{err: fmt.Errorf("record fire: %w", err)}
-			continue
-		}
-		r.reply <- admitted{ok: ok[i]}
+	if err == nil && c.lostAnswer != nil {
+		err = c.lostAnswer()
 	}
+	return ok, err
+}
+
+// trusted reports whether the leases are in their trust window.
+func (c *Coordinator) trusted() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Before(c.trustUntil)
 }
 
 func (c *Coordinator) failed(err error) {

@@ -1,0 +1,219 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fom-go/fom/internal/pgtest"
+	"github.com/fom-go/fom/store/postgres"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// coordinator makes an instance for names on the tables of schema (made
+// by the postgres store). Its connections trace their statements to
+// tracer, when not nil.
+func coordinator(t *testing.T, schema, id string, tracer pgx.QueryTracer, o Options, names ...string) *Coordinator {
+	t.Helper()
+	ctx := context.Background()
+	st, err := postgres.Open(ctx, pgtest.DSN(), postgres.WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	cfg, err := pgxpool.ParseConfig(pgtest.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.Tracer = tracer
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	o.InstanceID = id
+	if o.LeaseTTL == 0 {
+		o.LeaseTTL = 1500 * time.Millisecond
+	}
+	c, err := New(pool, schema, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Add(ctx, names...); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// slowReads holds back, by a pause, each statement that reads the last
+// recorded fire: as if the goroutine sending it were descheduled.
+type slowReads time.Duration
+
+func (d slowReads) TraceQueryStart(ctx context.Context, _ *pgx.Conn, q pgx.TraceQueryStartData) context.Context {
+	if strings.Contains(q.SQL, "max(") {
+		time.Sleep(time.Duration(d))
+	}
+	return ctx
+}
+
+func (slowReads) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func start(t *testing.T, c *Coordinator) {
+	t.Helper()
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Stop(context.Background()) })
+}
+
+// TestTheLastFireIsReadWithTheLease: the instance that takes a lease over
+// is told the previous owner's last fire, never one it admitted itself
+// under its new term (its plan would then resume past the fires missed
+// during the failover, and nobody would run them).
+func TestTheLastFireIsReadWithTheLease(t *testing.T) {
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
+	ctx := context.Background()
+	names := make([]string, 8)
+	for i := range names {
+		names[i] = fmt.Sprintf("s%d", i)
+	}
+	a := coordinator(t, schema, "a", nil, Options{}, names...)
+	start(t, a)
+	if a.Owned() != len(names) {
+		t.Fatalf("the only instance owns %d of %d", a.Owned(), len(names))
+	}
+	last := time.Now().Truncate(time.Second).Add(-time.Minute).UTC()
+	for _, n := range names {
+		if ok, err := a.Admit(ctx, n, last); !ok || err != nil {
+			t.Fatalf("%s: admitted %v, %v", n, ok, err)
+		}
+	}
+
+	var mu sync.Mutex
+	told := map[string]time.Time{}
+	// b's read of the last fires is held back 200 ms.
+	b := coordinator(t, schema, "b", slowReads(200*time.Millisecond), Options{Acquired: func(s string, at time.Time) {
+		mu.Lock()
+		told[s] = at
+		mu.Unlock()
+	}}, names...)
+	start(t, b)
+	if b.Owned() != 0 {
+		t.Fatalf("b took %d leases a holds", b.Owned())
+	}
+	// b asks for a later fire of each schedule, over and over, while it
+	// takes the leases over.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var admitted atomic.Int64
+	later := last.Add(30 * time.Second)
+	for _, n := range names {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if ok, _ := b.Admit(ctx, n, later); ok {
+					admitted.Add(1)
+					return
+				}
+				time.Sleep(time.Millisecond)
+			}
+		})
+	}
+	a.Abandon()
+	if _, err := pool.Exec(ctx, "UPDATE "+schema+".instances SET stopped = true WHERE id = 'a'"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "UPDATE "+schema+".leases SET expires_at = now()"); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); admitted.Load() < int64(len(names)); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			break
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if n := admitted.Load(); n != int64(len(names)) {
+		t.Fatalf("b admitted %d of %d later fires", n, len(names))
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		mu.Lock()
+		n := len(told)
+		mu.Unlock()
+		if n == len(names) || time.Now().After(deadline) {
+			break
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, n := range names {
+		if at := told[n]; !at.Equal(last) {
+			t.Errorf("%s: told the last fire was %s, want %s (a's)", n, at.Format(time.TimeOnly), last.Format(time.TimeOnly))
+		}
+	}
+}
+
+// TestALostAnswerIsAskedAgain: a fire record whose answer was lost after
+// its commit is admitted when asked again, so it runs; asked again, a fire
+// an earlier batch admitted is not; a database that never answers refuses
+// the fire by the end of the renewal interval.
+func TestALostAnswerIsAskedAgain(t *testing.T) {
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
+	ctx := context.Background()
+	c := coordinator(t, schema, "a", nil, Options{}, "s")
+	var lose atomic.Int64
+	lost := errors.New("conn closed")
+	c.lostAnswer = func() error {
+		if lose.Add(-1) >= 0 {
+			return lost
+		}
+		return nil
+	}
+	start(t, c)
+	fire := time.Now().Truncate(time.Second).UTC()
+	count := func() (n int) {
+		t.Helper()
+		if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+schema+".fires WHERE schedule = 's' AND planned = $1", fire).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	lose.Store(1)
+	if ok, err := c.Admit(ctx, "s", fire); !ok || err != nil {
+		t.Fatalf("a fire whose record's answer was lost: admitted %v, %v", ok, err)
+	}
+	if n := count(); n != 1 {
+		t.Fatalf("%d records of the fire", n)
+	}
+
+	lose.Store(1)
+	if ok, err := c.Admit(ctx, "s", fire); ok || err != nil {
+		t.Fatalf("the same fire asked for again, its answer lost: admitted %v, %v; want refused", ok, err)
+	}
+
+	lose.Store(1 << 30)
+	began := time.Now()
+	ok, err := c.Admit(ctx, "s", fire.Add(time.Second))
+	if ok || !errors.Is(err, lost) {
+		t.Fatalf("every answer lost: admitted %v, %v", ok, err)
+	}
+	if d := time.Since(began); d > 2*c.o.RenewEvery {
+		t.Fatalf("refused after %s, renewal interval %s", d, c.o.RenewEvery)
+	}
+}

@@ -45,10 +45,11 @@ type Claims interface {
 func (r *Conflicts) SetClaims(c Claims) { r.claims = c }
 
 type conflictShard struct {
-	mu      sync.Mutex
-	ids     map[string]*heldID
-	sweepAt int      // the size at which the shard next sweeps
-	_       [40]byte // keep shards on separate cache lines
+	mu       sync.Mutex
+	ids      map[string]*heldID
+	sweepAt  int      // the size at which the shard next sweeps
+	returned int      // swept ids that came back since the last sweep
+	_        [32]byte // keep shards on separate cache lines
 }
 
 // heldID is an id's entry in its shard, guarded by the shard's lock.
@@ -88,13 +89,13 @@ func (r *Conflicts) acquire(id string, exclusive bool) *heldID {
 // as the shard has not swept it.
 func (r *Conflicts) acquireFrom(last *atomic.Pointer[heldID], id string, exclusive bool) *heldID {
 	var s *conflictShard
-	var h *heldID
+	var h, back *heldID
 	if last != nil {
 		if h = last.Load(); h != nil && h.id == id {
 			s = h.shard
 			s.mu.Lock()
 			if h.swept {
-				h = nil // the same shard: looked up below
+				back, h = h, nil // the same shard: looked up below
 			}
 		} else {
 			h = nil
@@ -109,7 +110,13 @@ func (r *Conflicts) acquireFrom(last *atomic.Pointer[heldID], id string, exclusi
 			if len(s.ids) >= s.sweepAt {
 				s.sweep()
 			}
-			h = &heldID{shard: s, id: id}
+			if h = back; h != nil { // swept too early: it recurs
+				s.returned++
+				s.sweepAt += 2 // room for it and one more, at once
+				h.swept = false
+			} else {
+				h = &heldID{shard: s, id: id}
+			}
 			s.ids[id] = h
 		}
 		if last != nil {
@@ -154,7 +161,16 @@ func (r *Conflicts) release(h *heldID) {
 }
 
 // sweep drops the ids idle since the previous sweep and sets the size of
-// the next. Called with s.mu held.
+// the next: twice what is left, plus twice the swept ids that came back
+// since the previous sweep. Sweeps are set off by size, not time, so with
+// more recurring ids in a shard than sweepMin, one period of their
+// schedules can span several sweeps, each dropping the ids that have not
+// fired since the previous one; every fire then made its entry anew. An
+// id that comes back (its holder's hint names it, swept) is put back and
+// moves the shard's next sweep two further at once, and the sweep after it
+// by twice the ids that came back, until one period fits between two
+// sweeps. Ids made anew for every task never come back, and stay bounded
+// by twice those in use between two sweeps. Called with s.mu held.
 func (s *conflictShard) sweep() {
 	for id, h := range s.ids {
 		if h.running == 0 && !h.used {
@@ -163,7 +179,8 @@ func (s *conflictShard) sweep() {
 		}
 		h.used = false
 	}
-	s.sweepAt = max(2*len(s.ids), sweepMin)
+	s.sweepAt = max(2*len(s.ids), sweepMin) + 2*s.returned
+	s.returned = 0
 }
 
 // Running reports whether a task with this id has been submitted and has

@@ -110,8 +110,8 @@ func TestConflictsClaimOnceForTheLastHolder(t *testing.T) {
 }
 
 // A schedule keeps the entry its task got last time and finds it there
-// next time; once its shard swept the idle id, the entry is looked up (and
-// made) again, and conflicts are still seen through it.
+// next time; once its shard swept the idle id, the entry is looked up and
+// put back, and conflicts are still seen through it.
 func TestConflictsLastEntryIsLookedUpAgainOnceSwept(t *testing.T) {
 	r := NewConflicts()
 	var last atomic.Pointer[heldID]
@@ -134,8 +134,8 @@ func TestConflictsLastEntryIsLookedUpAgainOnceSwept(t *testing.T) {
 		}
 	}
 	h2 := r.acquireFrom(&last, "recurring", true)
-	if h2 == nil || h2 == h || !r.Running("recurring") || last.Load() != h2 {
-		t.Fatalf("after the sweep: %p (swept %p), running %v", h2, h, r.Running("recurring"))
+	if h2 != h || h.swept || !r.Running("recurring") || last.Load() != h2 || !inShard() {
+		t.Fatalf("after the sweep: %p (swept %p), running %v, in its shard %v", h2, h, r.Running("recurring"), inShard())
 	}
 	if r.acquireFrom(&last, "recurring", true) != nil || r.acquire("recurring", true) != nil {
 		t.Fatal("a second exclusive run of the id was let through")
@@ -143,6 +143,38 @@ func TestConflictsLastEntryIsLookedUpAgainOnceSwept(t *testing.T) {
 	r.release(h2)
 	if r.Running("recurring") {
 		t.Fatal("still running after its release")
+	}
+}
+
+// Thousands of schedules with a task id of their own, each firing once a
+// period: sweeps set off by the ids still coming in during the first
+// period drop ids that have not fired yet; each comes back, put back by
+// its hint, and moves its shard's next sweep further, so that from the
+// third period on no id is swept between two of its fires (before, an id
+// was made anew at nearly every fire, its shard sweeping all the time).
+func TestConflictsKeepRecurringIdsOfManySchedules(t *testing.T) {
+	for _, n := range []int{10_000, 100_000} {
+		r := NewConflicts()
+		ids := make([]string, n)
+		last := make([]atomic.Pointer[heldID], n)
+		for i := range ids {
+			ids[i] = fmt.Sprintf("job-%d.run", i)
+		}
+		for period := range 5 {
+			swept := 0
+			for i, id := range ids {
+				if h := last[i].Load(); h != nil && h.swept {
+					swept++
+				}
+				r.release(r.acquireFrom(&last[i], id, true))
+			}
+			if period >= 2 && swept > 0 {
+				t.Fatalf("%d ids: %d were swept between two of their fires in period %d", n, swept, period+1)
+			}
+		}
+		if got := r.ids(); got != n {
+			t.Fatalf("%d recurring ids, %d in the registry", n, got)
+		}
 	}
 }
 

@@ -9,7 +9,11 @@
 // its local trust window, records the fire (schedule, planned time, term)
 // under a unique key, and only a recorded fire runs. So a fire runs once
 // even if two instances both believe they own the schedule, and a fire
-// recorded by a dead owner is not run again.
+// recorded by a dead owner is not run again. A fire record whose answer
+// is lost (the connection cut after the commit) is asked again, within the
+// renewal interval and while the leases are trusted, and the retry admits
+// the fires that same batch recorded: a lost answer alone does not leave a
+// fire recorded that nobody runs.
 //
 // Leases are renewed in bulk, one statement per renewal interval whatever
 // the number of schedules, and spread: an instance takes free or expired

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
 	"slices"
 	"sync"
@@ -73,6 +74,7 @@ type periodicRun struct {
 	p99        time.Duration
 	rounds     int
 	cpuPerRun  time.Duration
+	gcs        uint64 // collections that ended in the window
 	setupError string
 }
 
@@ -231,6 +233,13 @@ func runtimeTicker() periodicLib {
 	}}
 }
 
+// gcCycles is the number of garbage collections completed so far.
+func gcCycles() uint64 {
+	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
 // measurePeriodic runs lib with n jobs for the warm-up second plus window.
 func measurePeriodic(lib periodicLib, n int, spread bool, window time.Duration) periodicRun {
 	runtime.GC()
@@ -251,9 +260,9 @@ func measurePeriodic(lib periodicLib, n int, spread bool, window time.Duration) 
 		pprof.StartCPUProfile(f)
 		defer f.Close()
 	}
-	cpu0 := cpuTime()
+	cpu0, gc0 := cpuTime(), gcCycles()
 	time.Sleep(window)
-	cpu1 := cpuTime()
+	cpu1, gc1 := cpuTime(), gcCycles()
 	time.Sleep(200 * time.Millisecond) // the window's last fires finish
 	if windowProfile != "" {
 		pprof.StopCPUProfile()
@@ -263,7 +272,7 @@ func measurePeriodic(lib periodicLib, n int, spread bool, window time.Duration) 
 	if !ok {
 		return periodicRun{n: n, setupError: "more fires than n a second"}
 	}
-	r := periodicRun{n: n, rounds: len(samples), p99: percentile(samples, 0.99)}
+	r := periodicRun{n: n, rounds: len(samples), p99: percentile(samples, 0.99), gcs: gc1 - gc0}
 	if r.rounds > 0 {
 		// The whole process's CPU in the window: the jobs, their wake-ups,
 		// and the runtime's own work for them.

@@ -553,7 +553,7 @@ func (c *Coordinator) admitLoop(stop chan struct{}, done chan struct{}) {
 					break drain
 				}
 			}
-			c.record(batch)
+			c.record(batch, stop)
 		}
 	}
 }
@@ -562,7 +562,8 @@ func (c *Coordinator) admitLoop(stop chan struct{}, done chan struct{}) {
 const recordRetry = 50 * time.Millisecond
 
 // record writes a batch of fires, each fenced by its lease term, and
-// answers each: admitted when its row was written by this batch.
+// answers each: admitted when its row was written by this batch. It stops
+// asking again when stop closes.
 //
 // A statement can take place though its answer is lost (the connection
 // cut after the commit). Refused then, its fires would be recorded and
@@ -571,7 +572,7 @@ const recordRetry = 50 * time.Millisecond
 // renewal interval lasts, and the retry admits the fires this batch did
 // record (its owner, term and batch number); a fire recorded by an earlier
 // batch of this instance is not admitted twice.
-func (c *Coordinator) record(batch []admission) {
+func (c *Coordinator) record(batch []admission, stop chan struct{}) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.o.RenewEvery)
 	defer cancel()
 	id := c.batches.Add(1)
@@ -580,8 +581,9 @@ func (c *Coordinator) record(batch []admission) {
 		select {
 		case <-time.After(recordRetry):
 		case <-ctx.Done():
+		case <-stop:
 		}
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || closed(stop) {
 			break
 		}
 		c.log.Warn("recording fires failed; asking again", zap.Error(err))
@@ -628,6 +630,16 @@ func (c *Coordinator) recordOnce(ctx context.Context, batch []admission, id int6
 		err = c.lostAnswer()
 	}
 	return ok, err
+}
+
+// closed reports whether ch is closed.
+func closed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // trusted reports whether the leases are in their trust window.

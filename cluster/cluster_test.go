@@ -217,3 +217,38 @@ func TestALostAnswerIsAskedAgain(t *testing.T) {
 		t.Fatalf("refused after %s, renewal interval %s", d, c.o.RenewEvery)
 	}
 }
+
+// TestStopEndsTheRetries: a coordinator asking again for a fire whose
+// answers are lost stops asking when it is stopped, rather than at the end
+// of its renewal interval.
+func TestStopEndsTheRetries(t *testing.T) {
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
+	ctx := context.Background()
+	c := coordinator(t, schema, "a", nil, Options{LeaseTTL: time.Minute}, "s")
+	asked := make(chan struct{}, 1)
+	c.lostAnswer = func() error {
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
+		return errors.New("conn closed")
+	}
+	start(t, c)
+	admitted := make(chan error, 1)
+	go func() {
+		_, err := c.Admit(ctx, "s", time.Now().Truncate(time.Second).UTC())
+		admitted <- err
+	}()
+	<-asked // the first answer is lost: it asks again every recordRetry
+	began := time.Now()
+	if err := c.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-admitted; err == nil {
+		t.Fatal("a fire whose every answer was lost was admitted")
+	}
+	if d := time.Since(began); d > c.o.RenewEvery/2 {
+		t.Fatalf("stopped after %s (renewal interval %s)", d, c.o.RenewEvery)
+	}
+}

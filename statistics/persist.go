@@ -392,6 +392,10 @@ func (s *Stats) Take() (*Changes, error) {
 		// them all. Otherwise only today can have changed. (An idle
 		// schedule keeps its days past the window until it records on a
 		// new day: a few days at most, and Days shows the window only.)
+		// A day over and unchanged since the last Take is closed; one
+		// taken now is closed by the next Take, which looks at every day
+		// again for it.
+		again := false
 		for k, d := range s.days {
 			if k.Before(cutoff) {
 				s.outsideLocked().gone.add(d)
@@ -401,13 +405,28 @@ func (s *Stats) Take() (*Changes, error) {
 				}
 				continue
 			}
-			if d.changed {
+			switch {
+			case d.changed:
 				if err := take(k, d); err != nil {
 					return nil, err
 				}
+				again = again || d != s.cur
+			case d != s.cur:
+				s.closeLocked(k, d)
 			}
 		}
-		s.older = false
+		if o := s.outside; o != nil {
+			o.closed = slices.DeleteFunc(o.closed, func(c closedDay) bool {
+				if c.from >= cutoff.UnixNano() {
+					return false
+				}
+				if d := c.decoded(); d != nil {
+					o.gone.add(d)
+				}
+				return true
+			})
+		}
+		s.older = again
 	} else if d := s.cur; d != nil && d.changed {
 		if err := take(time.Unix(0, d.from).UTC(), d); err != nil {
 			return nil, err
@@ -524,6 +543,13 @@ func MergedDays(local *Stats, others []store.Day, today time.Time) ([]DaySummary
 		cp := &day{from: d.from}
 		mergeDay(cp, d)
 		s.days[k] = cp
+	}
+	if o := local.outside; o != nil {
+		for i := range o.closed {
+			if d := o.closed[i].decoded(); d != nil {
+				s.days[time.Unix(0, d.from).UTC()] = d
+			}
+		}
 	}
 	local.mu.Unlock()
 	days := others

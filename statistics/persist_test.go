@@ -240,3 +240,82 @@ func TestDayOfIsTheUTCMidnight(t *testing.T) {
 		}
 	}
 }
+
+// A day over and written is kept closed (encoded): it reads as it did
+// open, a late record opens it again with nothing lost, and it leaves
+// memory with the retention window, its outcomes still counted since the
+// start.
+func TestClosedDaysReadAsOpenOnes(t *testing.T) {
+	t.Parallel()
+	day1 := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+	clk := clockwork.NewFakeClockAt(day1.Add(12 * time.Hour))
+	s, _ := New("job", clk, DefaultSettings())
+	for i := range 50 {
+		at := clk.Now().Add(time.Duration(i) * time.Second)
+		st := Success
+		if i%7 == 0 {
+			st = Failed
+		}
+		s.Record(Sample{At: at, TaskID: "t", Status: st, Cost: time.Duration(i+1) * 3 * time.Millisecond})
+		s.RecordLateness(at, time.Duration(i)*time.Millisecond)
+	}
+	takenDays(t, s)
+	clk.Advance(24 * time.Hour)
+	s.Record(Sample{At: clk.Now(), TaskID: "t", Status: Success, Cost: time.Second})
+	open := s.Day(day1)
+	counts := s.Counts()
+	cost, _ := s.costSnapshot()
+	closed := func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		_, isOpen := s.days[day1]
+		return !isOpen && s.closedAt(day1) >= 0
+	}
+	takenDays(t, s) // today's change; day 1 is over and written: closed
+	if !closed() {
+		t.Fatal("a day over and written is still open")
+	}
+	if got := s.Day(day1); fmt.Sprint(got) != fmt.Sprint(open) {
+		t.Fatalf("closed, day 1 reads\n%+v\nwant\n%+v", got, open)
+	}
+	if got := s.Counts(); fmt.Sprint(got) != fmt.Sprint(counts) {
+		t.Fatalf("closed, the counts are %v, want %v", got, counts)
+	}
+	if got, _ := s.costSnapshot(); got.Quantile(.5) != cost.Quantile(.5) || got.Count() != cost.Count() {
+		t.Fatalf("closed, the cost since the start is %d outcomes, p50 %s; want %d, %s", got.Count(), got.Quantile(.5), cost.Count(), cost.Quantile(.5))
+	}
+	// A round that began on day 1 and ended today counts its lateness there.
+	s.RecordLateness(day1.Add(23*time.Hour), 5*time.Millisecond)
+	ch, err := s.Take()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var written *day
+	for _, d := range ch.Days {
+		if d.Day.Equal(day1) {
+			if written, err = decodeDay(d.Data); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	ch.Done()
+	if written == nil || written.count != 50 || written.late.Count() != 51 || written.byStatus[Failed] != 8 {
+		t.Fatalf("day 1 opened again for a late record, written as %+v", written)
+	}
+	takenDays(t, s)
+	if !closed() {
+		t.Fatal("day 1 not closed again after its late record was written")
+	}
+	clk.Advance(7 * 24 * time.Hour) // day 1 leaves the window
+	s.Record(Sample{At: clk.Now(), TaskID: "t", Status: Success, Cost: time.Second})
+	takenDays(t, s)
+	s.mu.Lock()
+	kept := s.closedAt(day1) >= 0
+	s.mu.Unlock()
+	if kept {
+		t.Fatal("a closed day past the retention window is kept")
+	}
+	if got := s.Counts(); got["success"] != counts["success"]+1 || got["failed"] != counts["failed"] {
+		t.Fatalf("after day 1 left memory, the counts are %v (before %v, one success since)", got, counts)
+	}
+}

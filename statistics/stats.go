@@ -1,6 +1,7 @@
 package statistics
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"slices"
@@ -199,8 +200,71 @@ func (s *Stats) setSettingsLocked(n Settings) {
 // schedules, those were cache lines every fire found cold, for figures
 // read at a page view or a scrape.
 type outside struct {
-	loaded tally // the stored days Load read, as read
-	gone   tally // the days dropped from memory, as dropped
+	loaded tally       // the stored days Load read, as read
+	gone   tally       // the days dropped from memory, as dropped
+	closed []closedDay // no two of one day
+}
+
+// closedDay is a day that is over and written, kept in encodeDay's form:
+// an open day is about a kilobyte with its histograms' octaves, and a
+// schedule keeps the days of its retention window, so a week-old schedule
+// held seven. Its counts stay decoded for the since-start counts; a read
+// decodes a copy, and a late record (a round that began that day and ended
+// after it) opens it again. Days are closed by Take: never one it took in
+// the same call, so that Changes.Failed finds what it marks changed. A
+// slice rather than a map: a schedule has a handful, and a map's first
+// group alone is larger than them all.
+type closedDay struct {
+	from   int64 // Unix ns of the day's midnight
+	counts [numStatus]int64
+	data   []byte
+}
+
+// closeLocked moves day k, over and written, to its closed form.
+func (s *Stats) closeLocked(k time.Time, d *day) {
+	b, err := encodeDay(d)
+	if err != nil { // cannot happen: it stays open
+		return
+	}
+	o := s.outsideLocked()
+	// Grown one at a time (append would double it), data at its length:
+	// closing is once a day.
+	closed := make([]closedDay, len(o.closed)+1)
+	copy(closed, o.closed)
+	closed[len(o.closed)] = closedDay{from: d.from, counts: d.byStatus, data: bytes.Clone(b)}
+	o.closed = closed
+	delete(s.days, k)
+}
+
+// closedAt returns the index of closed day k in s.outside.closed, or -1.
+func (s *Stats) closedAt(k time.Time) int {
+	if s.outside == nil {
+		return -1
+	}
+	ns := k.UnixNano()
+	return slices.IndexFunc(s.outside.closed, func(c closedDay) bool { return c.from == ns })
+}
+
+// decoded returns closed day c decoded, or nil.
+func (c *closedDay) decoded() *day {
+	d, err := decodeDay(c.data)
+	if err != nil { // cannot happen: encodeDay wrote it
+		return nil
+	}
+	d.from = c.from
+	return d
+}
+
+// dayAtLocked returns day k to read: open, a decoded copy of a closed
+// one, or nil.
+func (s *Stats) dayAtLocked(k time.Time) *day {
+	if d := s.days[k]; d != nil {
+		return d
+	}
+	if i := s.closedAt(k); i >= 0 {
+		return s.outside.closed[i].decoded()
+	}
+	return nil
 }
 
 // tally is the part of days the since-start figures count.
@@ -238,6 +302,17 @@ func (s *Stats) sinceStartLocked(cost bool) (Histogram, [numStatus]int64) {
 		}
 	}
 	if o := s.outside; o != nil {
+		for i := range o.closed {
+			c := &o.closed[i]
+			for i, n := range c.counts {
+				counts[i] += n
+			}
+			if cost {
+				if d := c.decoded(); d != nil {
+					h.Merge(&d.hist)
+				}
+			}
+		}
 		for i := range counts {
 			counts[i] += o.gone.counts[i] - o.loaded.counts[i]
 		}
@@ -286,13 +361,19 @@ func (s *Stats) dayLocked(t time.Time) *day {
 	k := dayOf(t)
 	d := s.days[k]
 	if d == nil {
-		d = &day{from: k.UnixNano()}
+		if i := s.closedAt(k); i >= 0 { // a late record for a closed day
+			d = s.outside.closed[i].decoded()
+			s.outside.closed = slices.Delete(s.outside.closed, i, i+1)
+		}
+		if d == nil {
+			d = &day{from: k.UnixNano()}
+		}
 		s.days[k] = d
 	}
 	d.changed = true
 	if s.cur == nil || d.from > s.cur.from {
-		if s.cur != nil && s.cur.changed {
-			s.older = true // yesterday's last changes are not written yet
+		if s.cur != nil {
+			s.older = true // yesterday: its last changes to write, or to close
 		}
 		s.cur = d
 	}
@@ -505,7 +586,7 @@ func (s *Stats) Days() []DaySummary {
 	out := make([]DaySummary, 0, s.settings.RetentionDays)
 	for i := s.settings.RetentionDays - 1; i >= 0; i-- {
 		k := today.AddDate(0, 0, -i)
-		out = append(out, s.summaryLocked(k, s.days[k]))
+		out = append(out, s.summaryLocked(k, s.dayAtLocked(k)))
 	}
 	return out
 }
@@ -515,7 +596,7 @@ func (s *Stats) Day(t time.Time) DaySummary {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := dayOf(t)
-	return s.summaryLocked(k, s.days[k])
+	return s.summaryLocked(k, s.dayAtLocked(k))
 }
 
 func (s *Stats) summaryLocked(k time.Time, d *day) DaySummary {

@@ -416,15 +416,8 @@ func (s *Stats) Take() (*Changes, error) {
 			}
 		}
 		if o := s.outside; o != nil {
-			o.closed = slices.DeleteFunc(o.closed, func(c closedDay) bool {
-				if c.from >= cutoff.UnixNano() {
-					return false
-				}
-				if d := c.decoded(); d != nil {
-					o.gone.add(d)
-				}
-				return true
-			})
+			// Counted in gone since they were closed.
+			o.closed = slices.DeleteFunc(o.closed, func(c closedDay) bool { return c.from < cutoff.UnixNano() })
 		}
 		s.older = again
 	} else if d := s.cur; d != nil && d.changed {

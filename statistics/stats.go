@@ -201,23 +201,23 @@ func (s *Stats) setSettingsLocked(n Settings) {
 // read at a page view or a scrape.
 type outside struct {
 	loaded tally       // the stored days Load read, as read
-	gone   tally       // the days dropped from memory, as dropped
+	gone   tally       // the days dropped from memory or closed, as they were then
 	closed []closedDay // no two of one day
 }
 
 // closedDay is a day that is over and written, kept in encodeDay's form:
 // an open day is about a kilobyte with its histograms' octaves, and a
 // schedule keeps the days of its retention window, so a week-old schedule
-// held seven. Its counts stay decoded for the since-start counts; a read
-// decodes a copy, and a late record (a round that began that day and ended
-// after it) opens it again. Days are closed by Take: never one it took in
-// the same call, so that Changes.Failed finds what it marks changed. A
-// slice rather than a map: a schedule has a handful, and a map's first
-// group alone is larger than them all.
+// held seven. Its outcomes count in the since-start figures as the days
+// gone from memory do (outside.gone), so that no count or scrape decodes
+// it; a read decodes a copy, and a late record (a round that began that
+// day and ended after it) opens it again, out of gone. Days are closed by
+// Take: never one it took in the same call, so that Changes.Failed finds
+// what it marks changed. A slice rather than a map: a schedule has a
+// handful, and a map's first group alone is larger than them all.
 type closedDay struct {
-	from   int64 // Unix ns of the day's midnight
-	counts [numStatus]int64
-	data   []byte
+	from int64 // Unix ns of the day's midnight
+	data []byte
 }
 
 // closeLocked moves day k, over and written, to its closed form.
@@ -231,8 +231,9 @@ func (s *Stats) closeLocked(k time.Time, d *day) {
 	// closing is once a day.
 	closed := make([]closedDay, len(o.closed)+1)
 	copy(closed, o.closed)
-	closed[len(o.closed)] = closedDay{from: d.from, counts: d.byStatus, data: bytes.Clone(b)}
+	closed[len(o.closed)] = closedDay{from: d.from, data: bytes.Clone(b)}
 	o.closed = closed
+	o.gone.add(d)
 	delete(s.days, k)
 }
 
@@ -280,6 +281,14 @@ func (t *tally) add(d *day) {
 	t.cost.Merge(&d.hist)
 }
 
+// sub takes back what add added for d.
+func (t *tally) sub(d *day) {
+	for i, n := range d.byStatus {
+		t.counts[i] -= n
+	}
+	t.cost.subtract(&d.hist)
+}
+
 // outsideLocked returns s.outside, made if need be.
 func (s *Stats) outsideLocked() *outside {
 	if s.outside == nil {
@@ -302,17 +311,6 @@ func (s *Stats) sinceStartLocked(cost bool) (Histogram, [numStatus]int64) {
 		}
 	}
 	if o := s.outside; o != nil {
-		for i := range o.closed {
-			c := &o.closed[i]
-			for i, n := range c.counts {
-				counts[i] += n
-			}
-			if cost {
-				if d := c.decoded(); d != nil {
-					h.Merge(&d.hist)
-				}
-			}
-		}
 		for i := range counts {
 			counts[i] += o.gone.counts[i] - o.loaded.counts[i]
 		}
@@ -362,8 +360,11 @@ func (s *Stats) dayLocked(t time.Time) *day {
 	d := s.days[k]
 	if d == nil {
 		if i := s.closedAt(k); i >= 0 { // a late record for a closed day
-			d = s.outside.closed[i].decoded()
-			s.outside.closed = slices.Delete(s.outside.closed, i, i+1)
+			o := s.outside
+			if d = o.closed[i].decoded(); d != nil {
+				o.gone.sub(d)
+			}
+			o.closed = slices.Delete(o.closed, i, i+1)
 		}
 		if d == nil {
 			d = &day{from: k.UnixNano()}

@@ -75,6 +75,7 @@ type periodicRun struct {
 	rounds     int
 	cpuPerRun  time.Duration
 	gcs        uint64 // collections that ended in the window
+	allocPer   uint64 // heap bytes allocated in the window per fire
 	setupError string
 }
 
@@ -233,11 +234,12 @@ func runtimeTicker() periodicLib {
 	}}
 }
 
-// gcCycles is the number of garbage collections completed so far.
-func gcCycles() uint64 {
-	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+// gcCycles is the number of garbage collections completed so far, and the
+// bytes allocated on the heap so far.
+func gcCycles() (cycles, allocated uint64) {
+	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}, {Name: "/gc/heap/allocs:bytes"}}
 	metrics.Read(s)
-	return s[0].Value.Uint64()
+	return s[0].Value.Uint64(), s[1].Value.Uint64()
 }
 
 // measurePeriodic runs lib with n jobs for the warm-up second plus window.
@@ -258,14 +260,28 @@ func measurePeriodic(lib periodicLib, n int, spread bool, window time.Duration) 
 		// apart; StartCPUProfile then complains once that the rate is set.
 		runtime.SetCPUProfileRate(2000)
 		pprof.StartCPUProfile(f)
+		runtime.GC() // the allocs profile is as of the last collection
+		if f, err := os.Create(fmt.Sprintf("%s-%d-%v.allocs0", windowProfile, n, spread)); err == nil {
+			pprof.Lookup("allocs").WriteTo(f, 0)
+			f.Close()
+		}
 		defer f.Close()
 	}
-	cpu0, gc0 := cpuTime(), gcCycles()
+	cpu0 := cpuTime()
+	gc0, alloc0 := gcCycles()
 	time.Sleep(window)
-	cpu1, gc1 := cpuTime(), gcCycles()
+	cpu1 := cpuTime()
+	gc1, alloc1 := gcCycles()
 	time.Sleep(200 * time.Millisecond) // the window's last fires finish
 	if windowProfile != "" {
 		pprof.StopCPUProfile()
+		runtime.GC()
+		// What the window allocated, by site: go tool pprof
+		// -sample_index=alloc_space -diff_base FILE.allocs0 FILE.allocs.
+		if f, err := os.Create(fmt.Sprintf("%s-%d-%v.allocs", windowProfile, n, spread)); err == nil {
+			pprof.Lookup("allocs").WriteTo(f, 0)
+			f.Close()
+		}
 	}
 	stop()
 	samples, ok := l.samples()
@@ -277,6 +293,7 @@ func measurePeriodic(lib periodicLib, n int, spread bool, window time.Duration) 
 		// The whole process's CPU in the window: the jobs, their wake-ups,
 		// and the runtime's own work for them.
 		r.cpuPerRun = (cpu1 - cpu0) / time.Duration(r.rounds)
+		r.allocPer = (alloc1 - alloc0) / uint64(r.rounds)
 	}
 	// A job that never fired in the window counts as infinitely late.
 	if expected := n * int(window/time.Second); r.rounds < expected*9/10 {

@@ -263,8 +263,11 @@ func (s *Stats) Load(ctx context.Context, st store.Store) (warnings []string, er
 			warnings = append(warnings, fmt.Sprintf("schedule %q: statistics of %s unreadable (%v); skipped", s.schedule, d.Day.Format(time.DateOnly), err))
 			continue
 		}
-		s.outsideLocked().loaded.add(dd)
 		k := dayOf(d.Day)
+		if s.closedAt(k) >= 0 { // closed: written by this process, the stored copy is its own
+			continue
+		}
+		s.outsideLocked().loaded.add(dd)
 		dd.from = k.UnixNano()
 		if cur := s.days[k]; cur != nil { // recorded before Load: merge
 			mergeDay(dd, cur)

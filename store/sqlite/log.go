@@ -159,13 +159,9 @@ func readEntry(b []byte, off int) (logEntry, int, error) {
 		i += n
 		return v, true
 	}
-	sv := func() (int64, bool) {
-		v, n := binary.Varint(b[i:])
-		if n <= 0 {
-			return 0, false
-		}
-		i += n
-		return v, true
+	sv := func() (int64, bool) { // binary.Varint's zig-zag over uv
+		u, ok := uv()
+		return int64(u>>1) ^ -int64(u&1), ok
 	}
 	if i >= len(b) {
 		return fail("truncated")

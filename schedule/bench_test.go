@@ -31,8 +31,11 @@ func BenchmarkRound(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		now := time.Now()
-		r, _ := c.runRound(l, gen, now, CausePlan, "", rn)
+		r, spare, _ := c.runRound(l, gen, now, CausePlan, "", rn)
 		plan.Next(r)
+		if spare != nil {
+			rn.keep(spare)
+		}
 	}
 }
 

@@ -95,9 +95,10 @@
 // makes garbage the collector then has to chase. So a round of one task run
 // on the round goroutine (the common case) uses the group, run and result
 // of the last such round its runner ran (runner.roundGroup), still in that
-// goroutine's cache; only the task's
-// context, and the results when OnComplete, the job's own plan or a
-// recorder may keep them, are allocated anew. A group other goroutines may
+// goroutine's cache; only the task's context, and the results when
+// OnComplete or a recorder may keep them, are allocated anew. (The job's
+// own plan reads the round during Next only, and the group goes back to
+// the runner after it.) A group other goroutines may
 // still hold (tasks on workers, a deadline, a stop that came while the
 // round goroutine ran the task) is left to the collector.
 // An ad-hoc batch (Submit, and a delayed batch when due) is one Batch: it

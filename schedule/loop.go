@@ -193,6 +193,7 @@ func (c *Context) runRounds(l *loop, planned time.Time, rn *runner) {
 	}
 	for {
 		var r Round
+		var spare *group // the round's group, for the runner's next round once the plan has read r
 		if c.gate != nil && !manual && !c.admit(l, planned) {
 			// Not this process's fire: the plan goes on from it.
 			select {
@@ -206,7 +207,7 @@ func (c *Context) runRounds(l *loop, planned time.Time, rn *runner) {
 			c.mu.Unlock()
 		} else {
 			var ran bool
-			if r, ran = c.runRound(l, l.gen, planned, cause, by, rn); !ran {
+			if r, spare, ran = c.runRound(l, l.gen, planned, cause, by, rn); !ran {
 				c.finish(l)
 				return
 			}
@@ -249,6 +250,9 @@ func (c *Context) runRounds(l *loop, planned time.Time, rn *runner) {
 		c.resumeFrom = time.Time{}
 		st := c.decideLocked(l, next, ok)
 		c.mu.Unlock()
+		if spare != nil {
+			rn.keep(spare)
+		}
 		switch st {
 		case stepRound:
 			planned = next
@@ -292,11 +296,15 @@ func (c *Context) selfStopLocked(l *loop) {
 
 // runRound runs one round: create tasks, submit them, wait on the latch,
 // call OnComplete. ran is false when a stop came before the round began.
-func (c *Context) runRound(l *loop, gen *generation, planned time.Time, cause Cause, by string, rn *runner) (r Round, ran bool) {
+// spare, when not nil, is the round's group, which nothing holds once the
+// caller is done with r: r.Results is its slice unless copied, and a plan
+// reads r (Plan), so the caller hands it to rn for its next round only
+// after the plan ran.
+func (c *Context) runRound(l *loop, gen *generation, planned time.Time, cause Cause, by string, rn *runner) (r Round, spare *group, ran bool) {
 	c.mu.Lock()
 	if c.state == Stopping {
 		c.mu.Unlock()
-		return Round{}, false
+		return Round{}, nil, false
 	}
 	c.setState(Running)
 	c.rounds++
@@ -356,20 +364,19 @@ func (c *Context) runRound(l *loop, gen *generation, planned time.Time, cause Ca
 	}
 	c.complete(l.ctx, r)
 	if reuse && rn != nil {
-		// r.Results, when not copied, is the group's: runRounds keeps
-		// only the round's times (fom's plans read nothing else).
-		rn.keep(g)
+		spare = g
 	}
-	return r, true
+	return r, spare, true
 }
 
 // keepsRounds reports whether code other than fom's may keep a round's
-// results past the round: OnComplete, the job's own plan (handed the
-// previous round), a recorder. fom's plans and statistics copy what they
-// keep; runRounds keeps only the round's times.
+// results past the round: OnComplete or a recorder. fom's statistics copy
+// what they keep, runRounds keeps only the round's times, and a plan reads
+// the previous round only during Next (Plan), before the runner that ran
+// the round can use its group again.
 func (c *Context) keepsRounds() bool {
 	_, nop := c.rec.(nopRecorder)
-	return c.job.OnComplete != nil || c.job.Plan != nil || !nop
+	return c.job.OnComplete != nil || !nop
 }
 
 // lend makes the round goroutine a worker of the pool for this round, when

@@ -14,7 +14,9 @@ import (
 // previous round: cron uses its start, fixedRate its planned fire plus the
 // rate, fixedDelay its end plus the delay. For the first fire, prev is a
 // Round with Number 0 whose Planned, Start and End are the time the
-// schedule started.
+// schedule started. prev.Results is valid only during the call: the
+// schedule uses its slice again for a later round, so a plan that keeps
+// results past Next copies them. (fom's plans read only the times.)
 type Plan interface {
 	Next(prev Round) (next time.Time, ok bool)
 	String() string

@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -194,6 +195,38 @@ func TestCustomPlanEndsSchedule(t *testing.T) {
 	if i := h.c.Info(); i.Rounds != 2 || i.Plan != "twice" {
 		t.Fatalf("info %+v", i)
 	}
+}
+
+// A plan reads the previous round's results during Next: the round's
+// group, which its runner uses again for the next round, is not reused
+// before then, and the results are not copied for it.
+func TestCustomPlanReadsTheRoundItIsHanded(t *testing.T) {
+	t.Parallel()
+	var n atomic.Int64
+	seen := make(chan string, 8)
+	plan := PlanFunc("checks", func(prev Round) (time.Time, bool) {
+		if prev.Number > 0 {
+			if len(prev.Results) != 1 || prev.Results[0].Value != prev.Number {
+				seen <- fmt.Sprintf("round %d handed %+v", prev.Number, prev.Results)
+			} else {
+				seen <- ""
+			}
+		}
+		return prev.Start.Add(time.Minute), prev.Number < 3
+	})
+	task := TaskFunc("n", func(context.Context) (any, error) { return n.Add(1), nil })
+	h := newHarness(t, nil, Job{Plan: plan, Tasks: func(context.Context) ([]Task, error) { return []Task{task}, nil }})
+	if err := h.c.Startup(); err != nil {
+		t.Fatal(err)
+	}
+	h.waitSleeping(0)
+	for i := 1; i <= 3; i++ {
+		h.clk.Advance(time.Minute)
+		if msg := <-seen; msg != "" {
+			t.Fatal(msg)
+		}
+	}
+	h.waitState(Stopped)
 }
 
 func TestPlanEditRecomputesNextAtOnce(t *testing.T) {

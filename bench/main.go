@@ -28,6 +28,7 @@ func main() {
 	tick := flag.Duration("tick", 100*time.Microsecond, "tick of fom's wheels in the periodic scenario")
 	passes := flag.Int("passes", 3, "interleaved passes of the cost scenario")
 	costWindow := flag.Duration("cost-window", 5*time.Second, "measurement window of the cost scenario (10s with -full)")
+	costWarmup := flag.Duration("cost-warmup", 0, "how long the cost scenario's contenders run before the window, past its one warm-up second (a schedule's statistics settle after about a minute)")
 	liveFlush := flag.Int("live-flush", 1000, "schedules of the running App whose flush the flush scenario also measures (about 75 s; 0: skip; one of 100, 1000, 10000)")
 	oneShotChild := flag.Int("oneshot-lib", -1, "internal: run one try of one-shot library k in this process and print it as JSON")
 	flag.Parse()
@@ -192,7 +193,7 @@ func main() {
 				keep[k] = true
 			}
 		}
-		out.WriteString(costScenario(ns, *passes, w, keep, log))
+		out.WriteString(costScenario(ns, *passes, *costWarmup, w, keep, log))
 		runtime.GC()
 	}
 

@@ -74,8 +74,9 @@ type periodicRun struct {
 	p99        time.Duration
 	rounds     int
 	cpuPerRun  time.Duration
-	gcs        uint64 // collections that ended in the window
-	allocPer   uint64 // heap bytes allocated in the window per fire
+	gcs        uint64  // collections that ended in the window
+	allocPer   uint64  // heap bytes allocated in the window per fire
+	goPer      float64 // goroutines created in the window per fire
 	setupError string
 }
 
@@ -234,12 +235,12 @@ func runtimeTicker() periodicLib {
 	}}
 }
 
-// gcCycles is the number of garbage collections completed so far, and the
-// bytes allocated on the heap so far.
-func gcCycles() (cycles, allocated uint64) {
-	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}, {Name: "/gc/heap/allocs:bytes"}}
+// gcCycles is the number of garbage collections completed so far, the
+// bytes allocated on the heap so far, and the goroutines created so far.
+func gcCycles() (cycles, allocated, created uint64) {
+	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}, {Name: "/gc/heap/allocs:bytes"}, {Name: "/sched/goroutines-created:goroutines"}}
 	metrics.Read(s)
-	return s[0].Value.Uint64(), s[1].Value.Uint64()
+	return s[0].Value.Uint64(), s[1].Value.Uint64(), s[2].Value.Uint64()
 }
 
 // measurePeriodic runs lib with n jobs for the warm-up second, warmup more,
@@ -270,10 +271,10 @@ func measurePeriodic(lib periodicLib, n int, spread bool, warmup, window time.Du
 		defer f.Close()
 	}
 	cpu0 := cpuTime()
-	gc0, alloc0 := gcCycles()
+	gc0, alloc0, gor0 := gcCycles()
 	time.Sleep(window)
 	cpu1 := cpuTime()
-	gc1, alloc1 := gcCycles()
+	gc1, alloc1, gor1 := gcCycles()
 	time.Sleep(200 * time.Millisecond) // the window's last fires finish
 	if windowProfile != "" {
 		pprof.StopCPUProfile()
@@ -296,6 +297,7 @@ func measurePeriodic(lib periodicLib, n int, spread bool, warmup, window time.Du
 		// and the runtime's own work for them.
 		r.cpuPerRun = (cpu1 - cpu0) / time.Duration(r.rounds)
 		r.allocPer = (alloc1 - alloc0) / uint64(r.rounds)
+		r.goPer = float64(gor1-gor0) / float64(r.rounds)
 	}
 	// A job that never fired in the window counts as infinitely late.
 	if expected := n * int(window/time.Second); r.rounds < expected*9/10 {

@@ -348,7 +348,7 @@ func (c *Context) Startup() error {
 	l.pinned = ok && (s.ExecOnLoad || s.InitialDelay > 0)
 	c.loop = l
 	c.log.Info("started", zap.String("plan", c.planString()), zap.Time("first", first))
-	c.goLocked(l, c.decideLocked(l, first, ok), first)
+	c.goLocked(l, c.decideLocked(l, c.clk.Now(), first, ok), first)
 	return nil
 }
 
@@ -532,7 +532,7 @@ func (c *Context) onConfig(ch config.Change) {
 		if p != nil {
 			next, ok = p.Next(l.prev.round())
 		}
-		c.goLocked(l, c.decideLocked(l, next, ok), next)
+		c.goLocked(l, c.decideLocked(l, c.clk.Now(), next, ok), next)
 	}
 }
 
@@ -560,7 +560,7 @@ func (c *Context) Resume(lastFire time.Time, runMissed bool) bool {
 		return false
 	}
 	c.disarmLocked(l)
-	c.goLocked(l, c.decideLocked(l, next, true), next)
+	c.goLocked(l, c.decideLocked(l, c.clk.Now(), next, true), next)
 	return true
 }
 

@@ -40,9 +40,16 @@ const (
 )
 
 // decideLocked chooses the step after a round or a wake-up, given the next
-// fire; called with c.mu held by the activation's owner. It arms the wait
-// for stepSleep and moves to STOPPING for a stop the schedule decides.
-func (c *Context) decideLocked(l *loop, next time.Time, ok bool) step {
+// fire and now, a clock reading; called with c.mu held by the
+// activation's owner. It arms the wait for stepSleep and moves to STOPPING
+// for a stop the schedule decides.
+//
+// now may be a little old (the end of the round just run): the wait is
+// armed from it to next (armLocked), so the fire is due at next however
+// old now is, and a next that fell between now and the present only makes
+// the timer due at once, rather than the round run here. The dead time
+// bounds the armed wait the same way.
+func (c *Context) decideLocked(l *loop, now, next time.Time, ok bool) step {
 	if c.state == Stopping {
 		return stepStop
 	}
@@ -60,7 +67,6 @@ func (c *Context) decideLocked(l *loop, next time.Time, ok bool) step {
 	}
 	// Comparisons follow clockx.Until: monotonic for a fire derived from a
 	// clock reading (fixedRate, fixedDelay), wall time for a calendar one.
-	now := c.clk.Now()
 	if c.dead != 0 && now.UnixNano() >= c.dead { // wall time, as the config's deadTime
 		c.selfStopLocked(l)
 		return stepStop
@@ -176,7 +182,7 @@ func (c *Context) wokenLocked(l *loop) {
 	l.armed++
 	// Re-checked against wall time: a wait cut short by maxWait, or a
 	// clock step, just arms again.
-	c.goLocked(l, c.decideLocked(l, c.next, true), c.next)
+	c.goLocked(l, c.decideLocked(l, c.clk.Now(), c.next, true), c.next)
 }
 
 // runRounds is the round goroutine: it runs rounds until the next fire is in
@@ -194,6 +200,7 @@ func (c *Context) runRounds(l *loop, planned time.Time, rn *runner) {
 	for {
 		var r Round
 		var spare *group // the round's group, for the runner's next round once the plan has read r
+		var now time.Time // the latest clock reading: the round's end, or a reading after the gate
 		if c.gate != nil && !manual && !c.admit(l, planned) {
 			// Not this process's fire: the plan goes on from it.
 			select {
@@ -205,12 +212,14 @@ func (c *Context) runRounds(l *loop, planned time.Time, rn *runner) {
 			c.mu.Lock()
 			r = Round{Number: c.rounds, Planned: planned, Start: planned, End: planned}
 			c.mu.Unlock()
+			now = c.clk.Now() // the gate may have taken a while
 		} else {
 			var ran bool
 			if r, spare, ran = c.runRound(l, l.gen, planned, cause, by, rn); !ran {
 				c.finish(l)
 				return
 			}
+			now = r.End // read when its last task ended: one clock reading less per fire
 		}
 		c.mu.Lock()
 		again := c.execRequested
@@ -226,6 +235,7 @@ func (c *Context) runRounds(l *loop, planned time.Time, rn *runner) {
 		switch {
 		case again:
 			next = c.clk.Now()
+			now = next
 		case plan == nil:
 			ok = false
 		default:
@@ -238,6 +248,7 @@ func (c *Context) runRounds(l *loop, planned time.Time, rn *runner) {
 		case c.execRequested: // asked for while the next fire was computed
 			c.execRequested = false
 			next, ok, manual = c.clk.Now(), true, true
+			now = next
 			cause, by = CauseRerun, nameOf(c.execBy)
 		case !again && ver != c.planVer: // edited while the round ran; config plans only
 			next, ok = time.Time{}, false
@@ -246,9 +257,10 @@ func (c *Context) runRounds(l *loop, planned time.Time, rn *runner) {
 			}
 		case !again && !c.resumeFrom.IsZero() && c.plan != nil && c.job.Plan == nil: // Resume during the round
 			next, ok = c.resumeNextLocked(l, c.resumeFrom, c.resumeMissed)
+			now = c.clk.Now()
 		}
 		c.resumeFrom = time.Time{}
-		st := c.decideLocked(l, next, ok)
+		st := c.decideLocked(l, now, next, ok)
 		c.mu.Unlock()
 		if spare != nil {
 			rn.keep(spare)

@@ -199,7 +199,7 @@ func (c *Context) runRounds(l *loop, planned time.Time, rn *runner) {
 	}
 	for {
 		var r Round
-		var spare *group // the round's group, for the runner's next round once the plan has read r
+		var spare *group  // the round's group, for the runner's next round once the plan has read r
 		var now time.Time // the latest clock reading: the round's end, or a reading after the gate
 		if c.gate != nil && !manual && !c.admit(l, planned) {
 			// Not this process's fire: the plan goes on from it.

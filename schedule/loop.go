@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fom-go/fom/internal/clockx"
+	"github.com/fom-go/fom/schedule/wheel"
 	"github.com/fom-go/fom/statistics"
 )
 
@@ -143,7 +144,13 @@ type loopWake loop
 // Fire is the armed wait's callback on the wheel: it is stale unless the
 // armed wait is still this wheel timer (a disarm sets l.timer to nil, and
 // arming again sets a timer of another id).
-func (lw *loopWake) Fire(id uint64) {
+func (lw *loopWake) Fire(id uint64) { lw.FireAt(id, lw.c.clk.Now()) }
+
+var _ wheel.TimedCallback = (*loopWake)(nil)
+
+// FireAt is Fire told the wheel's reading of its clock (a
+// wheel.TimedCallback): the wake-up decides from it and reads no clock.
+func (lw *loopWake) FireAt(id uint64, now time.Time) {
 	l := (*loop)(lw)
 	c := l.c
 	c.mu.Lock()
@@ -151,7 +158,7 @@ func (lw *loopWake) Fire(id uint64) {
 	if l.timer != &l.wt || l.wt.ID() != id || c.state != Sleeping {
 		return // disarmed: someone else took the schedule
 	}
-	c.wokenLocked(l)
+	c.wokenLocked(l, now)
 }
 
 // disarmLocked takes the armed wait away from its timer: the timer is
@@ -173,16 +180,17 @@ func (c *Context) wake(l *loop, id uint64) {
 	if l.armed != id || c.state != Sleeping {
 		return // disarmed: someone else took the schedule
 	}
-	c.wokenLocked(l)
+	c.wokenLocked(l, c.clk.Now())
 }
 
-// wokenLocked goes on from a wait that came to its end.
-func (c *Context) wokenLocked(l *loop) {
+// wokenLocked goes on from a wait that came to its end; now is a clock
+// reading taken when it did.
+func (c *Context) wokenLocked(l *loop, now time.Time) {
 	l.timer = nil
 	l.armed++
 	// Re-checked against wall time: a wait cut short by maxWait, or a
 	// clock step, just arms again.
-	c.goLocked(l, c.decideLocked(l, c.clk.Now(), c.next, true), c.next)
+	c.goLocked(l, c.decideLocked(l, now, c.next, true), c.next)
 }
 
 // runRounds is the round goroutine: it runs rounds until the next fire is in

@@ -66,6 +66,17 @@ var (
 // allocation per timer, where a method value or a closure costs one.
 type Callback interface{ Fire(id uint64) }
 
+// TimedCallback is a Callback armed inline (AfterFuncInline,
+// SetInlineFrom) that is also told now, the reading of the wheel's clock
+// by which the wheel found it due: a callback that would read the clock
+// first thing reads none. now is at or past the timer's instant by the
+// wheel's clock, and may be a little old (the callbacks due before it in
+// the same tick ran since).
+type TimedCallback interface {
+	Callback
+	FireAt(id uint64, now time.Time)
+}
+
 // Func is a func() as a Callback. Storing it costs no allocation.
 type Func func()
 
@@ -678,7 +689,8 @@ func (w *Wheel) advance(out, spare chan []expired) {
 		lingered = false
 		b := w.due[0]
 		dueAt := w.start.Add(time.Duration(b.due * w.tick))
-		if !clockx.Reached(w.clk, dueAt) {
+		now := w.clk.Now()
+		if now.Before(dueAt) { // clockx.Reached, keeping the reading for TimedCallback
 			w.mu.Unlock()
 			if !w.sleep(&sleeper, dueAt) {
 				return
@@ -714,7 +726,11 @@ func (w *Wheel) advance(out, spare chan []expired) {
 			}
 		}
 		for i, f := range inline {
-			f.cb.Fire(f.id)
+			if tc, ok := f.cb.(TimedCallback); ok {
+				tc.FireAt(f.id, now)
+			} else {
+				f.cb.Fire(f.id)
+			}
 			inline[i] = expired{}
 		}
 		inline = inline[:0]

@@ -358,6 +358,44 @@ func TestCallbackGetsItsTimersID(t *testing.T) {
 	}
 }
 
+// timedFire records what FireAt was told; Fire records a call without a
+// reading.
+type timedFire chan time.Time
+
+func (f timedFire) Fire(uint64)                    { f <- time.Time{} }
+func (f timedFire) FireAt(_ uint64, now time.Time) { f <- now }
+
+// TestTimedCallbackGetsTheWheelsReading: an inline TimedCallback is told
+// the wheel's reading of its clock, at or past the timer's instant; one
+// set on a dispatcher is called through Fire.
+func TestTimedCallbackGetsTheWheelsReading(t *testing.T) {
+	t.Parallel()
+	clk := clockwork.NewFakeClockAt(t0)
+	w, err := New(WithClock(clk), WithTick(time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	f := make(timedFire, 2)
+	var a, b Timer
+	if err := w.SetInlineFrom(&a, t0, 10*time.Millisecond, f); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Set(&b, 20*time.Millisecond, f); err != nil {
+		t.Fatal(err)
+	}
+	clk.BlockUntilContext(t.Context(), 1)
+	clk.Advance(15 * time.Millisecond)
+	if now := <-f; !now.Equal(t0.Add(15 * time.Millisecond)) {
+		t.Fatalf("inline: FireAt told %v, want the wheel's reading %v", now, t0.Add(15*time.Millisecond))
+	}
+	clk.BlockUntilContext(t.Context(), 1)
+	clk.Advance(10 * time.Millisecond)
+	if now := <-f; !now.IsZero() {
+		t.Fatalf("dispatcher: told %v, want a call of Fire", now)
+	}
+}
+
 // TestSetAfter: a timer set by SetAfter says when it is due (now plus the
 // wait by the wheel's clock) and fires then, never before, on a fake
 // clock and on the real one; one at the end of time is pending until

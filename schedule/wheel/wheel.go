@@ -692,7 +692,7 @@ func (w *Wheel) advance(out, spare chan []expired) {
 		now := w.clk.Now()
 		if now.Before(dueAt) { // clockx.Reached, keeping the reading for TimedCallback
 			w.mu.Unlock()
-			if !w.sleep(&sleeper, dueAt) {
+			if !w.sleep(&sleeper, dueAt, now) {
 				return
 			}
 			continue
@@ -747,14 +747,14 @@ const (
 )
 
 // sleep waits until dueAt, a timer is added or the wheel stops; false
-// when it stops.
-func (w *Wheel) sleep(sleeper **time.Timer, dueAt time.Time) bool {
+// when it stops. now is the reading that found dueAt still ahead.
+func (w *Wheel) sleep(sleeper **time.Timer, dueAt, now time.Time) bool {
 	if !w.realClock {
 		tm := clockx.TimerAt(w.clk, dueAt)
 		defer tm.Stop()
 		return w.wait(tm.Chan()) != closed
 	}
-	return w.sleepReal(sleeper, clockx.Until(w.clk, dueAt)) != closed
+	return w.sleepReal(sleeper, dueAt.Sub(now)) != closed // clockx.Until, from the reading just taken
 }
 
 // sleepReal waits d of real time. One timer serves every wait of an

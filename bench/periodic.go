@@ -138,10 +138,8 @@ func fomSchedules() periodicLib {
 				l.add(now, latenessOf(now, off))
 				return nil, nil
 			})
-			job := schedule.Job{
-				Tasks: func(context.Context) ([]schedule.Task, error) { return []schedule.Task{task}, nil },
-				Plan:  plan,
-			}
+			// One fixed task, as fom builds a job with a Run method.
+			job := schedule.Job{Fixed: []schedule.Task{task}, Plan: plan}
 			c, err := schedule.New(cfg, job, schedule.Options{Conflicts: conflicts, Wheel: wheels[i%len(wheels)], Runners: runners[i%len(wheels)]})
 			if err != nil {
 				return nil, err

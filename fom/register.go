@@ -328,6 +328,9 @@ func (jt *jobType) work(name string, job any) schedule.Job {
 		b.batch = job.(batcher)
 	}
 	j := schedule.Job{Tasks: b.tasks}
+	if b.batch == nil { // no Tasks method: the same tasks every round, no job code before them
+		j.Tasks, j.Fixed = nil, b.fixed
+	}
 	if h, ok := job.(interface{ OnComplete(context.Context, Round) }); ok {
 		j.OnComplete = h.OnComplete
 	}
@@ -376,13 +379,9 @@ type boundJob struct {
 	desc  string
 }
 
+// tasks is the Tasks of a job with a Tasks method, and its fixed tasks
+// after the method's.
 func (b *boundJob) tasks(ctx context.Context) ([]Task, error) {
-	if b.batch == nil {
-		if b.one[0] != nil {
-			return b.one[:], nil
-		}
-		return b.fixed, nil
-	}
 	ts, err := b.batch.Tasks(ctx)
 	if err != nil || len(b.fixed) == 0 {
 		return ts, err

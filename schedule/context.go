@@ -161,7 +161,7 @@ func New(cfg *config.Config, job Job, opts Options) (*Context, error) {
 		return nil, fmt.Errorf("fom: new schedule: config: %w", ErrNilOption)
 	}
 	name := cfg.Schedule()
-	if job.Tasks == nil {
+	if job.Tasks == nil && len(job.Fixed) == 0 {
 		return nil, fmt.Errorf("fom: schedule %s: %w", name, ErrNoWork)
 	}
 	c := &Context{

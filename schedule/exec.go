@@ -21,9 +21,12 @@ func (c *Context) submitAll(gen *generation, g *group, tasks []Task, ts taskSett
 		gen.tmo.add(deadline{at: g.start.Add(ts.overTime), group: g})
 	}
 	g.reserve(len(tasks))
-	now := g.start // a batch's tasks are submitted at its start
-	if !g.batch {
-		now = c.clk.Now() // one submission instant for the burst, after Tasks
+	// A batch's tasks are submitted at its start, and so are a round's
+	// Fixed ones (no job code ran since); a round's from Tasks after it,
+	// one instant for the burst.
+	now := g.start
+	if !g.batch && c.job.Tasks != nil {
+		now = c.clk.Now()
 	}
 	for _, t := range tasks {
 		if r := c.submitOne(gen, g, t, ts, now, helper != nil && kept == nil); r != nil {

@@ -14,10 +14,15 @@ import (
 // Job is the work and the handlers a Context runs. Package fom builds one
 // from a tagged struct; it can also be filled in by hand.
 type Job struct {
-	// Tasks creates a round's tasks. Required. The engine only reads the
-	// slice and keeps no reference to it, so the same slice may serve
-	// every round.
+	// Tasks creates a round's tasks. Required unless Fixed is set. The
+	// engine only reads the slice and keeps no reference to it, so the
+	// same slice may serve every round.
 	Tasks func(ctx context.Context) ([]Task, error)
+	// Fixed, when Tasks is nil, are the tasks of every round (package
+	// fom's Run and methods jobs). A round then runs no code of the job
+	// before its tasks, so they are submitted at the round's start, read
+	// once.
+	Fixed []Task
 	// OnComplete is called once per round and per ad-hoc batch, after every
 	// task has an outcome (also for zero tasks).
 	OnComplete func(ctx context.Context, r Round)

@@ -338,7 +338,10 @@ func (c *Context) runRound(l *loop, gen *generation, planned time.Time, cause Ca
 	}
 	ts := c.taskSettings()
 	g := rn.roundGroup(gen.ctx, n, planned, start)
-	tasks, err := c.createTasks(l.ctx)
+	tasks, err := c.job.Fixed, error(nil)
+	if c.job.Tasks != nil {
+		tasks, err = c.createTasks(l.ctx)
+	}
 	// The group is used again, by the next round this runner runs, when
 	// its one run ran here to its end and no stop came meanwhile: then
 	// nothing but this goroutine holds it once the round is complete. (A

@@ -2,11 +2,14 @@ package schedule
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/fom-go/fom/config"
 )
 
 func TestPlanNext(t *testing.T) {
@@ -227,6 +230,35 @@ func TestCustomPlanReadsTheRoundItIsHanded(t *testing.T) {
 		}
 	}
 	h.waitState(Stopped)
+}
+
+// A job's Fixed tasks run every round with no Tasks func, submitted at
+// the round's start; a job with neither has no work.
+func TestFixedTasksRunEveryRound(t *testing.T) {
+	t.Parallel()
+	var n atomic.Int64
+	rounds := make(chan Round, 4)
+	task := TaskFunc("fixed", func(context.Context) (any, error) { return n.Add(1), nil })
+	h := newHarness(t, map[string]string{"fixedRate": "1m"}, Job{Fixed: []Task{task}, OnComplete: func(_ context.Context, r Round) { rounds <- r }})
+	h.c.job.Tasks = nil // the harness fills in an empty Tasks
+	if err := h.c.Startup(); err != nil {
+		t.Fatal(err)
+	}
+	h.waitSleeping(0)
+	for i := int64(1); i <= 2; i++ {
+		h.clk.Advance(time.Minute)
+		r := <-rounds
+		if len(r.Results) != 1 || r.Results[0].Value != i || !r.Results[0].Started.Equal(r.Start) {
+			t.Fatalf("round %d: %+v, start %v", i, r.Results, r.Start)
+		}
+	}
+	cfg, err := config.New("none", config.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(cfg, Job{}, Options{}); !errors.Is(err, ErrNoWork) {
+		t.Fatalf("a job without Tasks or Fixed: %v, want ErrNoWork", err)
+	}
 }
 
 func TestPlanEditRecomputesNextAtOnce(t *testing.T) {

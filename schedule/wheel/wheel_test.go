@@ -370,12 +370,7 @@ func (f timedFire) FireAt(_ uint64, now time.Time) { f <- now }
 // set on a dispatcher is called through Fire.
 func TestTimedCallbackGetsTheWheelsReading(t *testing.T) {
 	t.Parallel()
-	clk := clockwork.NewFakeClockAt(t0)
-	w, err := New(WithClock(clk), WithTick(time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
+	clk, w := msWheel(t)
 	f := make(timedFire, 2)
 	var a, b Timer
 	if err := w.SetInlineFrom(&a, t0, 10*time.Millisecond, f); err != nil {
@@ -475,6 +470,18 @@ func TestSetInlineFrom(t *testing.T) {
 	}
 }
 
+// msWheel is a wheel with a millisecond tick on a fake clock at t0,
+// stopped at the test's end.
+func msWheel(t *testing.T) (*clockwork.FakeClock, *Wheel) {
+	clk := clockwork.NewFakeClockAt(t0)
+	w, err := New(WithClock(clk), WithTick(time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Stop() })
+	return clk, w
+}
+
 // fakeWheel is a wheel on a fake clock, stopped at the test's end, and a
 // callback reporting its fires.
 func fakeWheel(t *testing.T) (*clockwork.FakeClock, *Wheel, idFires) {
@@ -492,12 +499,7 @@ func fakeWheel(t *testing.T) (*clockwork.FakeClock, *Wheel, idFires) {
 // no other, and the rest fire once each.
 func TestHandlesOfOneBlockAreTheirOwn(t *testing.T) {
 	t.Parallel()
-	clk := clockwork.NewFakeClockAt(t0)
-	w, err := New(WithClock(clk), WithTick(time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
+	clk, w := msWheel(t)
 	const n = 3*handleBlock + 5
 	var fired [n]atomic.Int32
 	var done sync.WaitGroup

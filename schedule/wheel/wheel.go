@@ -10,6 +10,10 @@
 // most cascadeChunk of them per tick, finer buckets first: the cascade of a
 // busy coarse bucket never delays timers that are about to fire, which a
 // plain Kafka wheel does (its cascade runs exactly when the timers are due).
+// A coarse bucket that had only a few timers (lazyCascade) moves them at
+// the tick its first one is due instead: a move that short delays nothing,
+// and a wheel of a few timers far apart then wakes once per fire rather
+// than twice.
 // Buckets that hold timers sit in a min-heap by due time, and one advancing
 // goroutine sleeps until the earliest: an idle wheel costs nothing and empty
 // ticks are skipped. A timer's due tick is rounded up and checked again at
@@ -194,6 +198,13 @@ const slabSize = 1024
 // so how long the lock is held for a cascade.
 const cascadeChunk = 4096
 
+// lazyCascade is the most timers a coarse bucket may have had pushed since
+// it was last empty for it to move them down when the first is due rather
+// than a bucket-width early (insert). Stopped timers still count, and the
+// earliest tick pushed stays when its timer stops: either only makes the
+// move earlier than it needs to be, never late.
+const lazyCascade = 64
+
 // idleLinger is how long an idle wheel keeps its goroutines before they
 // end, so that a wheel whose last timer keeps being replaced does not
 // start and stop them each time. Real time: it changes no timer's fire.
@@ -211,8 +222,10 @@ type level struct {
 type bucket struct {
 	head, tail int32 // entry indexes
 	ref        int32 // this bucket's bucketRef
+	pushed     int32 // entries pushed since it was last empty (never less than it holds)
 	heapIndex  int   // -1 when not in the heap
 	due        int64 // ticks; meaningful while in the heap
+	firstAt    int64 // the earliest due tick pushed since it was last empty
 	level      int
 }
 
@@ -572,6 +585,13 @@ func (w *Wheel) insert(i int32, e *entry) bool {
 		// One bucket-width early: then every timer of the bucket is within
 		// the finer level's span, and the move is done before any is due.
 		due = max((slot-1)<<l.shift, w.current)
+		if b.pushed <= lazyCascade {
+			// A few timers move in no time: at the tick the first of them
+			// is due, so that the move and that fire are one wake-up of
+			// the wheel, not two (a wheel of a few schedules at different
+			// phases would otherwise wake twice per fire).
+			due = max(due, b.firstAt)
+		}
 	}
 	switch {
 	case b.heapIndex < 0:
@@ -591,10 +611,13 @@ func (w *Wheel) push(b *bucket, i int32, e *entry) {
 	e.b, e.prev, e.next = b.ref, b.tail, 0
 	if b.tail != 0 {
 		w.entry(b.tail).next = i
+		b.firstAt = min(b.firstAt, e.at)
 	} else {
 		b.head = i
+		b.pushed, b.firstAt = 0, e.at
 	}
 	b.tail = i
+	b.pushed++
 }
 
 // remove unlinks entry i from its bucket.

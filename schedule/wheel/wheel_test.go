@@ -391,6 +391,42 @@ func TestTimedCallbackGetsTheWheelsReading(t *testing.T) {
 	}
 }
 
+// TestFewTimersOfACoarseBucketMoveWhenTheFirstIsDue: a lone timer a second
+// out (on a coarse level) is moved down and fired at its own tick, one
+// wake-up of the wheel rather than one a bucket-width early to move it and
+// another to fire it; a bucket that had many timers pushed still moves
+// them early. Either way each fires once, at its time.
+func TestFewTimersOfACoarseBucketMoveWhenTheFirstIsDue(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{1, lazyCascade + 1} {
+		clk, w := msWheel(t)
+		fired := make(chan struct{}, n)
+		for range n {
+			w.AfterFuncInline(time.Second, func() { fired <- struct{}{} })
+		}
+		w.mu.Lock()
+		b := w.due[0]
+		level, due := b.level, b.due
+		w.mu.Unlock()
+		if level == 0 {
+			t.Fatalf("%d timers: filed on level 0; the test wants a coarse level", n)
+		}
+		if lazy := due == 1000; lazy != (n <= lazyCascade) {
+			t.Errorf("%d timers: their coarse bucket is due at tick %d of 1000", n, due)
+		}
+		clk.BlockUntilContext(t.Context(), 1)
+		clk.Advance(999 * time.Millisecond)
+		clk.BlockUntilContext(t.Context(), 1)
+		if len(fired) != 0 {
+			t.Fatalf("%d timers: fired early", n)
+		}
+		clk.Advance(time.Millisecond)
+		for range n {
+			<-fired
+		}
+	}
+}
+
 // TestSetAfter: a timer set by SetAfter says when it is due (now plus the
 // wait by the wheel's clock) and fires then, never before, on a fake
 // clock and on the real one; one at the end of time is pending until

@@ -200,10 +200,13 @@ const cascadeChunk = 4096
 
 // lazyCascade is the most timers a coarse bucket may have had pushed since
 // it was last empty for it to move them down when the first is due rather
-// than a bucket-width early (insert). Stopped timers still count, and the
-// earliest tick pushed stays when its timer stops: either only makes the
-// move earlier than it needs to be, never late.
-const lazyCascade = 64
+// than a bucket-width early (insert): as many as one tick's cascade moves,
+// so that such a move is done in one go (those due at once fire from it,
+// and an aligned burst's timers are moved and fired in one pass). Stopped
+// timers still count, and the earliest tick pushed stays when its timer
+// stops: either only makes the move earlier than it needs to be, never
+// late.
+const lazyCascade = cascadeChunk
 
 // idleLinger is how long an idle wheel keeps its goroutines before they
 // end, so that a wheel whose last timer keeps being replaced does not
@@ -585,7 +588,7 @@ func (w *Wheel) insert(i int32, e *entry) bool {
 		// One bucket-width early: then every timer of the bucket is within
 		// the finer level's span, and the move is done before any is due.
 		due = max((slot-1)<<l.shift, w.current)
-		if b.pushed <= lazyCascade {
+		if b.pushed <= lazyCascade && int(b.pushed) <= w.chunk {
 			// A few timers move in no time: at the tick the first of them
 			// is due, so that the move and that fire are one wake-up of
 			// the wheel, not two (a wheel of a few schedules at different

@@ -183,6 +183,12 @@ func (rs *Runners) run(r *runner, f func(*runner)) {
 			continue
 		}
 		rs.running--
+		if rs.armed {
+			// Nothing waits any more: the watchdog has nothing to watch, and
+			// disarmed it wakes nobody after a burst of a per-second schedule.
+			rs.armed, rs.boost = false, 0
+			rs.watch.Stop()
+		}
 		if r.epoch != rs.epoch {
 			rs.mu.Unlock()
 			break

@@ -128,6 +128,11 @@ func TestRunnersQueueBeyondTheLimitInOrder(t *testing.T) {
 		t.Fatalf("order %v", order)
 	}
 	waitIdle(t, rs, 1) // one runner did it all
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.armed {
+		t.Fatal("the watchdog is still armed with the queue drained")
+	}
 }
 
 // runBlocked hands rs n functions that block until release is closed and

@@ -193,7 +193,7 @@ func costScenario(ns []int, passes int, warmup, window time.Duration, keep map[s
 					steal := stealTime() - steal0
 					row.runs = append(row.runs, r)
 					row.steals = append(row.steals, steal)
-					log(fmt.Sprintf("  pass %d %-52s N=%-6d spread=%-5v cpu/fire=%-10s p99=%-10s fires=%-7d steal=%s gcs=%d alloc/fire=%d B goroutines/fire=%.3f %s", pass, lib.name, n, spread, us(r.cpuPerRun), ms(r.p99), r.rounds, ms(steal), r.gcs, r.allocPer, r.goPer, r.setupError))
+					log(fmt.Sprintf("  pass %d %-52s N=%-6d spread=%-5v cpu/fire=%-10s p99=%-10s fires=%-7d steal=%s gcs=%d alloc/fire=%d B goroutines/fire=%.3f switches/fire=%.2f %s", pass, lib.name, n, spread, us(r.cpuPerRun), ms(r.p99), r.rounds, ms(steal), r.gcs, r.allocPer, r.goPer, r.swPer, r.setupError))
 				}
 			}
 		}

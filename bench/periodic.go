@@ -77,6 +77,7 @@ type periodicRun struct {
 	gcs        uint64  // collections that ended in the window
 	allocPer   uint64  // heap bytes allocated in the window per fire
 	goPer      float64 // goroutines created in the window per fire
+	swPer      float64 // the process's context switches in the window per fire
 	setupError string
 }
 
@@ -268,10 +269,10 @@ func measurePeriodic(lib periodicLib, n int, spread bool, warmup, window time.Du
 		}
 		defer f.Close()
 	}
-	cpu0 := cpuTime()
+	cpu0, sw0 := usage()
 	gc0, alloc0, gor0 := gcCycles()
 	time.Sleep(window)
-	cpu1 := cpuTime()
+	cpu1, sw1 := usage()
 	gc1, alloc1, gor1 := gcCycles()
 	time.Sleep(200 * time.Millisecond) // the window's last fires finish
 	if windowProfile != "" {
@@ -296,6 +297,7 @@ func measurePeriodic(lib periodicLib, n int, spread bool, warmup, window time.Du
 		r.cpuPerRun = (cpu1 - cpu0) / time.Duration(r.rounds)
 		r.allocPer = (alloc1 - alloc0) / uint64(r.rounds)
 		r.goPer = float64(gor1-gor0) / float64(r.rounds)
+		r.swPer = float64(sw1-sw0) / float64(r.rounds)
 	}
 	// A job that never fired in the window counts as infinitely late.
 	if expected := n * int(window/time.Second); r.rounds < expected*9/10 {

@@ -123,8 +123,9 @@ type loop struct {
 	planned time.Time
 	manual  bool // that round was asked for (ExecNow): not gated
 	rounds  func(*runner)
-	asked   bool    // guarded by Context.mu: the next round goLocked starts is an ExecNow
-	askedBy *string // and who asked: written by ExecNow while SLEEPING, read by that round
+	lend    lendState // guarded by Context.mu: a wake-up on a goroutine the wheel may lend
+	asked   bool      // guarded by Context.mu: the next round goLocked starts is an ExecNow
+	askedBy *string   // and who asked: written by ExecNow while SLEEPING, read by that round
 }
 
 // roundTimes are what fom's own plans read of the previous round: kept

@@ -2,12 +2,16 @@ package schedule
 
 import (
 	"context"
+	"runtime"
 	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/fom-go/fom/config"
+	"github.com/fom-go/fom/schedule/wheel"
 )
 
 // spawned is how many worker goroutines the live pool ever started.
@@ -231,4 +235,69 @@ func TestTaskThatRelabelsItsGoroutine(t *testing.T) {
 	}
 	g.open()
 	h.waitSleeping(2)
+}
+
+// TestRoundOnTheWheelsGoroutineDelaysNoOtherSchedule: a lone fire runs its
+// round on the wheel's own goroutine (wheel.Lender), and a round that
+// blocks there keeps no other schedule of the wheel from firing: the
+// wheel is taken over at the next timer due.
+func TestRoundOnTheWheelsGoroutineDelaysNoOtherSchedule(t *testing.T) {
+	t.Parallel()
+	w, err := wheel.New(wheel.WithTick(time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runners := NewRunners(0, 0)
+	t.Cleanup(func() { // after the schedules' Close, which ends the blocked round
+		runners.Close()
+		w.Stop()
+	})
+	start := func(name string, task Task) *Context {
+		cfg, err := config.New(name, config.Spec{Tags: map[string]string{"fixedRate": config.MinInterval.String()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := New(cfg, Job{Fixed: []Task{task}}, Options{Wheel: w, Runners: runners})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Startup(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close(context.Background()) })
+		return c
+	}
+	stacks := make(chan string, 1)
+	release := make(chan struct{})
+	var once sync.Once
+	start("blocks", TaskFunc("blocks", func(ctx context.Context) (any, error) {
+		once.Do(func() {
+			buf := make([]byte, 64<<10)
+			stacks <- string(buf[:runtime.Stack(buf, false)])
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		})
+		return nil, nil
+	}))
+	var stack string
+	select {
+	case stack = <-stacks:
+	case <-time.After(5 * time.Second):
+		t.Fatal("timed out waiting for the blocking round")
+	}
+	if !strings.Contains(stack, "wheel.(*Wheel).lend") {
+		t.Errorf("a lone fire ran its round elsewhere than on the wheel's goroutine:\n%s", stack)
+	}
+	var n atomic.Int64
+	ticked := make(chan struct{}, 1)
+	start("ticks", TaskFunc("ticks", func(context.Context) (any, error) {
+		if n.Add(1) == 3 {
+			ticked <- struct{}{}
+		}
+		return nil, nil
+	}))
+	waitChan(t, ticked, "three fires of the other schedule while the round blocks")
+	close(release)
 }

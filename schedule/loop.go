@@ -91,6 +91,10 @@ func (c *Context) goLocked(l *loop, st step, planned time.Time) {
 	case stepRound:
 		c.setState(Running) // the round goroutine owns the activation from here
 		l.manual, l.asked = l.asked, false
+		if l.lend == lendOffered { // the wheel's goroutine runs it (loopWake.RunLent)
+			l.planned, l.lend = planned, lendTaken
+			return
+		}
 		if c.runners != nil {
 			if l.rounds == nil {
 				l.rounds = func(rn *runner) { c.runRounds(l, l.planned, rn) }
@@ -120,10 +124,11 @@ func (c *Context) armLocked(l *loop, now time.Time) {
 	wait := min(at.Sub(now), maxWait)
 	l.armed++
 	if c.wheel != nil {
-		// The wake-up only decides under c.mu and hands the round to a
-		// goroutine of its own: quick enough to run on the wheel's own
-		// goroutine. The loop is the callback and the handle is its field:
-		// no allocation per fire.
+		// The wake-up only decides under c.mu: quick enough to run on the
+		// wheel's own goroutine. The round then runs on that goroutine
+		// when the wheel lends it (loopWake.RunLent), else on a runner.
+		// The loop is the callback and the handle is its field: no
+		// allocation per fire.
 		// The wait counts from now, the reading it was computed from, not
 		// from the wheel's own later one.
 		if c.wheel.SetInlineFrom(&l.wt, now, wait, (*loopWake)(l)) == nil {
@@ -150,16 +155,54 @@ var _ wheel.TimedCallback = (*loopWake)(nil)
 
 // FireAt is Fire told the wheel's reading of its clock (a
 // wheel.TimedCallback): the wake-up decides from it and reads no clock.
-func (lw *loopWake) FireAt(id uint64, now time.Time) {
+func (lw *loopWake) FireAt(id uint64, now time.Time) { lw.fire(id, now, false) }
+
+var _ wheel.Lender = (*loopWake)(nil)
+
+// FireLend is FireAt on a goroutine the wheel lends (wheel.Lender): a
+// round then runs there (RunLent) rather than on a runner, with no
+// hand-off to another goroutine.
+func (lw *loopWake) FireLend(id uint64, now time.Time) bool { return lw.fire(id, now, true) }
+
+// RunLent runs the round FireLend took on, on the wheel's goroutine, with
+// a runner kept in that goroutine's slot for its memory and label.
+func (lw *loopWake) RunLent(local *any) {
+	l := (*loop)(lw)
+	rn, _ := (*local).(*runner)
+	if rn == nil {
+		rn = newRunner(0)
+		*local = rn
+	}
+	l.c.runRounds(l, l.planned, rn)
+}
+
+// fire is the wake-up; with lend, a round it starts is left for RunLent,
+// which it reports.
+func (lw *loopWake) fire(id uint64, now time.Time, lend bool) bool {
 	l := (*loop)(lw)
 	c := l.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if l.timer != &l.wt || l.wt.ID() != id || c.state != Sleeping {
-		return // disarmed: someone else took the schedule
+		return false // disarmed: someone else took the schedule
+	}
+	if lend {
+		l.lend = lendOffered
 	}
 	c.wokenLocked(l, now)
+	taken := l.lend == lendTaken
+	l.lend = lendNone
+	return taken
 }
+
+// lendState is whether a wake-up runs on a goroutine the wheel lends.
+type lendState uint8
+
+const (
+	lendNone    lendState = iota
+	lendOffered           // goLocked leaves a round to the wake-up's goroutine
+	lendTaken             // it did
+)
 
 // disarmLocked takes the armed wait away from its timer: the timer is
 // stopped, and a callback already on its way finds itself stale.

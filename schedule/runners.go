@@ -128,10 +128,19 @@ func (rs *Runners) goOn(f func(*runner)) {
 // spawnLocked starts a runner for f; called with rs.mu held.
 func (rs *Runners) spawnLocked(f func(*runner)) {
 	rs.running++
-	r := &runner{ch: make(chan func(*runner), 1), idx: -1, epoch: rs.epoch}
+	r := newRunner(rs.epoch)
+	r.ch = make(chan func(*runner), 1)
+	go rs.run(r, f)
+}
+
+// newRunner returns a runner's state with its label: for a goroutine of
+// Runners, or for a timing wheel's goroutine that runs rounds lent to it
+// (loopWake.RunLent).
+func newRunner(epoch uint64) *runner {
+	r := &runner{idx: -1, epoch: epoch}
 	r.label = fmt.Sprintf("%p/runner", r)
 	r.labels = pprof.WithLabels(context.Background(), pprof.Labels(workerLabel, r.label))
-	go rs.run(r, f)
+	return r
 }
 
 // armLocked arms the watchdog; called with rs.mu held.

@@ -20,7 +20,9 @@
 // expiry, so a timer never fires early. Add and cancel are O(1) through
 // intrusive lists (plus O(log buckets) when a bucket first fills). Expired
 // callbacks are run by dispatcher goroutines, never by the advancing one,
-// so a slow callback delays no other timer.
+// so a slow callback delays no other timer; the exceptions are inline
+// callbacks, which must return at once, and a Lender's work, run on the
+// advancing goroutine only with a takeover armed for the next timer due.
 //
 // Entries live in an arena of fixed-size slabs and link to each other by
 // index, not by pointer, and freed entries are reused. The slabs hold no
@@ -79,6 +81,35 @@ type Callback interface{ Fire(id uint64) }
 type TimedCallback interface {
 	Callback
 	FireAt(id uint64, now time.Time)
+}
+
+// Lender is a TimedCallback whose work may run on the wheel's advancing
+// goroutine itself rather than on a goroutine it hands it to: fom's
+// schedules, whose wake-up starts a round.
+//
+// Handing work to another goroutine wakes it, and on an otherwise idle
+// process that means waking a second thread, whose core then runs the
+// work cold: at a thousand schedules spread over the second, that
+// hand-off was about a quarter of a fire's CPU. So the last inline callback of a
+// pass, when it is a Lender, is offered the advancing goroutine: FireLend
+// decides as FireAt would and returns true to take it, and RunLent then
+// runs on that goroutine. Before RunLent runs the wheel arms a takeover at
+// its next due time (and again whenever an add makes an earlier one): if
+// the lent work is still running then, another goroutine takes over the
+// wheel, and the lent one ends when its work returns. Lent work therefore
+// delays no timer by more than the takeover's own wake-up, and costs two
+// operations on a runtime timer when it ends first, as it nearly always
+// does.
+type Lender interface {
+	TimedCallback
+	// FireLend is FireAt on a goroutine that can be lent: true asks the
+	// wheel to call RunLent next, on the same goroutine.
+	FireLend(id uint64, now time.Time) bool
+	// RunLent runs the work FireLend took on. local is the advancing
+	// goroutine's own slot, kept for the callbacks it runs next and never
+	// shared with another goroutine: state of a goroutine (memory still
+	// in its cache, a label) lives there.
+	RunLent(local *any)
 }
 
 // Func is a func() as a Callback. Storing it costs no allocation.
@@ -178,6 +209,15 @@ type Wheel struct {
 	wake    chan struct{}
 	quit    chan struct{}
 	wg      sync.WaitGroup
+	act     activation // the running activation's channels
+
+	// Lending (Lender): lent is true while the advancing goroutine runs
+	// lent work; lends counts lends, so that the goroutine back from one
+	// knows whether it is still the one advancing; takeover starts
+	// another advancing goroutine at the next due time while lent.
+	lent     bool
+	lends    uint64
+	takeover clockwork.Timer
 
 	// The arena. Entry index i (from 1; 0 is "none") is slot (i-1)%slabSize
 	// of slab (i-1)/slabSize.
@@ -281,8 +321,10 @@ func (w *Wheel) AfterFunc(d time.Duration, f func()) *Timer {
 // AfterFuncInline is AfterFunc for a callback that returns at once: f runs
 // on the advancing goroutine itself, saving the hand-off to a dispatcher.
 // It must not block, wait for a lock held for long or stop the wheel,
-// since every other timer of the wheel waits while it runs. fom's schedules use it for their
-// wake-ups, which only hand the round to a goroutine of its own.
+// since every other timer of the wheel waits while it runs. fom's schedules
+// use its kin SetInlineFrom for their wake-ups, which decide under a lock
+// and then run the round on a goroutine the wheel lends (Lender) or hand
+// it to a goroutine of its own.
 func (w *Wheel) AfterFuncInline(d time.Duration, f func()) *Timer {
 	if f == nil {
 		return nil
@@ -401,6 +443,12 @@ func (w *Wheel) addAt(t *Timer, due, now int64, cb Callback, inline bool) (*Time
 		t = w.handle()
 	}
 	*t = Timer{w: w, id: id, e: i}
+	if first && w.lent {
+		// The advancing goroutine is lent: nothing listens on wake, and
+		// the takeover must come no later than this timer.
+		w.armTakeoverLocked(w.elapsed())
+		first = false
+	}
 	w.mu.Unlock()
 	if first {
 		select {
@@ -498,6 +546,9 @@ func (w *Wheel) Stop() []Callback {
 	}
 	w.due = w.due[:0]
 	running := w.running
+	if w.takeover != nil {
+		w.takeover.Stop()
+	}
 	w.mu.Unlock()
 	if running {
 		close(w.quit)
@@ -641,17 +692,79 @@ func (w *Wheel) remove(i int32, e *entry) {
 	// An emptied bucket stays in the heap; it pops as a no-op.
 }
 
+// activation is the channels of one activation: its advancing goroutine
+// hands expired callbacks to the dispatchers on out, and they hand the
+// emptied slices back on spare.
+type activation struct {
+	out, spare chan []expired
+}
+
 // startLocked starts one activation: an advancing goroutine and its
 // dispatchers, which share a channel of expired callbacks.
 func (w *Wheel) startLocked() {
 	w.running = true
-	out := make(chan []expired, 64)
-	spare := make(chan []expired, 2*w.dispatchers)
+	a := activation{out: make(chan []expired, 64), spare: make(chan []expired, 2*w.dispatchers)}
+	w.act = a
 	w.wg.Add(1 + w.dispatchers)
-	go w.advance(out, spare)
+	go w.advance(a)
 	for range w.dispatchers {
-		go w.run(out, spare)
+		go w.run(a.out, a.spare)
 	}
+}
+
+// lend runs cb's lent work on the advancing goroutine (Lender), with a
+// takeover armed for the wheel's next due time; now is the elapsed time
+// of the pass that found cb due. It reports whether this goroutine is
+// still the one advancing the wheel when the work returns.
+func (w *Wheel) lend(cb Lender, local *any, now int64) bool {
+	w.mu.Lock()
+	w.lent = true
+	w.lends++
+	mine := w.lends
+	w.armTakeoverLocked(now)
+	w.mu.Unlock()
+	cb.RunLent(local)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.lent || w.lends != mine {
+		return false // taken over: another goroutine advances the wheel
+	}
+	w.lent = false
+	if w.takeover != nil {
+		w.takeover.Stop()
+	}
+	return true
+}
+
+// armTakeoverLocked arms the takeover for the earliest due bucket, now
+// being the elapsed time of a reading; with nothing due, an add arms it.
+// Called with mu held while lent.
+func (w *Wheel) armTakeoverLocked(now int64) {
+	if len(w.due) == 0 {
+		return
+	}
+	d := time.Duration(w.due[0].due*w.tick - now)
+	if w.takeover == nil {
+		w.takeover = w.clk.AfterFunc(d, w.takeOver)
+		return
+	}
+	w.takeover.Reset(d)
+}
+
+// takeOver is the takeover's callback: the wheel has timers due and its
+// advancing goroutine is still lent, so another one starts, in the same
+// activation. (A takeover of an earlier lend, already on its way when that
+// lend ended, may take over a later one early: one goroutine more, no
+// timer late.)
+func (w *Wheel) takeOver() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.lent || w.stopped || !w.running {
+		return
+	}
+	w.lent = false
+	w.wg.Add(1)
+	go w.advance(w.act)
 }
 
 // run is a dispatcher goroutine: it runs callbacks until its activation's
@@ -679,11 +792,15 @@ type expired struct {
 
 // advance is the goroutine that moves time forward. It returns, ending
 // its activation, when no timer is pending or the wheel stops.
-func (w *Wheel) advance(out, spare chan []expired) {
+//
+// Its activation's channels are closed by the advancing goroutine that
+// ends it; one taken over while lent (Lender) just returns.
+func (w *Wheel) advance(a activation) {
 	defer w.wg.Done()
-	defer close(out) // dispatchers finish what they were handed, then exit
+	out, spare := a.out, a.spare
 	var fired, inline []expired
 	var sleeper *time.Timer // reused across waits
+	var local any           // a Lender's slot on this goroutine
 	defer func() {
 		if sleeper != nil {
 			sleeper.Stop()
@@ -694,6 +811,7 @@ func (w *Wheel) advance(out, spare chan []expired) {
 		w.mu.Lock()
 		if w.stopped {
 			w.mu.Unlock()
+			close(out) // dispatchers finish what they were handed, then exit
 			return
 		}
 		if w.pending == 0 {
@@ -705,6 +823,7 @@ func (w *Wheel) advance(out, spare chan []expired) {
 				w.dropArena()
 				w.running = false
 				w.mu.Unlock()
+				close(out)
 				return
 			}
 			w.mu.Unlock()
@@ -719,6 +838,7 @@ func (w *Wheel) advance(out, spare chan []expired) {
 		if now.Before(dueAt) { // clockx.Reached, keeping the reading for TimedCallback
 			w.mu.Unlock()
 			if !w.sleep(&sleeper, dueAt, now) {
+				close(out)
 				return
 			}
 			continue
@@ -751,15 +871,26 @@ func (w *Wheel) advance(out, spare chan []expired) {
 				fired = make([]expired, 0, len(fired))
 			}
 		}
+		var lent Lender
 		for i, f := range inline {
-			if tc, ok := f.cb.(TimedCallback); ok {
-				tc.FireAt(f.id, now)
-			} else {
-				f.cb.Fire(f.id)
-			}
 			inline[i] = expired{}
+			switch cb := f.cb.(type) {
+			case Lender:
+				if i == len(inline)-1 && cb.FireLend(f.id, now) {
+					lent = cb
+				} else {
+					cb.FireAt(f.id, now)
+				}
+			case TimedCallback:
+				cb.FireAt(f.id, now)
+			default:
+				cb.Fire(f.id)
+			}
 		}
 		inline = inline[:0]
+		if lent != nil && !w.lend(lent, &local, int64(now.Sub(w.start))) {
+			return
+		}
 	}
 }
 

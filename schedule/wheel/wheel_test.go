@@ -570,3 +570,177 @@ func TestHandlesOfOneBlockAreTheirOwn(t *testing.T) {
 		}
 	}
 }
+
+// lender is a Lender for tests: FireLend takes the goroutine when take is
+// set, and RunLent reports its start and its slot's value, stores one
+// more in the slot, and returns when release is closed.
+type lender struct {
+	take    bool
+	fired   chan string    // "at" for FireAt, "lend" for FireLend
+	started chan any       // RunLent began: the slot's value then
+	release chan struct{}  // RunLent returns once closed
+	during  func(w *Wheel) // run inside RunLent before it waits, if set
+	w       *Wheel
+}
+
+func newLender(w *Wheel, take bool) *lender {
+	return &lender{take: take, fired: make(chan string, 4), started: make(chan any, 4), release: make(chan struct{}), w: w}
+}
+
+func (l *lender) Fire(uint64)              { l.fired <- "fire" }
+func (l *lender) FireAt(uint64, time.Time) { l.fired <- "at" }
+func (l *lender) FireLend(uint64, time.Time) bool {
+	l.fired <- "lend"
+	return l.take
+}
+func (l *lender) RunLent(local *any) {
+	l.started <- *local
+	n, _ := (*local).(int)
+	*local = n + 1
+	if l.during != nil {
+		l.during(l.w)
+	}
+	<-l.release
+}
+
+// TestLentWorkIsTakenOverWhenATimerFallsDue: the last inline Lender of a
+// pass runs its work on the advancing goroutine. While that work runs,
+// timers still fire at their time: one pending before the lend, and one
+// added during it when nothing else was pending, earlier than any other;
+// once the lent work returns, its goroutine ends and the wheel goes on.
+func TestLentWorkIsTakenOverWhenATimerFallsDue(t *testing.T) {
+	t.Parallel()
+	clk, w := msWheel(t)
+	l := newLender(w, true)
+	var lt Timer
+	if err := w.SetInlineFrom(&lt, t0, 10*time.Millisecond, l); err != nil {
+		t.Fatal(err)
+	}
+	later := make(chan time.Time, 2)
+	w.AfterFuncInline(30*time.Millisecond, func() { later <- clk.Now() })
+	clk.BlockUntilContext(t.Context(), 1)
+	clk.Advance(10 * time.Millisecond)
+	if how := <-l.fired; how != "lend" {
+		t.Fatalf("the lone inline Lender was called through %s, want FireLend", how)
+	}
+	<-l.started
+	// Lent: the takeover is the clock's only waiter, due with the 30 ms timer.
+	clk.BlockUntilContext(t.Context(), 1)
+	clk.Advance(20 * time.Millisecond)
+	if at := recv(t, later, "the timer due at 30 ms, while lent"); at.Before(t0.Add(30 * time.Millisecond)) {
+		t.Fatalf("the timer due at 30 ms fired at %v", at.Sub(t0))
+	}
+	close(l.release)
+
+	// A lend with nothing else pending: an add during it arms the takeover.
+	clk2, w2 := msWheel(t)
+	l2 := newLender(w2, true)
+	added := make(chan time.Time, 1)
+	l2.during = func(w *Wheel) { w.AfterFuncInline(5*time.Millisecond, func() { added <- clk2.Now() }) }
+	var lt2 Timer
+	if err := w2.SetInlineFrom(&lt2, t0, 10*time.Millisecond, l2); err != nil {
+		t.Fatal(err)
+	}
+	clk2.BlockUntilContext(t.Context(), 1)
+	clk2.Advance(10 * time.Millisecond)
+	<-l2.started
+	clk2.BlockUntilContext(t.Context(), 1)
+	clk2.Advance(5 * time.Millisecond)
+	if at := recv(t, added, "the timer added while lent"); at.Before(t0.Add(15 * time.Millisecond)) {
+		t.Fatalf("the timer added while lent fired at %v, before its 15 ms", at.Sub(t0))
+	}
+	close(l2.release)
+}
+
+// recv receives from ch, failing the test when nothing comes within ten
+// seconds of real time: what was to send it never ran.
+func recv[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: never fired", what)
+		panic("unreachable")
+	}
+}
+
+// TestLentGoroutineKeepsItsSlot: lent work that returns before the next
+// timer leaves the same goroutine advancing, so the next lend finds the
+// slot as the last one left it; a Lender that declines is not run, and
+// of two due in one pass only the last is offered the goroutine.
+func TestLentGoroutineKeepsItsSlot(t *testing.T) {
+	t.Parallel()
+	clk, w := msWheel(t)
+	l := newLender(w, true)
+	close(l.release)
+	for i := range 3 {
+		var lt Timer
+		if err := w.SetInlineFrom(&lt, clk.Now(), 10*time.Millisecond, l); err != nil {
+			t.Fatal(err)
+		}
+		clk.BlockUntilContext(t.Context(), 1)
+		clk.Advance(10 * time.Millisecond)
+		<-l.fired
+		if slot := <-l.started; i > 0 && slot != i {
+			t.Fatalf("lend %d found the slot at %v, want %d: another goroutine ran it", i, slot, i)
+		}
+	}
+
+	declines := newLender(w, false)
+	first := newLender(w, true)
+	var a, b, c Timer
+	now := clk.Now()
+	for _, set := range []struct {
+		t *Timer
+		l *lender
+	}{{&a, declines}, {&b, first}, {&c, l}} {
+		if err := w.SetInlineFrom(set.t, now, 10*time.Millisecond, set.l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.BlockUntilContext(t.Context(), 1)
+	clk.Advance(10 * time.Millisecond)
+	for _, want := range []struct {
+		l   *lender
+		how string
+	}{{declines, "at"}, {first, "at"}, {l, "lend"}} {
+		if how := <-want.l.fired; how != want.how {
+			t.Errorf("called through %s, want %s", how, want.how)
+		}
+	}
+	<-l.started
+	if len(first.started) != 0 || len(declines.started) != 0 {
+		t.Error("work of a Lender not offered the goroutine ran lent")
+	}
+}
+
+// TestStopWaitsForLentWork: Stop returns only once lent work has.
+func TestStopWaitsForLentWork(t *testing.T) {
+	t.Parallel()
+	clk, w := msWheel(t)
+	l := newLender(w, true)
+	var lt Timer
+	if err := w.SetInlineFrom(&lt, t0, 10*time.Millisecond, l); err != nil {
+		t.Fatal(err)
+	}
+	clk.BlockUntilContext(t.Context(), 1)
+	clk.Advance(10 * time.Millisecond)
+	<-l.started
+	var returned atomic.Bool
+	stopped := make(chan struct{})
+	go func() {
+		w.Stop()
+		if !returned.Load() {
+			t.Error("Stop returned while lent work ran")
+		}
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(50 * time.Millisecond):
+	}
+	returned.Store(true)
+	close(l.release)
+	<-stopped
+}

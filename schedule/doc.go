@@ -89,6 +89,7 @@
 // goroutine. A fire takes the timing wheel's own goroutine a lock, then
 // runs its round on a goroutine that keeps its grown stack from round to
 // round: the wheel's own, when the fire is the last of the wheel's pass
+// and the wheel has nothing else due within a millisecond
 // (wheel.Lender), else one from the app's shared Runners. Handing a round
 // to another goroutine wakes it, and on a process idle between fires that
 // wakes a second thread whose core then runs the round cold: at a

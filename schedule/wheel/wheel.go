@@ -90,8 +90,9 @@ type TimedCallback interface {
 // Handing work to another goroutine wakes it, and on an otherwise idle
 // process that means waking a second thread, whose core then runs the
 // work cold: at a thousand schedules spread over the second, that
-// hand-off was about a quarter of a fire's CPU. So the last inline callback of a
-// pass, when it is a Lender, is offered the advancing goroutine: FireLend
+// hand-off was about a quarter of a fire's CPU. So the last inline
+// callback of a pass, when it is a Lender and the wheel's next timer is
+// at least lendQuiet away, is offered the advancing goroutine: FireLend
 // decides as FireAt would and returns true to take it, and RunLent then
 // runs on that goroutine. Before RunLent runs the wheel arms a takeover at
 // its next due time (and again whenever an add makes an earlier one): if
@@ -195,7 +196,8 @@ type Wheel struct {
 	sizeBits    uint // log2(size)
 	maxPending  int
 	dispatchers int
-	chunk       int // timers a cascade moves per tick
+	chunk       int   // timers a cascade moves per tick
+	quietTicks  int64 // lendQuiet in ticks
 	start       time.Time
 	realClock   bool // the elapsed time can be read from the monotonic clock alone
 
@@ -253,6 +255,13 @@ const lazyCascade = cascadeChunk
 // start and stop them each time. Real time: it changes no timer's fire.
 const idleLinger = 100 * time.Millisecond
 
+// lendQuiet is how far off the wheel's next timer must be for the
+// advancing goroutine to be lent (Lender). A wheel with timers due sooner
+// is busy: its work goes to goroutines that are likely awake already, and
+// lent work would more often still run at the next timer, which then
+// takes another goroutine over. Real time, as a wheel's ticks are.
+const lendQuiet = time.Millisecond
+
 // defaultTick is the resolution when WithTick is not given.
 const defaultTick = 100 * time.Microsecond
 
@@ -302,6 +311,7 @@ func New(opts ...Option) (*Wheel, error) {
 	}
 	w.start = w.clk.Now()
 	w.tickInv = math.MaxUint64 / uint64(w.tick)
+	w.quietTicks = max(1, int64(lendQuiet)/w.tick)
 	w.sizeBits = uint(bits.TrailingZeros64(uint64(w.size)))
 	// time.Since reads only the monotonic clock; a real clock's Now reads
 	// the wall clock too, on every add.
@@ -862,6 +872,7 @@ func (w *Wheel) advance(a activation) {
 		} else {
 			fired, inline = w.cascade(b, fired, inline)
 		}
+		quiet := len(w.due) == 0 || w.due[0].due-w.current >= w.quietTicks
 		w.mu.Unlock()
 		if len(fired) > 0 {
 			out <- fired
@@ -876,7 +887,7 @@ func (w *Wheel) advance(a activation) {
 			inline[i] = expired{}
 			switch cb := f.cb.(type) {
 			case Lender:
-				if i == len(inline)-1 && cb.FireLend(f.id, now) {
+				if quiet && i == len(inline)-1 && cb.FireLend(f.id, now) {
 					lent = cb
 				} else {
 					cb.FireAt(f.id, now)

@@ -667,8 +667,9 @@ func recv[T any](t *testing.T, ch <-chan T, what string) T {
 
 // TestLentGoroutineKeepsItsSlot: lent work that returns before the next
 // timer leaves the same goroutine advancing, so the next lend finds the
-// slot as the last one left it; a Lender that declines is not run, and
-// of two due in one pass only the last is offered the goroutine.
+// slot as the last one left it; a Lender that declines is not run, of
+// two due in one pass only the last is offered the goroutine, and a wheel
+// with a timer due within lendQuiet offers it to none.
 func TestLentGoroutineKeepsItsSlot(t *testing.T) {
 	t.Parallel()
 	clk, w := msWheel(t)
@@ -712,6 +713,26 @@ func TestLentGoroutineKeepsItsSlot(t *testing.T) {
 	<-l.started
 	if len(first.started) != 0 || len(declines.started) != 0 {
 		t.Error("work of a Lender not offered the goroutine ran lent")
+	}
+
+	// A busy wheel, its next timer due within lendQuiet, lends nothing.
+	fine := clockwork.NewFakeClockAt(t0)
+	bw, err := New(WithClock(fine), WithTick(lendQuiet/10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bw.Stop()
+	busy := newLender(bw, true)
+	close(busy.release)
+	var bt Timer
+	if err := bw.SetInlineFrom(&bt, t0, 10*time.Millisecond, busy); err != nil {
+		t.Fatal(err)
+	}
+	bw.AfterFuncInline(10*time.Millisecond+lendQuiet/2, func() {})
+	fine.BlockUntilContext(t.Context(), 1)
+	fine.Advance(10 * time.Millisecond)
+	if how := recv(t, busy.fired, "the busy wheel's Lender"); how != "at" {
+		t.Errorf("a wheel with a timer due %v later offered its goroutine (%s)", lendQuiet/2, how)
 	}
 }
 

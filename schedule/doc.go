@@ -90,7 +90,8 @@
 // runs its round on a goroutine that keeps its grown stack from round to
 // round: the wheel's own, when the fire is the last of the wheel's pass
 // and the wheel has nothing else due within a millisecond
-// (wheel.Lender), else one from the app's shared Runners. Handing a round
+// (wheel.Lender), else one from the app's shared Runners (always for a
+// gated round, which asks a store first). Handing a round
 // to another goroutine wakes it, and on a process idle between fires that
 // wakes a second thread whose core then runs the round cold: at a
 // thousand schedules spread over the second it was about a quarter of a

@@ -2,6 +2,8 @@ package schedule
 
 import (
 	"context"
+	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -128,5 +130,39 @@ func TestInfoTellsTheLastRound(t *testing.T) {
 	h.waitSleeping(2)
 	if j := h.c.Info(); j.LastOutcome != OutcomeFailed || !j.LastSuccess.Equal(i.LastSuccess) {
 		t.Fatalf("after a failed round: %s %v", j.LastOutcome, j.LastSuccess)
+	}
+}
+
+// stackGate admits every fire and keeps the stack it was asked from.
+type stackGate struct{ stacks chan string }
+
+func (g stackGate) Admit(context.Context, string, time.Time) (bool, error) {
+	buf := make([]byte, 64<<10)
+	select {
+	case g.stacks <- string(buf[:runtime.Stack(buf, false)]):
+	default:
+	}
+	return true, nil
+}
+
+// TestGatedRoundIsNotLentTheWheel: a gated round asks its gate (a store,
+// over the network) first, so it runs on a runner, never on the wheel's
+// own goroutine.
+func TestGatedRoundIsNotLentTheWheel(t *testing.T) {
+	t.Parallel()
+	gate := stackGate{stacks: make(chan string, 1)}
+	h := newHarness(t, map[string]string{"fixedRate": "1s"}, Job{}, func(o *Options) { o.Gate = gate })
+	if err := h.c.Startup(); err != nil {
+		t.Fatal(err)
+	}
+	h.waitSleeping(0)
+	h.clk.Advance(time.Second)
+	select {
+	case stack := <-gate.stacks:
+		if strings.Contains(stack, "wheel.(*Wheel).lend") {
+			t.Errorf("a gated round ran on the wheel's goroutine:\n%s", stack)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the gate was never asked")
 	}
 }

@@ -186,7 +186,7 @@ func (lw *loopWake) fire(id uint64, now time.Time, lend bool) bool {
 	if l.timer != &l.wt || l.wt.ID() != id || c.state != Sleeping {
 		return false // disarmed: someone else took the schedule
 	}
-	if lend {
+	if lend && c.gate == nil { // a gated round first asks the store: a wait the wheel's goroutine does not take
 		l.lend = lendOffered
 	}
 	c.wokenLocked(l, now)

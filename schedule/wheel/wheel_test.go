@@ -610,22 +610,11 @@ func (l *lender) RunLent(local *any) {
 // once the lent work returns, its goroutine ends and the wheel goes on.
 func TestLentWorkIsTakenOverWhenATimerFallsDue(t *testing.T) {
 	t.Parallel()
-	clk, w := msWheel(t)
-	l := newLender(w, true)
-	var lt Timer
-	if err := w.SetInlineFrom(&lt, t0, 10*time.Millisecond, l); err != nil {
-		t.Fatal(err)
-	}
 	later := make(chan time.Time, 2)
-	w.AfterFuncInline(30*time.Millisecond, func() { later <- clk.Now() })
-	clk.BlockUntilContext(t.Context(), 1)
-	clk.Advance(10 * time.Millisecond)
-	if how := <-l.fired; how != "lend" {
-		t.Fatalf("the lone inline Lender was called through %s, want FireLend", how)
-	}
-	<-l.started
-	// Lent: the takeover is the clock's only waiter, due with the 30 ms timer.
-	clk.BlockUntilContext(t.Context(), 1)
+	clk, l := startLent(t, func(clk *clockwork.FakeClock, w *Wheel, _ *lender) {
+		w.AfterFuncInline(30*time.Millisecond, func() { later <- clk.Now() })
+	})
+	clk.BlockUntilContext(t.Context(), 1) // the takeover
 	clk.Advance(20 * time.Millisecond)
 	if at := recv(t, later, "the timer due at 30 ms, while lent"); at.Before(t0.Add(30 * time.Millisecond)) {
 		t.Fatalf("the timer due at 30 ms fired at %v", at.Sub(t0))
@@ -633,23 +622,35 @@ func TestLentWorkIsTakenOverWhenATimerFallsDue(t *testing.T) {
 	close(l.release)
 
 	// A lend with nothing else pending: an add during it arms the takeover.
-	clk2, w2 := msWheel(t)
-	l2 := newLender(w2, true)
 	added := make(chan time.Time, 1)
-	l2.during = func(w *Wheel) { w.AfterFuncInline(5*time.Millisecond, func() { added <- clk2.Now() }) }
-	var lt2 Timer
-	if err := w2.SetInlineFrom(&lt2, t0, 10*time.Millisecond, l2); err != nil {
-		t.Fatal(err)
-	}
-	clk2.BlockUntilContext(t.Context(), 1)
-	clk2.Advance(10 * time.Millisecond)
-	<-l2.started
-	clk2.BlockUntilContext(t.Context(), 1)
-	clk2.Advance(5 * time.Millisecond)
+	clk, l = startLent(t, func(clk *clockwork.FakeClock, _ *Wheel, l *lender) {
+		l.during = func(w *Wheel) { w.AfterFuncInline(5*time.Millisecond, func() { added <- clk.Now() }) }
+	})
+	clk.BlockUntilContext(t.Context(), 1) // the takeover, armed by the add
+	clk.Advance(5 * time.Millisecond)
 	if at := recv(t, added, "the timer added while lent"); at.Before(t0.Add(15 * time.Millisecond)) {
 		t.Fatalf("the timer added while lent fired at %v, before its 15 ms", at.Sub(t0))
 	}
-	close(l2.release)
+	close(l.release)
+}
+
+// startLent sets a Lender due at 10 ms on a new wheel, after setup, and
+// returns once its work runs lent.
+func startLent(t *testing.T, setup func(*clockwork.FakeClock, *Wheel, *lender)) (*clockwork.FakeClock, *lender) {
+	t.Helper()
+	clk, w := msWheel(t)
+	l := newLender(w, true)
+	setup(clk, w, l)
+	if err := w.SetInlineFrom(new(Timer), t0, 10*time.Millisecond, l); err != nil {
+		t.Fatal(err)
+	}
+	clk.BlockUntilContext(t.Context(), 1)
+	clk.Advance(10 * time.Millisecond)
+	if how := <-l.fired; how != "lend" {
+		t.Fatalf("the lone inline Lender was called through %s, want FireLend", how)
+	}
+	<-l.started
+	return clk, l
 }
 
 // recv receives from ch, failing the test when nothing comes within ten
@@ -739,15 +740,8 @@ func TestLentGoroutineKeepsItsSlot(t *testing.T) {
 // TestStopWaitsForLentWork: Stop returns only once lent work has.
 func TestStopWaitsForLentWork(t *testing.T) {
 	t.Parallel()
-	clk, w := msWheel(t)
-	l := newLender(w, true)
-	var lt Timer
-	if err := w.SetInlineFrom(&lt, t0, 10*time.Millisecond, l); err != nil {
-		t.Fatal(err)
-	}
-	clk.BlockUntilContext(t.Context(), 1)
-	clk.Advance(10 * time.Millisecond)
-	<-l.started
+	_, l := startLent(t, func(*clockwork.FakeClock, *Wheel, *lender) {})
+	w := l.w
 	var returned atomic.Bool
 	stopped := make(chan struct{})
 	go func() {

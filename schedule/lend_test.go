@@ -270,7 +270,7 @@ func TestRoundOnTheWheelsGoroutineDelaysNoOtherSchedule(t *testing.T) {
 	stacks := make(chan string, 1)
 	release := make(chan struct{})
 	var once sync.Once
-	start("blocks", TaskFunc("blocks", func(ctx context.Context) (any, error) {
+	blocks := start("blocks", TaskFunc("blocks", func(ctx context.Context) (any, error) {
 		once.Do(func() {
 			buf := make([]byte, 64<<10)
 			stacks <- string(buf[:runtime.Stack(buf, false)])
@@ -289,6 +289,10 @@ func TestRoundOnTheWheelsGoroutineDelaysNoOtherSchedule(t *testing.T) {
 	}
 	if !strings.Contains(stack, "wheel.(*Wheel).lend") {
 		t.Errorf("a lone fire ran its round elsewhere than on the wheel's goroutine:\n%s", stack)
+	}
+	// Its task is active with its stack (found by the goroutine's label), as on a runner.
+	if a := blocks.ActiveTasks(); len(a) != 1 || a[0].ID != "blocks" || !strings.Contains(a[0].Stack, "wheel.(*Wheel).lend") {
+		t.Errorf("active tasks of the lent round: %+v", a)
 	}
 	var n atomic.Int64
 	ticked := make(chan struct{}, 1)

@@ -160,8 +160,9 @@ func (r *costRow) p99() time.Duration {
 // costScenario measures CPU per fire at fixed N, the contenders taking
 // turns within each pass (interleaved), passes times.
 // keep, when not empty, selects contenders by short name (runtime, robfig,
-// fom, app); the runtime is always measured, as the baseline.
-func costScenario(ns []int, passes int, warmup, window time.Duration, keep map[string]bool, log func(string)) string {
+// fom, app); the runtime is always measured, as the baseline. modes holds
+// the job placements measured: aligned, spread or both.
+func costScenario(ns []int, modes []bool, passes int, warmup, window time.Duration, keep map[string]bool, log func(string)) string {
 	app, cleanup := fomApp()
 	defer cleanup()
 	all := []periodicLib{runtimeTicker(), robfigCron(), fomSchedules(), app}
@@ -176,7 +177,7 @@ func costScenario(ns []int, passes int, warmup, window time.Duration, keep map[s
 	var order []string
 	for pass := 1; pass <= passes; pass++ {
 		for _, n := range ns {
-			for _, spread := range []bool{false, true} {
+			for _, spread := range modes {
 				for _, lib := range libs {
 					if spread && !lib.canSpread {
 						continue

@@ -21,11 +21,13 @@ func main() {
 	pending := flag.Int("pending", 1_000_000, "timers in the one-shot scenario")
 	wheelSize := flag.Int("wheel-size", 512, "buckets per wheel level in the one-shot scenario")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here")
+	memprofile := flag.String("memprofile", "", "write a heap profile here at the end, sampling one allocation per 4 KiB")
 	ladderFlag := flag.String("ladder", "", "comma-separated N values for the periodic scenario")
 	libsFlag := flag.String("libs", "", "comma-separated libraries to run (periodic: fom, runtime, robfig, gocron; cost: runtime, robfig, fom, app); default all")
 	trials := flag.Int("trials", 3, "tries per step of the periodic ladder; a step passes when one try does")
 	windowFlag := flag.Duration("window", 0, "measurement window per try of the periodic ladder (default 2s, 5s with -full)")
 	tick := flag.Duration("tick", 100*time.Microsecond, "tick of fom's wheels in the periodic scenario")
+	jobsFlag := flag.String("jobs", "aligned,spread", "placements of the cost scenario's jobs: aligned (all on the same instant), spread (over the second), or both")
 	passes := flag.Int("passes", 3, "interleaved passes of the cost scenario")
 	costWindow := flag.Duration("cost-window", 5*time.Second, "measurement window of the cost scenario (10s with -full)")
 	costWarmup := flag.Duration("cost-warmup", 0, "how long the cost scenario's contenders run before the window, past its one warm-up second (a schedule's statistics settle after about a minute)")
@@ -50,6 +52,19 @@ func main() {
 		}
 		pprof.StartCPUProfile(f)
 		defer pprof.StopCPUProfile()
+	}
+	if *memprofile != "" {
+		runtime.MemProfileRate = 4096
+		defer func() {
+			f, err := os.Create(*memprofile)
+			if err != nil {
+				panic(err)
+			}
+			defer f.Close()
+			if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+				panic(err)
+			}
+		}()
 	}
 
 	window := 2 * time.Second
@@ -193,7 +208,19 @@ func main() {
 				keep[k] = true
 			}
 		}
-		out.WriteString(costScenario(ns, *passes, *costWarmup, w, keep, log))
+		var modes []bool
+		for _, m := range strings.Split(*jobsFlag, ",") {
+			switch strings.TrimSpace(m) {
+			case "aligned":
+				modes = append(modes, false)
+			case "spread":
+				modes = append(modes, true)
+			default:
+				fmt.Fprintf(os.Stderr, "-jobs: %q is neither aligned nor spread\n", m)
+				os.Exit(2)
+			}
+		}
+		out.WriteString(costScenario(ns, modes, *passes, *costWarmup, w, keep, log))
 		runtime.GC()
 	}
 

@@ -103,6 +103,7 @@ func (gen *generation) reused() *reused {
 // (or, for a managed pool's one round, back to INITED). See loop.go.
 type loop struct {
 	c      *Context
+	rs     *Runners        // c.runners, beside c: all the wheel's goroutine reads of a schedule whose wait is due (loopWake.FireAt)
 	ctx    context.Context // passed to Tasks and OnComplete; canceled by Shutdown
 	cancel context.CancelFunc
 	gen    *generation
@@ -146,7 +147,7 @@ func newLoop(c *Context, gen *generation) *loop {
 	// it: Shutdown cancels this context before the generation's.
 	ctx, cancel := context.WithCancel(context.Background())
 	ctx = context.WithValue(ctx, scheduleKey{}, c)
-	return &loop{c: c, ctx: ctx, cancel: cancel, gen: gen, stop: make(chan struct{}), done: make(chan struct{})}
+	return &loop{c: c, rs: c.runners, ctx: ctx, cancel: cancel, gen: gen, stop: make(chan struct{}), done: make(chan struct{})}
 }
 
 func (l *loop) requestStop() {

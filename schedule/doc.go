@@ -98,7 +98,15 @@
 // fire's CPU, and 1.4 context switches per fire more than the runtime's
 // own timers make. The wheel arms a takeover at its next timer while it is
 // lent, so a round that blocks there delays no other fire; the rounds of
-// a burst due at once go to the Runners, all but the last.
+// a burst due at once go to the Runners, all but the last. What goes to a
+// runner is the wake-up itself, not a decided round: the wheel's
+// goroutine hands over the schedule's loop and timer id without reading
+// them, and the runner decides and runs the round back to back. In a
+// burst of thousands due at once, deciding on the wheel's goroutine
+// brought every schedule's lock, state and loop into that goroutine's
+// cache, and the runner brought them in again a burst later
+// (BenchmarkAlignedBurst: 8 190 → 6 978 instructions and 59.6 → 53.2
+// last-level misses per fire).
 //
 // With thousands of schedules a fire's cost is mostly memory: each one
 // touches its schedule's cold data (context, loop, pool, statistics) and

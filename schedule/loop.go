@@ -91,7 +91,7 @@ func (c *Context) goLocked(l *loop, st step, planned time.Time) {
 	case stepRound:
 		c.setState(Running) // the round goroutine owns the activation from here
 		l.manual, l.asked = l.asked, false
-		if l.lend == lendOffered { // the wheel's goroutine runs it (loopWake.RunLent)
+		if l.lend == lendOffered { // the wake-up's goroutine runs it (loopWake.RunLent, runOn)
 			l.planned, l.lend = planned, lendTaken
 			return
 		}
@@ -154,15 +154,33 @@ func (lw *loopWake) Fire(id uint64) { lw.FireAt(id, lw.c.clk.Now()) }
 var _ wheel.TimedCallback = (*loopWake)(nil)
 
 // FireAt is Fire told the wheel's reading of its clock (a
-// wheel.TimedCallback): the wake-up decides from it and reads no clock.
-func (lw *loopWake) FireAt(id uint64, now time.Time) { lw.fire(id, now, false) }
+// wheel.TimedCallback). With runners, the wake-up is theirs (runOn), as it
+// is: the wheel's goroutine reads nothing of the schedule but its runners.
+// Without, it decides from now, reads no clock and starts a goroutine for
+// the round.
+func (lw *loopWake) FireAt(id uint64, now time.Time) {
+	if rs := lw.rs; rs != nil {
+		rs.wake(lw, id)
+		return
+	}
+	lw.fire(id, now, onWheel)
+}
+
+// runOn is the wake-up FireAt handed to a runner, which runs the round it
+// starts, if any.
+func (lw *loopWake) runOn(rn *runner, id uint64) {
+	l := (*loop)(lw)
+	if lw.fire(id, l.c.clk.Now(), onRunner) {
+		l.c.runRounds(l, l.planned, rn)
+	}
+}
 
 var _ wheel.Lender = (*loopWake)(nil)
 
 // FireLend is FireAt on a goroutine the wheel lends (wheel.Lender): a
 // round then runs there (RunLent) rather than on a runner, with no
 // hand-off to another goroutine.
-func (lw *loopWake) FireLend(id uint64, now time.Time) bool { return lw.fire(id, now, true) }
+func (lw *loopWake) FireLend(id uint64, now time.Time) bool { return lw.fire(id, now, onLent) }
 
 // RunLent runs the round FireLend took on, on the wheel's goroutine, with
 // a runner kept in that goroutine's slot for its memory and label.
@@ -176,9 +194,19 @@ func (lw *loopWake) RunLent(local *any) {
 	l.c.runRounds(l, l.planned, rn)
 }
 
-// fire is the wake-up; with lend, a round it starts is left for RunLent,
-// which it reports.
-func (lw *loopWake) fire(id uint64, now time.Time, lend bool) bool {
+// wakeOn is the goroutine a wake-up runs on.
+type wakeOn uint8
+
+const (
+	onWheel  wakeOn = iota // the wheel's, which only decides
+	onLent                 // the wheel's, lent for the round (RunLent)
+	onRunner               // a runner's, which runs the round (runOn)
+)
+
+// fire is the wake-up, from a reading now. On a lent goroutine (but for a
+// gated round) or a runner, a round it starts is left to the caller, which
+// it reports.
+func (lw *loopWake) fire(id uint64, now time.Time, on wakeOn) bool {
 	l := (*loop)(lw)
 	c := l.c
 	c.mu.Lock()
@@ -186,7 +214,7 @@ func (lw *loopWake) fire(id uint64, now time.Time, lend bool) bool {
 	if l.timer != &l.wt || l.wt.ID() != id || c.state != Sleeping {
 		return false // disarmed: someone else took the schedule
 	}
-	if lend && c.gate == nil { // a gated round first asks the store: a wait the wheel's goroutine does not take
+	if on == onRunner || on == onLent && c.gate == nil { // a gated round first asks the store: a wait the wheel's goroutine does not take
 		l.lend = lendOffered
 	}
 	c.wokenLocked(l, now)

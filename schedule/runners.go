@@ -46,7 +46,7 @@ type Runners struct {
 	mu      sync.Mutex
 	idle    []*runner // the last one is taken first: usually the warmest
 	running int       // runners running a function
-	queue   fifo[func(*runner)]
+	queue   fifo[work]
 	done    uint64 // functions finished, to tell a busy queue from a stalled one
 	watch   *time.Timer
 	seen    uint64 // done when the watchdog was armed
@@ -58,9 +58,33 @@ type Runners struct {
 	lap     uint64 // reaps so far
 }
 
+// work is what a runner runs: a function, or the wake-up of a schedule
+// whose armed wait its timing wheel found due (loopWake.FireAt), decided
+// on the runner. A wake-up is handed over as it is, the schedule
+// untouched: in a burst of thousands of schedules due at once, the wheel's
+// goroutine would otherwise bring each schedule's lines into its cache to
+// decide, and the runner bring them in again, the burst between, to run
+// the round.
+type work struct {
+	f    func(*runner)
+	wake *loopWake
+	id   uint64 // the wheel timer's, for wake
+}
+
+// some reports whether w is work rather than the signal to end.
+func (w work) some() bool { return w.f != nil || w.wake != nil }
+
+func (w work) run(r *runner) {
+	if w.wake != nil {
+		w.wake.runOn(r, w.id)
+		return
+	}
+	w.f(r)
+}
+
 type runner struct {
-	ch      chan func(*runner) // a function to run, or nil to end; one send per idle spell
-	idx     int                // position in Runners.idle, -1 when not idle
+	ch      chan work // work to run, or none to end; one send per idle spell
+	idx     int       // position in Runners.idle, -1 when not idle
 	epoch   uint64
 	idleLap uint64 // Runners.lap when it went idle
 
@@ -106,7 +130,13 @@ func NewRunners(linger time.Duration, limit int) *Runners {
 func (rs *Runners) Go(f func()) { rs.goOn(func(*runner) { f() }) }
 
 // goOn is Go for a function told the runner it runs on.
-func (rs *Runners) goOn(f func(*runner)) {
+func (rs *Runners) goOn(f func(*runner)) { rs.put(work{f: f}) }
+
+// wake runs the wake-up of lw's armed wait, a wheel timer of id found due,
+// on a runner (loopWake.runOn).
+func (rs *Runners) wake(lw *loopWake, id uint64) { rs.put(work{wake: lw, id: id}) }
+
+func (rs *Runners) put(w work) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	switch {
@@ -114,23 +144,23 @@ func (rs *Runners) goOn(f func(*runner)) {
 		r := rs.idle[len(rs.idle)-1]
 		rs.removeIdle(r)
 		rs.running++
-		r.ch <- f
+		r.ch <- w
 	case rs.running < rs.limit:
-		rs.spawnLocked(f)
+		rs.spawnLocked(w)
 	default:
-		rs.queue.push(f)
+		rs.queue.push(w)
 		if !rs.armed {
 			rs.armLocked()
 		}
 	}
 }
 
-// spawnLocked starts a runner for f; called with rs.mu held.
-func (rs *Runners) spawnLocked(f func(*runner)) {
+// spawnLocked starts a runner for w; called with rs.mu held.
+func (rs *Runners) spawnLocked(w work) {
 	rs.running++
 	r := newRunner(rs.epoch)
-	r.ch = make(chan func(*runner), 1)
-	go rs.run(r, f)
+	r.ch = make(chan work, 1)
+	go rs.run(r, w)
 }
 
 // newRunner returns a runner's state with its label: for a goroutine of
@@ -179,15 +209,15 @@ func (rs *Runners) check() {
 	}
 }
 
-// next takes the oldest queued function; called with rs.mu held.
-func (rs *Runners) next() func(*runner) { return rs.queue.pop() }
+// next takes the oldest queued work; called with rs.mu held.
+func (rs *Runners) next() work { return rs.queue.pop() }
 
-func (rs *Runners) run(r *runner, f func(*runner)) {
-	for f != nil {
-		f(r)
+func (rs *Runners) run(r *runner, w work) {
+	for w.some() {
+		w.run(r)
 		rs.mu.Lock()
 		rs.done++
-		if f = rs.next(); f != nil {
+		if w = rs.next(); w.some() {
 			rs.mu.Unlock()
 			continue
 		}
@@ -213,7 +243,7 @@ func (rs *Runners) run(r *runner, f func(*runner)) {
 			}
 		}
 		rs.mu.Unlock()
-		f = <-r.ch // nil from reapIdle or Close: end
+		w = <-r.ch // none from reapIdle or Close: end
 	}
 }
 
@@ -228,7 +258,7 @@ func (rs *Runners) reapIdle() {
 	for i := 0; i < len(rs.idle); {
 		if r := rs.idle[i]; r.idleLap+1 < rs.lap {
 			rs.removeIdle(r) // the last one moves to i
-			r.ch <- nil
+			r.ch <- work{}
 			continue
 		}
 		i++
@@ -265,7 +295,7 @@ func (rs *Runners) Close() {
 	rs.epoch++
 	for _, r := range rs.idle {
 		r.idx = -1
-		r.ch <- nil
+		r.ch <- work{}
 	}
 	rs.idle = nil
 	if rs.reaping {

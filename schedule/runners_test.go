@@ -244,7 +244,7 @@ func TestARoundBlockedInUserCodeDoesNotHoldUpOtherSchedules(t *testing.T) {
 
 func TestRunnersQueueThatNeverDrainsStaysBounded(t *testing.T) {
 	rs := NewRunners(time.Hour, 1)
-	noop := func(*runner) {}
+	noop := work{f: func(*runner) {}}
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	// Steady load: 1 000 added and 1 000 taken per round, never empty.
@@ -256,7 +256,7 @@ func TestRunnersQueueThatNeverDrainsStaysBounded(t *testing.T) {
 			rs.queue.push(noop)
 		}
 		for range 1000 {
-			if rs.next() == nil {
+			if !rs.next().some() {
 				t.Fatal("queue ran dry")
 			}
 		}

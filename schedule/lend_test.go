@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"runtime/pprof"
 	"strings"
@@ -9,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jonboulle/clockwork"
 
 	"github.com/fom-go/fom/config"
 	"github.com/fom-go/fom/schedule/wheel"
@@ -304,4 +307,69 @@ func TestRoundOnTheWheelsGoroutineDelaysNoOtherSchedule(t *testing.T) {
 	}))
 	waitChan(t, ticked, "three fires of the other schedule while the round blocks")
 	close(release)
+}
+
+// A burst's wake-ups go to the runners as they are: the wheel's goroutine
+// reads no schedule's state, so one whose lock is held (here by the test;
+// in an app, briefly, by an edit or a page view) holds up no other fire
+// of the burst. With the wake-ups decided on the wheel's goroutine, the
+// first schedule's lock stopped the whole burst behind it.
+func TestBurstWakeUpsAreDecidedOnTheRunners(t *testing.T) {
+	t.Parallel()
+	clk := clockwork.NewFakeClockAt(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	w, err := wheel.New(wheel.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runners := NewRunners(0, 4)
+	t.Cleanup(func() {
+		runners.Close()
+		w.Stop()
+	})
+	ran := make(chan string, 8)
+	ctxs := make([]*Context, 3)
+	for i := range ctxs {
+		name := fmt.Sprintf("s%d", i)
+		cfg, err := config.New(name, config.Spec{Tags: map[string]string{"fixedRate": "1s"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := New(cfg, Job{Fixed: []Task{TaskFunc(name, func(context.Context) (any, error) { ran <- name; return nil, nil })}},
+			Options{Clock: clk, Wheel: w, Runners: runners})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Startup(); err != nil { // armed in this order: s0 fires first in the wheel's pass
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close(context.Background()) })
+		ctxs[i] = c
+	}
+	for w.Pending() < len(ctxs) {
+		runtime.Gosched()
+	}
+	ctxs[0].mu.Lock()
+	clk.Advance(time.Second)
+	got := map[string]bool{}
+	for len(got) < 2 {
+		select {
+		case name := <-ran:
+			if name == "s0" {
+				t.Fatal("s0 ran while its lock was held")
+			}
+			got[name] = true
+		case <-time.After(5 * time.Second):
+			ctxs[0].mu.Unlock()
+			t.Fatalf("with s0's lock held, only %v of s1 and s2 fired", got)
+		}
+	}
+	ctxs[0].mu.Unlock()
+	select {
+	case name := <-ran:
+		if name != "s0" {
+			t.Fatalf("ran %s, want s0", name)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("s0 never fired once its lock was free")
+	}
 }

@@ -24,46 +24,77 @@ import (
 // the schedule; while it runs, its round goroutine does, and it alone runs
 // rounds, so rounds never overlap (see loop.go).
 type Context struct {
-	name      string
-	cfg       *config.Config
-	job       Job
-	clk       clockwork.Clock
-	log       *zap.Logger
-	level     zap.AtomicLevel
-	onLevel   func(zapcore.Level) error
-	conflicts *Conflicts
-	rec       Recorder
-	stats     *statistics.Stats
-	wheel     *wheel.Wheel // shared timer, or nil for runtime timers
-	canceled  *delayedOut  // the outcome canceled delayed batches share; made by the first SubmitAt, guarded by mu
-	runners   *Runners     // shared round goroutines, or nil for plain ones
-	gate      Gate         // admits planned rounds, or nil
-
-	// The small fields sit together: with no padding between them a
-	// Context fits a smaller allocation size class (every schedule has one).
+	// What a fire reads or writes comes first, in the first six lines
+	// (64 bytes each; a Context is 448 bytes, a size class whose objects
+	// start on a line), the fields a wake-up decides from in the first:
+	// with thousands of schedules, each line of a Context is one a fire
+	// finds cold. TestContextLayout keeps it so.
 	mu            sync.Mutex
 	state         State
-	execRequested bool // RUNNING: one re-run queued
+	debugOn       atomic.Bool // the level is debug (setLevel)
+	planVer       uint32      // bumped by each plan edit; compared, never ordered, so wrapping is harmless
+	execRequested bool        // RUNNING: one re-run queued
 	resumeMissed  bool
 	lending       bool          // RUNNING: the round goroutine runs tasks as a worker
-	debugOn       atomic.Bool   // the level is debug (setLevel)
+	lastOutcome   outcomeCode   // of the last scheduled round
 	tasks         atomic.Uint64 // the settings every task's path reads, packed (taskSettings)
 	plan          Plan
 	gen           *generation
-	loop          *loop
-	planVer       uint64    // bumped by each plan edit
-	execBy        *string   // who queued the re-run (a pointer: 8 bytes a schedule, not 16)
-	resumeFrom    time.Time // RUNNING: Resume asked for; applied after the round
-	loaded        time.Time
-	last          time.Time
-	next          time.Time
-	rounds        int64
-	batches       int64
-	lastOutcome   Outcome       // of the last scheduled round
-	lastSuccess   time.Time     // end of the last round whose every task succeeded
-	lastLate      time.Duration // how late the last round started
-	dead          int64         // the config's deadTime in Unix ns, 0 for none: read on every wake-up without reaching for the config
-	changed       chan struct{} // made when someone waits; closed at the next state change or round end
+	dead          int64 // the config's deadTime in Unix ns, 0 for none: read on every wake-up without reaching for the config
+
+	clk       clockwork.Clock
+	stats     *statistics.Stats
+	conflicts *Conflicts
+	runners   *Runners     // shared round goroutines, or nil for plain ones
+	wheel     *wheel.Wheel // shared timer, or nil for runtime timers
+	rec       Recorder     // nil for none
+
+	last        time.Time
+	next        time.Time
+	rounds      int64
+	lastLate    time.Duration // how late the last round started
+	lastSuccess time.Time     // end of the last round whose every task succeeded
+	resumeFrom  time.Time     // RUNNING: Resume asked for; applied after the round
+	changed     chan struct{} // made when someone waits; closed at the next state change or round end
+	loop        *loop
+	gate        Gate // admits planned rounds, or nil
+	job         Job
+
+	// Read when asked, or when the schedule is set up or edited.
+	name     string
+	cfg      *config.Config
+	log      *zap.Logger
+	level    zap.AtomicLevel
+	onLevel  func(zapcore.Level) error
+	canceled *delayedOut // the outcome canceled delayed batches share; made by the first SubmitAt, guarded by mu
+	execBy   *string     // who queued the re-run (a pointer: 8 bytes a schedule, not 16)
+	loaded   time.Time
+	batches  int64
+}
+
+// outcomeCode is an Outcome in a byte of the Context: 0 before the first
+// round, else 1 + its index in Outcomes.
+type outcomeCode uint8
+
+func codeOf(o Outcome) outcomeCode {
+	switch o {
+	case OutcomeSuccess:
+		return 1
+	case OutcomePartial:
+		return 2
+	case OutcomeFailed:
+		return 3
+	case OutcomeTimeout:
+		return 4
+	}
+	return 0
+}
+
+func (c outcomeCode) outcome() Outcome {
+	if c == 0 || int(c) > len(Outcomes()) {
+		return ""
+	}
+	return Outcomes()[c-1]
 }
 
 // generation is what one start-to-stop cycle owns: a fresh pool, a timeout
@@ -111,9 +142,13 @@ type loop struct {
 	done   chan struct{} // closed when the activation has ended
 	once   sync.Once
 
-	// Guarded by Context.mu. What every round writes first, together.
-	armed  uint64      // id of the armed wait; bumped to disarm it
+	// Guarded by Context.mu. What every round writes, together; the
+	// small fields fill what sync.Once leaves of its eight bytes.
 	pinned bool        // the next fire is the first one set by execOnLoad or initialDelay
+	manual bool        // the round goroutine's round was asked for (ExecNow): not gated
+	lend   lendState   // a wake-up on a goroutine the wheel lends, or a runner
+	asked  bool        // the next round goLocked starts is an ExecNow
+	armed  uint64      // id of the armed wait; bumped to disarm it
 	prev   roundTimes  // the last round's, for a config plan edited while the schedule sleeps
 	timer  stopper     // the armed wait, nil when none
 	wt     wheel.Timer // the wheel's handle, when the wait is the wheel's
@@ -122,11 +157,12 @@ type loop struct {
 	// rounds is handed to a goroutine, which reads it once on entry. One
 	// closure per activation rather than one per fire.
 	planned time.Time
-	manual  bool // that round was asked for (ExecNow): not gated
 	rounds  func(*runner)
-	lend    lendState // guarded by Context.mu: a wake-up on a goroutine the wheel may lend
-	asked   bool      // guarded by Context.mu: the next round goLocked starts is an ExecNow
-	askedBy *string   // and who asked: written by ExecNow while SLEEPING, read by that round
+	askedBy *string // who asked for the ExecNow: written by ExecNow while SLEEPING, read by that round
+
+	// A loop is 256 bytes, a size class whose objects start on a line:
+	// every line of it is one a fire reads (TestContextLayout).
+	_ [16]byte
 }
 
 // roundTimes are what fom's own plans read of the previous round: kept
@@ -176,9 +212,6 @@ func New(cfg *config.Config, job Job, opts Options) (*Context, error) {
 	}
 	if c.conflicts == nil {
 		c.conflicts = NewConflicts()
-	}
-	if c.rec == nil {
-		c.rec = nopRecorder{}
 	}
 	if c.stats == nil {
 		st, err := statistics.New(name, c.clk, statistics.DefaultSettings())

@@ -88,7 +88,7 @@ func (c *Context) Info() Info {
 	i := Info{
 		Name: c.name, State: c.state, Plan: c.planString(), Remark: c.cfg.Current().Remark,
 		Loaded: c.loaded, Last: c.last, Next: c.next, Rounds: c.rounds, Batches: c.batches,
-		LastOutcome: c.lastOutcome, LastSuccess: c.lastSuccess, LastLate: c.lastLate,
+		LastOutcome: c.lastOutcome.outcome(), LastSuccess: c.lastSuccess, LastLate: c.lastLate,
 	}
 	gen := c.gen
 	c.mu.Unlock()

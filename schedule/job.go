@@ -46,13 +46,6 @@ type Recorder interface {
 	RecordRound(schedule string, r Round)
 }
 
-type nopRecorder struct{}
-
-func (nopRecorder) RecordResult(string, Result) {}
-func (nopRecorder) RecordRound(string, Round)   {}
-
-var _ Recorder = nopRecorder{}
-
 // Options are a Context's collaborators. Every field is optional.
 type Options struct {
 	// Clock drives every wait and timestamp. Default: the real clock.

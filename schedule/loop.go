@@ -469,8 +469,7 @@ func (c *Context) runRound(l *loop, gen *generation, planned time.Time, cause Ca
 // the previous round only during Next (Plan), before the runner that ran
 // the round can use its group again.
 func (c *Context) keepsRounds() bool {
-	_, nop := c.rec.(nopRecorder)
-	return c.job.OnComplete != nil || !nop
+	return c.job.OnComplete != nil || c.rec != nil
 }
 
 // lend makes the round goroutine a worker of the pool for this round, when
@@ -512,11 +511,13 @@ func (c *Context) complete(ctx context.Context, r Round) {
 			c.log.Error("OnComplete panicked", zap.Error(err))
 		}
 	}
-	c.rec.RecordRound(c.name, r)
+	if c.rec != nil {
+		c.rec.RecordRound(c.name, r)
+	}
 	c.mu.Lock()
 	if !r.Batch {
 		o := OutcomeOf(r)
-		c.lastOutcome, c.lastLate = o, r.Start.Sub(r.Planned)
+		c.lastOutcome, c.lastLate = codeOf(o), r.Start.Sub(r.Planned)
 		if o == OutcomeSuccess {
 			c.lastSuccess = r.End
 		}

@@ -1,0 +1,42 @@
+package schedule
+
+import (
+	"testing"
+	"unsafe"
+)
+
+// TestContextLayout: a Context fills a 448-byte size class and a loop a
+// 256-byte one, both classes whose objects start on a cache line, and what
+// a fire reads or writes of a Context is in its first six lines (see
+// Context).
+func TestContextLayout(t *testing.T) {
+	var c Context
+	if n := unsafe.Sizeof(c); n != 448 {
+		t.Errorf("a Context is %d bytes, want 448", n)
+	}
+	end := func(off, size uintptr) uintptr { return off + size }
+	for name, e := range map[string]uintptr{
+		"mu":   end(unsafe.Offsetof(c.mu), unsafe.Sizeof(c.mu)),
+		"dead": end(unsafe.Offsetof(c.dead), unsafe.Sizeof(c.dead)),
+		"gen":  end(unsafe.Offsetof(c.gen), unsafe.Sizeof(c.gen)),
+		"plan": end(unsafe.Offsetof(c.plan), unsafe.Sizeof(c.plan)),
+	} {
+		if e > 64 {
+			t.Errorf("%s ends at byte %d, past the first line", name, e)
+		}
+	}
+	if e := end(unsafe.Offsetof(c.job), unsafe.Sizeof(c.job)); e > 6*64 {
+		t.Errorf("job ends at byte %d, past the sixth line", e)
+	}
+	if n := unsafe.Sizeof(loop{}); n != 256 {
+		t.Errorf("a loop is %d bytes, want 256", n)
+	}
+	for _, o := range Outcomes() {
+		if got := codeOf(o).outcome(); got != o {
+			t.Errorf("outcome %q comes back as %q", o, got)
+		}
+	}
+	if got := outcomeCode(0).outcome(); got != "" {
+		t.Errorf("no outcome comes back as %q", got)
+	}
+}

@@ -98,27 +98,31 @@ func (c outcomeCode) outcome() Outcome {
 }
 
 // generation is what one start-to-stop cycle owns: a fresh pool, a timeout
-// heap, and the context its tasks derive from.
+// heap, and the context its tasks derive from. What a fire reads or writes
+// of it is in its first line (a generation is 128 bytes, a size class
+// whose objects start on a line; TestContextLayout keeps it so).
 type generation struct {
 	ctx      context.Context // parent of task contexts; canceled last at stop
-	cancel   context.CancelFunc
 	pool     *pool
-	tmo      *timeouts
-	wg       sync.WaitGroup // timeout watcher, batch completions
 	stopping atomic.Bool
-	stall    stallCheck             // in tmo while tasks past their timeout may hold workers
-	delayed  *Delayed               // sentinel of the pending SubmitAt batches' ring, made by the first; guarded by Context.mu
-	wheel    *wheel.Wheel           // own wheel for SubmitAt when none is shared; made on first use, guarded by Context.mu
-	reuse    atomic.Pointer[reused] // made by the first run or batch that uses something again
-}
-
-// reused is what a generation keeps to use again, apart from it so that a
-// schedule that never fires or submits does not carry its room.
-type reused struct {
 	lastCtx  atomic.Pointer[runCtx] // the task context last made for a run used again (taskCtx)
 	lastHeld atomic.Pointer[heldID] // the conflict registry's entry of the last task id run (Conflicts.acquireFrom)
-	groups   sync.Pool              // finished batches' groups (group.release)
-	batches  sync.Pool              // Batches of ended delayed batches (Batch.end)
+	tmo      *timeouts
+	cancel   context.CancelFunc
+
+	wg      sync.WaitGroup         // timeout watcher, batch completions
+	stall   stallCheck             // in tmo while tasks past their timeout may hold workers
+	delayed *Delayed               // sentinel of the pending SubmitAt batches' ring, made by the first; guarded by Context.mu
+	wheel   *wheel.Wheel           // own wheel for SubmitAt when none is shared; made on first use, guarded by Context.mu
+	reuse   atomic.Pointer[reused] // made by the first batch that uses something again
+	_       [16]byte
+}
+
+// reused is what a generation keeps of its batches to use again, apart
+// from it so that a schedule that never submits does not carry its room.
+type reused struct {
+	groups  sync.Pool // finished batches' groups (group.release)
+	batches sync.Pool // Batches of ended delayed batches (Batch.end)
 }
 
 // reused returns what gen keeps to use again, made by the first caller.
@@ -330,7 +334,7 @@ func (c *Context) ensureGeneration() *generation {
 	g := &generation{}
 	g.ctx, g.cancel = context.WithCancel(context.WithValue(context.Background(), scheduleKey{}, c))
 	s := c.cfg.Current()
-	g.pool = newPool(c.clk, sizeOf(s), func(r *taskRun) { c.exec(g, r) })
+	g.pool = newPool(c, g, sizeOf(s))
 	g.tmo = newTimeouts(c.clk, &g.wg, func(d deadline) { c.expire(g, d) })
 	g.stall.heapIndex = -1
 	c.gen = g

@@ -5,10 +5,11 @@ import (
 	"unsafe"
 )
 
-// TestContextLayout: a Context fills a 448-byte size class and a loop a
-// 256-byte one, both classes whose objects start on a cache line, and what
-// a fire reads or writes of a Context is in its first six lines (see
-// Context).
+// TestContextLayout: a Context fills a 448-byte size class, a loop a
+// 256-byte one and a generation a 128-byte one, classes whose objects
+// start on a cache line, and what a fire reads or writes of a Context is
+// in its first six lines, of a generation in its first (see Context and
+// generation).
 func TestContextLayout(t *testing.T) {
 	var c Context
 	if n := unsafe.Sizeof(c); n != 448 {
@@ -30,6 +31,13 @@ func TestContextLayout(t *testing.T) {
 	}
 	if n := unsafe.Sizeof(loop{}); n != 256 {
 		t.Errorf("a loop is %d bytes, want 256", n)
+	}
+	var g generation
+	if n := unsafe.Sizeof(g); n != 128 {
+		t.Errorf("a generation is %d bytes, want 128", n)
+	}
+	if e := unsafe.Offsetof(g.tmo) + unsafe.Sizeof(g.tmo); e > 64 {
+		t.Errorf("a generation's tmo ends at byte %d, past the first line", e)
 	}
 	for _, o := range Outcomes() {
 		if got := codeOf(o).outcome(); got != o {

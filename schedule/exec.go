@@ -52,7 +52,7 @@ func (c *Context) submitOne(gen *generation, g *group, t Task, ts taskSettings, 
 		c.settle(run, Result{Status: StatusCanceled, Err: c.taskErr(run.id, ErrCanceled, "schedule is stopping")})
 		return nil
 	}
-	if run.held = c.conflicts.acquireFrom(&gen.reused().lastHeld, run.id, ts.conflicts); run.held == nil {
+	if run.held = c.conflicts.acquireFrom(&gen.lastHeld, run.id, ts.conflicts); run.held == nil {
 		c.settle(run, Result{Status: StatusConflict, Err: c.taskErr(run.id, ErrConflict, "")})
 		return nil
 	}
@@ -327,7 +327,7 @@ func ActorOf(ctx context.Context) string {
 // one made, when it is the same, else a new one, kept for the next. A
 // runCtx is never changed once made here, so tasks share it safely.
 func (gen *generation) taskCtx(parent context.Context, c *Context, id string) *runCtx {
-	last := &gen.reused().lastCtx
+	last := &gen.lastCtx
 	if rc := last.Load(); rc != nil && rc.Context == parent && rc.id == id {
 		return rc
 	}

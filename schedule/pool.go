@@ -32,8 +32,8 @@ type pool struct {
 	active  runList
 	queue   fifo[*taskRun]
 
-	clk      clockwork.Clock
-	exec     func(*taskRun)
+	c        *Context // runs a task: c.exec(gen, run), with no closure to fetch from memory on a fire
+	gen      *generation
 	wg       sync.WaitGroup
 	core     int
 	alive    time.Duration
@@ -68,8 +68,8 @@ type poolSize struct {
 	alive            time.Duration
 }
 
-func newPool(clk clockwork.Clock, size poolSize, exec func(*taskRun)) *pool {
-	p := &pool{clk: clk, exec: exec}
+func newPool(c *Context, gen *generation, size poolSize) *pool {
+	p := &pool{c: c, gen: gen}
 	p.core, p.max, p.queueCap, p.alive = size.core, size.max, size.queue, size.alive
 	return p
 }
@@ -129,7 +129,7 @@ func (p *pool) work(w *worker, run *taskRun) {
 		p.idle = append(p.idle, w)
 		var expiry <-chan time.Time
 		if p.workers > p.core {
-			expiry = w.arm(p.clk, p.alive)
+			expiry = w.arm(p.c.clk, p.alive)
 		}
 		p.mu.Unlock()
 		select {
@@ -198,7 +198,7 @@ func (p *pool) runLocked(w *worker, run *taskRun, rn *runner) {
 	}
 	p.active.add(run)
 	p.mu.Unlock()
-	p.exec(run)
+	p.c.exec(p.gen, run)
 	p.mu.Lock()
 	p.active.remove(run)
 	run.group.release()

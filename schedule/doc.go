@@ -137,8 +137,15 @@
 // pprof label rather than the pool's worker's. What a fire does read sits
 // together: the loop keeps only the previous round's times (for a config
 // plan's edit) beside the armed wait, and the pool's lock, worker count
-// and active list come first in it. BenchmarkAppFireCold counts, under
-// callgrind's cache simulation, the cache lines a fire reaches cold.
+// and active list come first in it. A Context keeps what a fire reads in
+// its first six lines and a generation in its first, and a Context, a
+// loop and a generation each fill a size class whose objects start on a
+// line (TestContextLayout), so that a fire's fields of one object do not
+// straddle one line more than they must. A recorder left out is nil, not
+// a do-nothing one, so that a fire does not read the schedule's name to
+// pass it to nothing. BenchmarkAppFireCold and BenchmarkAlignedBurst
+// count, under callgrind's cache simulation, the cache lines a fire
+// reaches cold, one fire at a time and in a burst due at once.
 // bench/README.md has the numbers against robfig/cron, gocron and the
 // runtime's timers.
 package schedule

@@ -90,7 +90,7 @@ type history struct {
 	seq       int64 // the last round's sequence number
 	lastStart int64 // and its start
 	page      []byte
-	lens      []int32 // each round's bytes in page, oldest first: trimming needs no decoding
+	lens      []int32 // each round's bytes in page, oldest first, once a trim needed them (trim)
 	n         int
 	taken     []byte
 	takenN    int
@@ -110,7 +110,9 @@ func (s *Stats) RecordRound(x RoundSample) {
 	h.seq++
 	before := len(h.page)
 	h.page = appendRound(h.page, s.schedule, h.seq, &x)
-	h.lens = append(h.lens, int32(len(h.page)-before))
+	if h.lens != nil {
+		h.lens = append(h.lens, int32(len(h.page)-before))
+	}
 	h.n++
 	h.lastStart = x.Start.UnixNano()
 	if keep := int(s.rounds); h.n > keep+max(keep/4, 1) {
@@ -123,11 +125,17 @@ func (s *Stats) RecordRound(x RoundSample) {
 // up to a quarter of keep rounds past it (RecordRound), so that the kept
 // ones are copied down in their array once per that many rounds: a round
 // then costs neither a copy of the whole page nor an allocation, and the
-// lengths recorded with the rounds spare decoding them. Whoever reads the
+// lengths recorded with the rounds spare decoding them. Those are recorded
+// from the first trim on: with a store, whose flushes take the page every
+// few seconds, a history never trims, and recording them was one more
+// array, one more cache line, that every fire wrote. Whoever reads the
 // page or the count of unsaved rounds trims first.
 func (h *history) trim(keep int) {
 	if h.n <= keep {
 		return
+	}
+	if h.lens == nil {
+		h.lens = roundLens(h.page, h.n)
 	}
 	if len(h.lens) != h.n { // cannot happen: fom wrote every round; drop them rather than misread
 		h.unsaved += int64(h.n)
@@ -455,8 +463,9 @@ func readRound(rd *reader, schedule string, tasks bool) (RoundRecord, error) {
 
 // skipRound returns b after its first round, reading nothing into memory
 // (it steps over varints by their continuation bits rather than decoding
-// them), or nil for a truncated round. Only a page handed back by a failed
-// flush needs it, to learn its rounds' lengths: RecordRound records them.
+// them), or nil for a truncated round. A history's first trim and a page
+// handed back by a failed flush need it, to learn their rounds' lengths:
+// RecordRound records them from then on.
 func skipRound(b []byte) []byte {
 	i := skipVarints(b, 0, 2) + 1 // seq, start; version
 	v2 := i <= len(b) && b[i-1] == roundVersion2

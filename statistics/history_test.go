@@ -549,3 +549,45 @@ func TestCauseIndexMatchesNames(t *testing.T) {
 		t.Errorf("causeIndex of an unknown cause = %d, want 0 (plan)", got)
 	}
 }
+
+// TestFlushedHistoryRecordsNoLengths: rounds' lengths are what a trim
+// needs; a history whose flushes take its page before it grows past its
+// size never trims, so its fires write no lengths (one line less each).
+// Once one trims (here: no flush for more rounds than it keeps), they are
+// recorded, and trims keep the newest rounds.
+func TestFlushedHistoryRecordsNoLengths(t *testing.T) {
+	set := DefaultSettings()
+	set.Rounds = 8
+	s, _ := New("job", clockwork.NewFakeClockAt(day1), set)
+	at := day1
+	record := func(i int) {
+		at = at.Add(time.Second)
+		s.RecordRound(round(int64(i), at, "plan", TaskSample{ID: "job", Status: Success, Started: at, Cost: time.Millisecond}))
+	}
+	for i := 1; i <= 100; i++ {
+		record(i)
+		if i%5 == 0 {
+			ch, err := s.Take()
+			if err != nil {
+				t.Fatal(err)
+			}
+			ch.Done()
+		}
+	}
+	if s.hist.lens != nil {
+		t.Fatalf("a flushed history recorded %d lengths", len(s.hist.lens))
+	}
+	for i := 101; i <= 130; i++ {
+		record(i)
+	}
+	rs := s.RecentRounds()
+	if len(rs) != 8 || rs[0].Number != 130 || rs[7].Number != 123 {
+		t.Fatalf("%d rounds kept, newest %d, oldest %d", len(rs), rs[0].Number, rs[len(rs)-1].Number)
+	}
+	if s.hist.lens == nil {
+		t.Fatal("a trimmed history records no lengths")
+	}
+	if u := s.UnsavedRounds(); u != 22 {
+		t.Fatalf("unsaved %d, want 22", u)
+	}
+}

@@ -497,7 +497,9 @@ func (c *Changes) Failed() {
 		h := s.hist
 		body, _, _ := pageBody(h.taken)
 		h.page, h.n = append(slices.Clip(body), h.page...), h.n+h.takenN
-		h.lens = append(roundLens(body, h.takenN), h.lens...)
+		if h.lens != nil {
+			h.lens = append(roundLens(body, h.takenN), h.lens...)
+		}
 		h.taken, h.takenN = nil, 0
 		h.trim(s.settings.Rounds)
 	}

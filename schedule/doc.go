@@ -86,9 +86,9 @@
 // # Cost
 //
 // An idle schedule is a timer entry and its data (about 4 KiB), with no
-// goroutine. A fire takes the timing wheel's own goroutine a lock, then
-// runs its round on a goroutine that keeps its grown stack from round to
-// round: the wheel's own, when the fire is the last of the wheel's pass
+// goroutine. A fire takes the timing wheel's own goroutine a lock (the
+// schedule's, or its runners' for a wake-up it hands over), then runs its
+// round on a goroutine that keeps its grown stack from round to round: the wheel's own, when the fire is the last of the wheel's pass
 // and the wheel has nothing else due within a millisecond
 // (wheel.Lender), else one from the app's shared Runners (always for a
 // gated round, which asks a store first). Handing a round

@@ -99,8 +99,9 @@ func (c outcomeCode) outcome() Outcome {
 
 // generation is what one start-to-stop cycle owns: a fresh pool, a timeout
 // heap, and the context its tasks derive from. What a fire reads or writes
-// of it is in its first line (a generation is 128 bytes, a size class
-// whose objects start on a line; TestContextLayout keeps it so).
+// of it is in its first line, and its pool starts on its third (a
+// generation is in the 320-byte size class, whose objects start on a
+// line; TestContextLayout keeps it so).
 type generation struct {
 	ctx      context.Context // parent of task contexts; canceled last at stop
 	pool     *pool
@@ -116,6 +117,11 @@ type generation struct {
 	wheel   *wheel.Wheel           // own wheel for SubmitAt when none is shared; made on first use, guarded by Context.mu
 	reuse   atomic.Pointer[reused] // made by the first batch that uses something again
 	_       [16]byte
+
+	// The pool, in the same allocation from the third line on: a fire
+	// reads its first two lines, which then sit beside the generation's
+	// first, on the same page.
+	pools pool
 }
 
 // reused is what a generation keeps of its batches to use again, apart
@@ -334,7 +340,8 @@ func (c *Context) ensureGeneration() *generation {
 	g := &generation{}
 	g.ctx, g.cancel = context.WithCancel(context.WithValue(context.Background(), scheduleKey{}, c))
 	s := c.cfg.Current()
-	g.pool = newPool(c, g, sizeOf(s))
+	g.pool = &g.pools
+	g.pools.init(c, g, sizeOf(s))
 	g.tmo = newTimeouts(c.clk, &g.wg, func(d deadline) { c.expire(g, d) })
 	g.stall.heapIndex = -1
 	c.gen = g

@@ -6,10 +6,10 @@ import (
 )
 
 // TestContextLayout: a Context fills a 448-byte size class, a loop a
-// 256-byte one and a generation a 128-byte one, classes whose objects
-// start on a cache line, and what a fire reads or writes of a Context is
-// in its first six lines, of a generation in its first (see Context and
-// generation).
+// 256-byte one and a generation (with its pool) a 320-byte one, classes
+// whose objects start on a cache line, and what a fire reads or writes of
+// a Context is in its first six lines, of a generation in its first, with
+// its pool from the third (see Context and generation).
 func TestContextLayout(t *testing.T) {
 	var c Context
 	if n := unsafe.Sizeof(c); n != 448 {
@@ -33,8 +33,11 @@ func TestContextLayout(t *testing.T) {
 		t.Errorf("a loop is %d bytes, want 256", n)
 	}
 	var g generation
-	if n := unsafe.Sizeof(g); n != 128 {
-		t.Errorf("a generation is %d bytes, want 128", n)
+	if n := unsafe.Sizeof(g); n <= 288 || n > 320 {
+		t.Errorf("a generation is %d bytes, want the 320-byte class (289 to 320)", n)
+	}
+	if o := unsafe.Offsetof(g.pools); o != 128 {
+		t.Errorf("a generation's pool starts at byte %d, want 128", o)
 	}
 	if e := unsafe.Offsetof(g.tmo) + unsafe.Sizeof(g.tmo); e > 64 {
 		t.Errorf("a generation's tmo ends at byte %d, past the first line", e)

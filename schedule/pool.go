@@ -68,10 +68,10 @@ type poolSize struct {
 	alive            time.Duration
 }
 
-func newPool(c *Context, gen *generation, size poolSize) *pool {
-	p := &pool{c: c, gen: gen}
+// init sets up an empty pool of gen, which holds it (generation.pools).
+func (p *pool) init(c *Context, gen *generation, size poolSize) {
+	*p = pool{c: c, gen: gen}
 	p.core, p.max, p.queueCap, p.alive = size.core, size.max, size.queue, size.alive
-	return p
 }
 
 // submit hands run to the pool. It returns false, changing nothing, when the

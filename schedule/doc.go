@@ -138,9 +138,10 @@
 // together: the loop keeps only the previous round's times (for a config
 // plan's edit) beside the armed wait, and the pool's lock, worker count
 // and active list come first in it. A Context keeps what a fire reads in
-// its first six lines and a generation in its first, and a Context, a
-// loop and a generation each fill a size class whose objects start on a
-// line (TestContextLayout), so that a fire's fields of one object do not
+// its first six lines and a generation in its first, with its pool in the
+// same allocation from its third, and a Context, a loop and a generation
+// each fill a size class whose objects start on a line
+// (TestContextLayout), so that a fire's fields of one object do not
 // straddle one line more than they must. A recorder left out is nil, not
 // a do-nothing one, so that a fire does not read the schedule's name to
 // pass it to nothing. BenchmarkAppFireCold and BenchmarkAlignedBurst

@@ -104,7 +104,6 @@ func (c outcomeCode) outcome() Outcome {
 // line; TestContextLayout keeps it so).
 type generation struct {
 	ctx      context.Context // parent of task contexts; canceled last at stop
-	pool     *pool
 	stopping atomic.Bool
 	lastCtx  atomic.Pointer[runCtx] // the task context last made for a run used again (taskCtx)
 	lastHeld atomic.Pointer[heldID] // the conflict registry's entry of the last task id run (Conflicts.acquireFrom)
@@ -116,12 +115,12 @@ type generation struct {
 	delayed *Delayed               // sentinel of the pending SubmitAt batches' ring, made by the first; guarded by Context.mu
 	wheel   *wheel.Wheel           // own wheel for SubmitAt when none is shared; made on first use, guarded by Context.mu
 	reuse   atomic.Pointer[reused] // made by the first batch that uses something again
-	_       [16]byte
+	_       [24]byte
 
 	// The pool, in the same allocation from the third line on: a fire
 	// reads its first two lines, which then sit beside the generation's
 	// first, on the same page.
-	pools pool
+	pool pool
 }
 
 // reused is what a generation keeps of its batches to use again, apart
@@ -340,8 +339,7 @@ func (c *Context) ensureGeneration() *generation {
 	g := &generation{}
 	g.ctx, g.cancel = context.WithCancel(context.WithValue(context.Background(), scheduleKey{}, c))
 	s := c.cfg.Current()
-	g.pool = &g.pools
-	g.pools.init(c, g, sizeOf(s))
+	g.pool.init(c, g, sizeOf(s))
 	g.tmo = newTimeouts(c.clk, &g.wg, func(d deadline) { c.expire(g, d) })
 	g.stall.heapIndex = -1
 	c.gen = g

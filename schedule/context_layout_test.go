@@ -36,7 +36,7 @@ func TestContextLayout(t *testing.T) {
 	if n := unsafe.Sizeof(g); n <= 288 || n > 320 {
 		t.Errorf("a generation is %d bytes, want the 320-byte class (289 to 320)", n)
 	}
-	if o := unsafe.Offsetof(g.pools); o != 128 {
+	if o := unsafe.Offsetof(g.pool); o != 128 {
 		t.Errorf("a generation's pool starts at byte %d, want 128", o)
 	}
 	if e := unsafe.Offsetof(g.tmo) + unsafe.Sizeof(g.tmo); e > 64 {

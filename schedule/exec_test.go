@@ -197,7 +197,7 @@ func TestIdleWorkersAboveCoreExit(t *testing.T) {
 		g.open()
 	}
 	b.Wait(context.Background())
-	p := h.c.currentGen().pool
+	p := &h.c.currentGen().pool
 	workers := func() int { p.mu.Lock(); defer p.mu.Unlock(); return p.workers }
 	h.waitFor("all idle", func() bool { p.mu.Lock(); defer p.mu.Unlock(); return len(p.idle) == 3 })
 	h.clk.Advance(10 * time.Second)

@@ -19,7 +19,7 @@ import (
 
 // spawned is how many worker goroutines the live pool ever started.
 func spawned(c *Context) int {
-	p := c.currentGen().pool
+	p := &c.currentGen().pool
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.spawned

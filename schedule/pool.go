@@ -68,7 +68,7 @@ type poolSize struct {
 	alive            time.Duration
 }
 
-// init sets up an empty pool of gen, which holds it (generation.pools).
+// init sets up an empty pool of gen, which holds it (generation.pool).
 func (p *pool) init(c *Context, gen *generation, size poolSize) {
 	*p = pool{c: c, gen: gen}
 	p.core, p.max, p.queueCap, p.alive = size.core, size.max, size.queue, size.alive

@@ -163,15 +163,14 @@ type loop struct {
 	wt     wheel.Timer // the wheel's handle, when the wait is the wheel's
 
 	// A round goroutine's start: planned is set under Context.mu before
-	// rounds is handed to a goroutine, which reads it once on entry. One
-	// closure per activation rather than one per fire.
+	// the loop's rounds are handed to a goroutine (Runners.rounds, or one
+	// of their own), which reads it once on entry.
 	planned time.Time
-	rounds  func(*runner)
 	askedBy *string // who asked for the ExecNow: written by ExecNow while SLEEPING, read by that round
 
 	// A loop is 256 bytes, a size class whose objects start on a line:
 	// every line of it is one a fire reads (TestContextLayout).
-	_ [16]byte
+	_ [24]byte
 }
 
 // roundTimes are what fom's own plans read of the previous round: kept

@@ -96,11 +96,8 @@ func (c *Context) goLocked(l *loop, st step, planned time.Time) {
 			return
 		}
 		if c.runners != nil {
-			if l.rounds == nil {
-				l.rounds = func(rn *runner) { c.runRounds(l, l.planned, rn) }
-			}
 			l.planned = planned
-			c.runners.goOn(l.rounds)
+			c.runners.rounds(l)
 		} else {
 			go c.runRounds(l, planned, nil)
 		}

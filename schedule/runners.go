@@ -58,28 +58,33 @@ type Runners struct {
 	lap     uint64 // reaps so far
 }
 
-// work is what a runner runs: a function, or the wake-up of a schedule
-// whose armed wait its timing wheel found due (loopWake.FireAt), decided
-// on the runner. A wake-up is handed over as it is, the schedule
-// untouched: in a burst of thousands of schedules due at once, the wheel's
-// goroutine would otherwise bring each schedule's lines into its cache to
-// decide, and the runner bring them in again, the burst between, to run
-// the round.
+// work is what a runner runs: a function; the rounds of a schedule whose
+// wake-up goLocked already decided (wake, id 0); or the wake-up of a
+// schedule whose armed wait its timing wheel found due (wake, the wheel
+// timer's id, never 0), decided on the runner (loopWake.runOn). A wake-up
+// is handed over as it is, the schedule untouched: in a burst of
+// thousands of schedules due at once, the wheel's goroutine would
+// otherwise bring each schedule's lines into its cache to decide, and the
+// runner bring them in again, the burst between, to run the round.
 type work struct {
-	f    func(*runner)
+	f    func()
 	wake *loopWake
-	id   uint64 // the wheel timer's, for wake
+	id   uint64
 }
 
 // some reports whether w is work rather than the signal to end.
 func (w work) some() bool { return w.f != nil || w.wake != nil }
 
 func (w work) run(r *runner) {
-	if w.wake != nil {
+	switch {
+	case w.wake == nil:
+		w.f()
+	case w.id == 0:
+		l := (*loop)(w.wake)
+		l.c.runRounds(l, l.planned, r)
+	default:
 		w.wake.runOn(r, w.id)
-		return
 	}
-	w.f(r)
 }
 
 type runner struct {
@@ -127,10 +132,11 @@ func NewRunners(linger time.Duration, limit int) *Runners {
 
 // Go runs f on an idle runner, on a new one, or, when enough run already,
 // on the first runner to finish. It never blocks.
-func (rs *Runners) Go(f func()) { rs.goOn(func(*runner) { f() }) }
+func (rs *Runners) Go(f func()) { rs.put(work{f: f}) }
 
-// goOn is Go for a function told the runner it runs on.
-func (rs *Runners) goOn(f func(*runner)) { rs.put(work{f: f}) }
+// rounds runs l's rounds from l.planned on a runner, for a wake-up
+// decided elsewhere (goLocked).
+func (rs *Runners) rounds(l *loop) { rs.put(work{wake: (*loopWake)(l)}) }
 
 // wake runs the wake-up of lw's armed wait, a wheel timer of id found due,
 // on a runner (loopWake.runOn).

@@ -244,7 +244,7 @@ func TestARoundBlockedInUserCodeDoesNotHoldUpOtherSchedules(t *testing.T) {
 
 func TestRunnersQueueThatNeverDrainsStaysBounded(t *testing.T) {
 	rs := NewRunners(time.Hour, 1)
-	noop := work{f: func(*runner) {}}
+	noop := work{f: func() {}}
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	// Steady load: 1 000 added and 1 000 taken per round, never empty.

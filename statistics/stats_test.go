@@ -394,3 +394,25 @@ func TestStatsLayout(t *testing.T) {
 		t.Errorf("schedule and thresholds at bytes %d to %d, want them in the second line", from, end)
 	}
 }
+
+// A default results ring is allocated whole at its first push: a young
+// schedule's rounds do not grow it through smaller buffers.
+func TestResultsRingAllocatedOnce(t *testing.T) {
+	r := newRing[resultEntry](DefaultSettings().Results)
+	allocs := testing.AllocsPerRun(1, func() {
+		for i := range DefaultSettings().Results {
+			r.push(resultEntry{at: int64(i)})
+		}
+		r = newRing[resultEntry](DefaultSettings().Results)
+	})
+	if allocs != 1 {
+		t.Fatalf("%d results cost %v allocations, want 1", DefaultSettings().Results, allocs)
+	}
+	big := newRing[Failure](100)
+	for i := range 100 {
+		big.push(Failure{Round: int64(i)})
+	}
+	if got := big.items(); len(got) != 100 || got[0].Round != 0 || got[99].Round != 99 || cap(big.buf) != 100 {
+		t.Fatalf("a ring of 100 holds %d items, cap %d", len(got), cap(big.buf))
+	}
+}

@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/binary"
@@ -146,10 +147,19 @@ var errBadEntry = errors.New("bad log entry")
 // readEntry decodes the entry at b[off:], returning it and where the next
 // begins. Its data aliases b.
 func readEntry(b []byte, off int) (logEntry, int, error) {
-	e := logEntry{off: off}
+	e, name, next, err := scanEntry(b, off)
+	e.schedule = string(name)
+	return e, next, err
+}
+
+// scanEntry is readEntry but for the schedule's name, which it returns as
+// the bytes of b that hold it: reading a row to find the few entries
+// still live in it allocates for those only.
+func scanEntry(b []byte, off int) (e logEntry, name []byte, next int, err error) {
+	e.off = off
 	i := off
-	fail := func(what string) (logEntry, int, error) {
-		return logEntry{}, 0, fmt.Errorf("%w at byte %d: %s", errBadEntry, off, what)
+	fail := func(what string) (logEntry, []byte, int, error) {
+		return logEntry{}, nil, 0, fmt.Errorf("%w at byte %d: %s", errBadEntry, off, what)
 	}
 	uv := func() (uint64, bool) {
 		v, n := binary.Uvarint(b[i:])
@@ -175,7 +185,7 @@ func readEntry(b []byte, off int) (logEntry, int, error) {
 	if !ok || l == 0 || l > uint64(len(b)-i) {
 		return fail("schedule name")
 	}
-	e.schedule = string(b[i : i+int(l)])
+	name = b[i : i+int(l)]
 	i += int(l)
 	if e.kind == logDay {
 		if e.day, ok = sv(); !ok || e.day < -1<<30 || e.day > 1<<30 {
@@ -202,7 +212,7 @@ func readEntry(b []byte, off int) (logEntry, int, error) {
 	e.data = b[i : i+int(l)]
 	i += int(l)
 	e.n = i - off
-	return e, i, nil
+	return e, name, i, nil
 }
 
 // readLog decodes a log row.
@@ -336,46 +346,82 @@ func (s *Store) saveLogged(ctx context.Context, days []store.Day, rounds []store
 // must now hold; and the schedules whose refs point into r. A row no ref
 // points into (a lap of schedules firing every second leaves none) is not
 // read.
+//
+// A running app's pushed-out row holds a handful of live entries among
+// tens of thousands (a schedule whose pages moved to other slots when a
+// flush came a round early or late): the row is read in place, each entry
+// looked up by its name's bytes, and only the live ones are copied out.
 func (s *Store) pushedOut(ctx context.Context, tx *sql.Tx, r logRow, flush []logEntry) ([]logEntry, []string, error) {
 	if r.live == 0 {
 		return nil, nil, nil
 	}
-	var blob []byte
 	s.statements.Add(1)
-	err := tx.QueryRowContext(ctx, "SELECT data FROM stats_log WHERE id = ?", int64(r.id)).Scan(&blob)
-	if errors.Is(err, sql.ErrNoRows) {
+	rows, err := tx.QueryContext(ctx, "SELECT data FROM stats_log WHERE id = ?", int64(r.id))
+	if err != nil {
+		return nil, nil, fmt.Errorf("statistics log row %d: %w", r.id, err)
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return nil, nil, fmt.Errorf("statistics log row %d: %w", r.id, err)
+		}
 		// Pushed out already, by a flush whose commit reported an error
 		// but took place: what it wrote of the row is in the tables. Every
 		// schedule's refs into it go (nil names).
 		return nil, nil, nil
 	}
+	var blob sql.RawBytes // the driver's bytes, valid until Next or Close
+	if err := rows.Scan(&blob); err != nil {
+		return nil, nil, fmt.Errorf("statistics log row %d: %w", r.id, err)
+	}
+	live, err := s.log.liveIn(blob, r.id)
 	if err != nil {
 		return nil, nil, fmt.Errorf("statistics log row %d: %w", r.id, err)
 	}
-	es, err := readLog(blob)
-	if err != nil {
+	if err := rows.Close(); err != nil {
 		return nil, nil, fmt.Errorf("statistics log row %d: %w", r.id, err)
 	}
-	l := &s.log
-	newest := map[logKey]logEntry{}
-	var names []string
-	for _, e := range es {
-		k := e.id()
-		if i := refIndex(l.of[e.schedule], k.key); i >= 0 && l.of[e.schedule][i].row == r.id {
-			newest[k] = e
-			names = append(names, e.schedule)
+	names := make([]string, len(live))
+	for i := range live {
+		names[i] = live[i].schedule
+	}
+	if len(live) > 0 { // those replaced in this flush are not written
+		replaced := make(map[logKey]bool, len(live))
+		for i := range live {
+			replaced[live[i].id()] = false
 		}
-	}
-	for i := range flush { // replaced in this flush
-		delete(newest, flush[i].id())
-	}
-	out := make([]logEntry, 0, len(newest))
-	for _, e := range es { // in the row's order
-		if _, ok := newest[e.id()]; ok {
-			out = append(out, e)
+		for i := range flush {
+			if _, ok := replaced[flush[i].id()]; ok {
+				replaced[flush[i].id()] = true
+			}
 		}
+		live = slices.DeleteFunc(live, func(e logEntry) bool { return replaced[e.id()] })
 	}
-	return out, names, nil
+	return live, names, nil
+}
+
+// liveIn returns the entries of log row id, held in b, that a ref points
+// to, in the row's order, with their data copied out of b; a row that
+// cannot be read is an error, as readLog's.
+func (l *statsLog) liveIn(b []byte, id uint32) ([]logEntry, error) {
+	if len(b) == 0 || b[0] != logVersion {
+		return nil, fmt.Errorf("%w: not a log row of version %d", errBadEntry, logVersion)
+	}
+	var out []logEntry
+	for i := 1; i < len(b); {
+		e, name, next, err := scanEntry(b, i)
+		if err != nil {
+			return nil, err
+		}
+		i = next
+		refs := l.of[string(name)] // no allocation for a lookup
+		if j := refIndex(refs, e.key()); j < 0 || refs[j].row != id || refs[j].off != uint32(e.off) {
+			continue
+		}
+		e.schedule, e.data = string(name), bytes.Clone(e.data)
+		out = append(out, e)
+	}
+	return out, nil
 }
 
 // refIndex is where key is in refs, or -1.

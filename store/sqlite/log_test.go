@@ -139,6 +139,30 @@ func TestTheLogPushesOutOnlyTheNewest(t *testing.T) {
 	}
 }
 
+// TestAPushedOutEntryReplacedByTheFlushIsNotWritten: entries still the
+// newest of their keys when their row leaves the log, but replaced by the
+// flush that pushes the row out, reach no table; a live one of another
+// schedule in the same row does.
+func TestAPushedOutEntryReplacedByTheFlushIsNotWritten(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openLog(t, 2, flushOf(1, 2, "a", "c"))
+	if err := s.SaveStats(ctx, flushOf(2, 2, "b")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SaveStats(ctx, flushOf(3, 2, "a")); err != nil { // pushes flush 1's row out; a's day and slot 1 again
+		t.Fatal(err)
+	}
+	if day, pages := tableRows(t, s, "a"); day != "" || len(pages) != 0 {
+		t.Fatalf("a's rows %q %v reached the tables; flush 3 replaced them", day, pages)
+	}
+	if day, pages := tableRows(t, s, "c"); day != "c@1" || len(pages) != 1 || pages[1] != "c@1" {
+		t.Fatalf("c's rows %q %v; want its day and page of flush 1 written", day, pages)
+	}
+	readBack(t, s, "a", "a@3", "a@3")
+	readBack(t, s, "c", "c@1", "c@1")
+}
+
 // flushedIn opens a store in dir and writes batches to it; the caller
 // closes it, to open the store again.
 func flushedIn(t *testing.T, dir string, batches ...store.StatsBatch) *Store {

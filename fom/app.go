@@ -59,6 +59,8 @@ type App struct {
 	// anew, copying, every time.
 	flushChunk []*statistics.Changes
 	flushBatch store.StatsBatch
+	flushes    uint64 // flushes so far: a flush's batches carry its number
+	flushRows  int    // flushRows; tests make it smaller
 }
 
 // Statistics persistence. A flush takes every schedule's changes (bounded:
@@ -114,7 +116,7 @@ func New(opts ...Option) (*App, error) {
 		o: o, log: o.logger.Named("fom"), conflicts: schedule.NewConflicts(), wheels: wheels,
 		runners: runners,
 		byName:  map[string]*ScheduleContext{}, typeOf: map[string]string{}, st: o.store, keys: config.NewKeys(),
-		missed: map[string]time.Time{}, desired: map[string]bool{},
+		missed: map[string]time.Time{}, desired: map[string]bool{}, flushRows: flushRows,
 	}
 	if pg, ok := o.store.(*postgres.Store); ok {
 		coord, err := cluster.New(pg.Pool(), pg.Schema(), cluster.Options{
@@ -812,6 +814,8 @@ func (a *App) flush(ctx context.Context, per time.Duration) error {
 	}
 	var errs []error
 	chunk, batch := a.flushChunk[:0], a.flushBatch
+	a.flushes++
+	batch.Flush = a.flushes
 	var byCount []store.Retention // schedules that wrote failures
 	write := func() {
 		if len(chunk) == 0 {
@@ -837,7 +841,7 @@ func (a *App) flush(ctx context.Context, per time.Duration) error {
 		clear(batch.Failures)
 		clear(batch.Rounds)
 		chunk = chunk[:0]
-		batch = store.StatsBatch{Days: batch.Days[:0], Failures: batch.Failures[:0], Rounds: batch.Rounds[:0]}
+		batch = store.StatsBatch{Days: batch.Days[:0], Failures: batch.Failures[:0], Rounds: batch.Rounds[:0], Flush: batch.Flush}
 	}
 	for _, sc := range scs {
 		ch, err := sc.Stats().Take()
@@ -857,7 +861,7 @@ func (a *App) flush(ctx context.Context, per time.Duration) error {
 		batch.Days = append(batch.Days, ch.Days...)
 		batch.Failures = append(batch.Failures, ch.Failures...)
 		batch.Rounds = append(batch.Rounds, ch.Rounds...)
-		if len(batch.Days)+len(batch.Failures)+len(batch.Rounds) >= flushRows {
+		if len(batch.Days)+len(batch.Failures)+len(batch.Rounds) >= a.flushRows {
 			write()
 		}
 	}

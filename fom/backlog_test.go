@@ -3,10 +3,13 @@ package fom
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/fom-go/fom/statistics"
 	"github.com/fom-go/fom/store"
 	"github.com/fom-go/fom/store/sqlite"
 )
@@ -123,5 +126,57 @@ func TestDeadTimeAlreadyPastIsRefused(t *testing.T) {
 	_, err := app.Register(&expiredJob{})
 	if err == nil || !strings.Contains(err.Error(), `key "deadTime" value "2020-01-01T00:00:00Z": already past`) {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// flushRecorder is a store that notes the flush number of every batch.
+type flushRecorder struct {
+	store.Store
+	mu      sync.Mutex
+	flushes []uint64
+}
+
+func (r *flushRecorder) SaveStats(ctx context.Context, b store.StatsBatch) error {
+	r.mu.Lock()
+	r.flushes = append(r.flushes, b.Flush)
+	r.mu.Unlock()
+	return r.Store.SaveStats(ctx, b)
+}
+
+// TestAFlushInBatchesNumbersThemAsOne: a flush too large for one
+// transaction is written in several batches, which carry the same flush
+// number, and the next flush's another, so that the SQLite store's log
+// keeps a lap of flushes whatever their size.
+func TestAFlushInBatchesNumbersThemAsOne(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	rec := &flushRecorder{Store: st}
+	app := newTestApp(t, WithStore(rec))
+	app.flushRows = 2 // a day row each: five schedules in three batches
+	var scs []*ScheduleContext
+	for i := range 5 {
+		sc, err := app.Register(&runJob{}, Named(fmt.Sprintf("batched-%d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		scs = append(scs, sc)
+	}
+	for range 2 {
+		for _, sc := range scs {
+			sc.Stats().Record(statistics.Sample{TaskID: "t", Status: statistics.Success})
+		}
+		if err := app.FlushStats(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.flushes) != 6 || rec.flushes[0] == 0 || rec.flushes[0] != rec.flushes[2] || rec.flushes[3] != rec.flushes[5] || rec.flushes[3] == rec.flushes[0] {
+		t.Fatalf("batches' flush numbers %v, want three of one flush, then three of the next", rec.flushes)
 	}
 }

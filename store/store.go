@@ -187,4 +187,9 @@ type StatsBatch struct {
 	Days     []Day
 	Failures []Failure
 	Rounds   []Round
+	// Flush numbers the flush the batch is part of, when a flush writes
+	// its schedules in several batches: those share it, and a store that
+	// keeps its recent flushes (SQLite's log) counts them by it. 0: a
+	// flush of its own.
+	Flush uint64
 }

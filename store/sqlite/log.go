@@ -48,7 +48,10 @@ import (
 // logKeep is how many flushes the log holds: a lap of the default history
 // (50 rounds kept, a page of five rounds per flush at a round a second)
 // and two more, so that a page of such a schedule is always replaced in
-// the log rather than written.
+// the log rather than written. A flush an app writes in several batches
+// (over ten thousand schedules) is several rows of one flush
+// (StatsBatch.Flush): counted in rows, the log would hold too few flushes
+// for a lap, and every page of such a schedule would be written twice.
 const logKeep = 12
 
 // logVersion is the first byte of a log row.
@@ -106,8 +109,9 @@ func (r logRef) isDay() bool { return r.key < 0 }
 
 // logRow is a row of the log, and how many refs still point into it.
 type logRow struct {
-	id   uint32
-	live int
+	id    uint32
+	live  int
+	flush uint64 // StatsBatch.Flush; 0: a flush of its own
 }
 
 // statsLog is the store's memory of its log.
@@ -117,7 +121,7 @@ type statsLog struct {
 	// ref whose row a flush removed; the store's one connection
 	// serializes them anyway.
 	mu   sync.Mutex
-	keep int      // rows kept; 0: no log, a flush writes the tables
+	keep int      // flushes kept (pushOut); 0: no log, a flush writes the tables
 	rows []logRow // oldest first
 	next uint32   // the next row's id
 	of   map[string][]logRef
@@ -275,7 +279,7 @@ func encodeLog(days []store.Day, rounds []store.Round) ([]byte, []logEntry) {
 // saveLogged is SaveStats with the log: the batch's days and pages as one
 // log row, the oldest row out when the log is full, what of it is still
 // the newest of its key written to the tables, and the failures.
-func (s *Store) saveLogged(ctx context.Context, days []store.Day, rounds []store.Round, failures []store.Failure) error {
+func (s *Store) saveLogged(ctx context.Context, flush uint64, days []store.Day, rounds []store.Round, failures []store.Failure) error {
 	l := &s.log
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -287,7 +291,7 @@ func (s *Store) saveLogged(ctx context.Context, days []store.Day, rounds []store
 	}
 	out := 0 // rows this flush pushes out
 	if blob != nil {
-		out = max(len(l.rows)+1-l.keep, 0)
+		out = l.pushOut(flush)
 	}
 	var got []learned
 	var through []logEntry
@@ -334,11 +338,34 @@ func (s *Store) saveLogged(ctx context.Context, days []store.Day, rounds []store
 	l.rows = l.rows[out:]
 	if blob != nil {
 		l.next++
-		l.rows = append(l.rows, logRow{id: id})
+		l.rows = append(l.rows, logRow{id: id, flush: flush})
 		l.remember(id, entries)
 	}
 	s.ids.learn(got)
 	return nil
+}
+
+// pushOut is how many of the oldest rows a new row of flush pushes out:
+// the log keeps keep flushes' worth of rows, as many rows a flush as the
+// largest flush it holds (the new row counted) was written in. A flush in
+// several rows thus pushes out one row of the flush keep flushes back
+// with each of its own: the row of the same schedules, whose entries it
+// replaces. (Pushing that whole flush out at its first row would write
+// the entries of the rows after it, which the flush's later rows replace.)
+func (l *statsLog) pushOut(flush uint64) int {
+	most, run, last := 1, 0, uint64(0)
+	for _, r := range l.rows {
+		if r.flush == 0 || r.flush != last {
+			run = 0
+		}
+		run++
+		last = r.flush
+		most = max(most, run)
+	}
+	if flush != 0 && flush == last {
+		most = max(most, run+1)
+	}
+	return max(len(l.rows)+1-l.keep*most, 0)
 }
 
 // pushedOut returns the entries of row r that are still the newest of

@@ -163,6 +163,47 @@ func TestAPushedOutEntryReplacedByTheFlushIsNotWritten(t *testing.T) {
 	readBack(t, s, "c", "c@1", "c@1")
 }
 
+// TestAFlushInSeveralBatchesKeepsItsLap: an app writes a flush of many
+// schedules in several batches of one flush number. The log then keeps
+// as many flushes as it would of one batch each, each batch pushing out
+// the batch of the same schedules a lap earlier: schedules written at
+// every flush, with a lap of two slots in a log of two flushes, never
+// reach the tables, whichever batch they are in.
+func TestAFlushInSeveralBatchesKeepsItsLap(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	of := func(flush int, name string) store.StatsBatch {
+		b := flushOf(flush, 2, name)
+		b.Flush = uint64(flush)
+		return b
+	}
+	s := openLog(t, 2, of(1, "a"))
+	for flush := 1; flush <= 6; flush++ {
+		for _, name := range []string{"a", "b"} {
+			if flush == 1 && name == "a" {
+				continue // openLog wrote it
+			}
+			if err := s.SaveStats(ctx, of(flush, name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, name := range []string{"a", "b"} {
+			if day, pages := tableRows(t, s, name); day != "" || len(pages) != 0 {
+				t.Fatalf("flush %d: %s's rows %q %v reached the tables; every one was replaced in the log", flush, name, day, pages)
+			}
+			v := fmt.Sprintf("%s@%d", name, flush)
+			if flush == 1 {
+				readBack(t, s, name, v, v)
+			} else {
+				readBack(t, s, name, v, v, fmt.Sprintf("%s@%d", name, flush-1))
+			}
+		}
+	}
+	if n := len(s.log.rows); n != 4 {
+		t.Fatalf("the log holds %d rows, want 4 (two flushes of two batches)", n)
+	}
+}
+
 // flushedIn opens a store in dir and writes batches to it; the caller
 // closes it, to open the store again.
 func flushedIn(t *testing.T, dir string, batches ...store.StatsBatch) *Store {

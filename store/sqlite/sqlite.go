@@ -482,7 +482,7 @@ func (s *Store) SaveStats(ctx context.Context, b store.StatsBatch) error {
 	}
 	rounds := store.LastPerSlot(b.Rounds)
 	if s.log.keep > 0 {
-		return s.saveLogged(ctx, b.Days, rounds, b.Failures)
+		return s.saveLogged(ctx, b.Flush, b.Days, rounds, b.Failures)
 	}
 	var got []learned
 	err := s.tx(ctx, func(tx *sql.Tx) error {

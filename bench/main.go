@@ -240,7 +240,7 @@ func main() {
 
 	if strings.Contains(*only, "flush") {
 		log("statistics flush")
-		out.WriteString(flushScenario([]int{100, 1000, 10000}, *liveFlush, log))
+		out.WriteString(flushScenario([]int{100, 1000, 10000, 20000}, *liveFlush, log))
 		runtime.GC()
 	}
 

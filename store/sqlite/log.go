@@ -221,19 +221,32 @@ func scanEntry(b []byte, off int) (e logEntry, name []byte, next int, err error)
 
 // readLog decodes a log row.
 func readLog(b []byte) ([]logEntry, error) {
-	if len(b) == 0 || b[0] != logVersion {
-		return nil, fmt.Errorf("%w: not a log row of version %d", errBadEntry, logVersion)
-	}
 	var out []logEntry
-	for i := 1; i < len(b); {
-		e, next, err := readEntry(b, i)
-		if err != nil {
-			return nil, err
-		}
+	err := scanLog(b, func(e logEntry, name []byte) {
+		e.schedule = string(name)
 		out = append(out, e)
-		i = next
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
+}
+
+// scanLog calls f with every entry of log row b, in order, and the bytes
+// of b that hold its schedule's name; its data aliases b.
+func scanLog(b []byte, f func(e logEntry, name []byte)) error {
+	if len(b) == 0 || b[0] != logVersion {
+		return fmt.Errorf("%w: not a log row of version %d", errBadEntry, logVersion)
+	}
+	for i := 1; i < len(b); {
+		e, name, next, err := scanEntry(b, i)
+		if err != nil {
+			return err
+		}
+		f(e, name)
+		i = next
+	}
+	return nil
 }
 
 // dayNumber is t's day since 1970-01-01 (UTC); dayTime its midnight.
@@ -431,22 +444,17 @@ func (s *Store) pushedOut(ctx context.Context, tx *sql.Tx, r logRow, flush []log
 // to, in the row's order, with their data copied out of b; a row that
 // cannot be read is an error, as readLog's.
 func (l *statsLog) liveIn(b []byte, id uint32) ([]logEntry, error) {
-	if len(b) == 0 || b[0] != logVersion {
-		return nil, fmt.Errorf("%w: not a log row of version %d", errBadEntry, logVersion)
-	}
 	var out []logEntry
-	for i := 1; i < len(b); {
-		e, name, next, err := scanEntry(b, i)
-		if err != nil {
-			return nil, err
-		}
-		i = next
+	err := scanLog(b, func(e logEntry, name []byte) {
 		refs := l.of[string(name)] // no allocation for a lookup
 		if j := refIndex(refs, e.key()); j < 0 || refs[j].row != id || refs[j].off != uint32(e.off) {
-			continue
+			return
 		}
 		e.schedule, e.data = string(name), bytes.Clone(e.data)
 		out = append(out, e)
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/jonboulle/clockwork"
 )
@@ -460,20 +461,24 @@ type ring[T any] struct {
 
 func newRing[T any](n int) ring[T] { return ring[T]{cap: int32(n)} }
 
-// wholeRing is the size of a ring's first buffer: the whole of a default
-// results ring (16 of about 56 bytes), so that the ring every round
-// pushes to is allocated once, at a schedule's first result, rather than
-// grown through 4 and 8 while the schedule is young (at ten thousand
-// schedules, a third of the garbage of their first dozen rounds). A
-// failures ring (100) starts there too, and grows only when failures
-// come.
-const wholeRing = 16
+// wholeRing is the most bytes of a ring allocated whole at its first push:
+// a default results ring (16 of about 56 bytes) is, so that the ring every
+// round pushes to is allocated once, at a schedule's first result, rather
+// than grown through 4 and 8 while the schedule is young (at ten thousand
+// schedules, a third of the garbage of their first dozen rounds). A larger
+// ring (the failures', 100 of 136 bytes) starts at 4 and grows only as
+// failures come.
+const wholeRing = 1024
 
 // push adds x; it reports whether the oldest item was dropped for it.
 func (r *ring[T]) push(x T) (dropped bool) {
 	if len(r.buf) < int(r.cap) {
 		if len(r.buf) == cap(r.buf) { // grow, never past the ring's size
-			grown := make([]T, len(r.buf), min(max(2*len(r.buf), wholeRing), int(r.cap)))
+			n := max(2*len(r.buf), 4)
+			if int(r.cap)*int(unsafe.Sizeof(x)) <= wholeRing {
+				n = int(r.cap)
+			}
+			grown := make([]T, len(r.buf), min(n, int(r.cap)))
 			copy(grown, r.buf)
 			r.buf = grown
 		}

@@ -408,8 +408,14 @@ func TestResultsRingAllocatedOnce(t *testing.T) {
 	if allocs != 1 {
 		t.Fatalf("%d results cost %v allocations, want 1", DefaultSettings().Results, allocs)
 	}
+	// A failures ring, of far more bytes, grows as failures come: one
+	// failure holds a buffer of four.
 	big := newRing[Failure](100)
-	for i := range 100 {
+	big.push(Failure{Round: 0})
+	if cap(big.buf) != 4 {
+		t.Fatalf("a failures ring holds room for %d after one failure, want 4", cap(big.buf))
+	}
+	for i := 1; i < 100; i++ {
 		big.push(Failure{Round: int64(i)})
 	}
 	if got := big.items(); len(got) != 100 || got[0].Round != 0 || got[99].Round != 99 || cap(big.buf) != 100 {

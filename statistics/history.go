@@ -1,6 +1,7 @@
 package statistics
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -84,18 +85,44 @@ type TaskRecord struct {
 func causeNames() [5]string { return [5]string{"plan", "start", "exec", "rerun", "submit"} }
 
 // history is a schedule's rounds not yet in the store, each encoded as a
-// page holds it (appendRound): page waits for a flush (the newest
-// Settings.Rounds), taken is being written by one.
+// page holds it (appendRound): the newest Settings.Rounds of them wait for
+// a flush, taken is being written by one.
+//
+// They are kept in pages of a quarter of Settings.Rounds rounds (older,
+// then page, the one appended to), so that dropping the oldest rounds
+// never moves the kept ones: a round past Settings.Rounds only counts one
+// more of older[0]'s rounds as dropped (skip), and the page is released,
+// as the next page's array, once all of them are. Without a store (or
+// with flushes further apart than the history's size) every round drops
+// one, and copying the kept ones down in one array, as a single page
+// would, cost a fire about six cold lines. With a store a flush takes the
+// rounds every few seconds and older stays empty.
 type history struct {
+	// What a round writes, in 64 bytes.
 	seq       int64 // the last round's sequence number
 	lastStart int64 // and its start
 	page      []byte
-	lens      []int32 // each round's bytes in page, oldest first, once a trim needed them (trim)
-	n         int
-	taken     []byte
-	takenN    int
-	unsaved   int64 // rounds dropped before a flush took them
+	n         int32 // rounds in page
+	kept      int32 // rounds in older (less skip) and page
+	skip      int32 // rounds of older[0] dropped
+	left      int32 // and not: a round that drops one reads no page of older
+
+	unsaved int64 // rounds dropped before a flush took them
+	older   []heldPage
+	spare   []byte // a released page's array, for the next page
+	taken   []byte
+	takenN  int
 }
+
+// heldPage is a page of history that is no longer appended to.
+type heldPage struct {
+	b []byte
+	n int32
+}
+
+// pageRounds is how many rounds a page of history holds before the next
+// page begins, for a history of keep rounds.
+func pageRounds(keep int32) int32 { return max(keep/4, 1) }
 
 // RecordRound adds a completed round to the history, and counts a
 // round's lateness (Start − Planned; not a batch's) on the day it started,
@@ -107,63 +134,118 @@ func (s *Stats) RecordRound(x RoundSample) {
 		s.lateLocked(x.Start, x.Start.Sub(x.Planned))
 	}
 	h := s.histLocked()
+	keep := int32(s.rounds)
+	if h.n >= pageRounds(keep) {
+		h.hold()
+	}
 	h.seq++
-	before := len(h.page)
 	h.page = appendRound(h.page, s.schedule, h.seq, &x)
-	if h.lens != nil {
-		h.lens = append(h.lens, int32(len(h.page)-before))
-	}
 	h.n++
+	h.kept++
 	h.lastStart = x.Start.UnixNano()
-	if keep := int(s.rounds); h.n > keep+max(keep/4, 1) {
-		h.trim(keep)
+	if h.kept > keep {
+		h.drop(h.kept - keep)
 	}
 }
 
-// trim drops the oldest rounds past keep (more rounds since the last flush
-// than the history keeps, as without a store). A round may leave the page
-// up to a quarter of keep rounds past it (RecordRound), so that the kept
-// ones are copied down in their array once per that many rounds: a round
-// then costs neither a copy of the whole page nor an allocation, and the
-// lengths recorded with the rounds spare decoding them. Those are recorded
-// from the first trim on: with a store, whose flushes take the page every
-// few seconds, a history never trims, and recording them was one more
-// array, one more cache line, that every fire wrote. Whoever reads the
-// page or the count of unsaved rounds trims first.
-func (h *history) trim(keep int) {
-	if h.n <= keep {
-		return
+// hold moves page, full, to older; the next round begins a page.
+func (h *history) hold() {
+	if len(h.older) == 0 {
+		h.left = h.n
 	}
-	if h.lens == nil {
-		h.lens = roundLens(h.page, h.n)
-	}
-	if len(h.lens) != h.n { // cannot happen: fom wrote every round; drop them rather than misread
-		h.unsaved += int64(h.n)
-		h.page, h.lens, h.n = h.page[:0], h.lens[:0], 0
-		return
-	}
-	drop, size := h.n-keep, 0
-	for _, l := range h.lens[:drop] {
-		size += int(l)
-	}
-	h.page = h.page[:copy(h.page, h.page[size:])]
-	h.lens = h.lens[:copy(h.lens, h.lens[drop:])]
-	h.n = keep
-	h.unsaved += int64(drop)
+	h.older = append(h.older, heldPage{b: h.page, n: h.n})
+	h.page, h.spare, h.n = h.spare, nil, 0
 }
 
-// roundLens returns the length of each of the n rounds at the start of b.
-func roundLens(b []byte, n int) []int32 {
-	lens := make([]int32, 0, n)
-	for range n {
-		rest := skipRound(b)
-		if rest == nil {
-			break // cannot happen: fom wrote it
+// trim drops the oldest rounds past keep: settings that keep fewer, or
+// rounds a failed flush put back.
+func (h *history) trim(keep int32) {
+	if h.kept > keep {
+		h.drop(h.kept - keep)
+	}
+}
+
+// drop drops the k oldest rounds, counting them as unsaved.
+func (h *history) drop(k int32) {
+	h.kept -= k
+	h.unsaved += int64(k)
+	for k > 0 && h.left > 0 {
+		d := min(k, h.left)
+		h.skip, h.left, k = h.skip+d, h.left-d, k-d
+		if h.left == 0 { // the whole of older[0]: its array serves the next page
+			if o := h.older[0].b; cap(o) > cap(h.spare) {
+				h.spare = o[:0]
+			}
+			h.older = slices.Delete(h.older, 0, 1)
+			h.skip = 0
+			if len(h.older) > 0 {
+				h.left = h.older[0].n
+			}
 		}
-		lens = append(lens, int32(len(b)-len(rest)))
-		b = rest
 	}
-	return lens
+	if k > 0 { // only with settings that keep fewer rounds than a page holds
+		rest := skipRounds(h.page, int(k))
+		h.page = h.page[:copy(h.page, rest)]
+		h.n -= k
+	}
+}
+
+// skipRounds returns b after its first n rounds; nil if b ends first.
+func skipRounds(b []byte, n int) []byte {
+	for range n {
+		if b = skipRound(b); b == nil {
+			return nil // cannot happen: fom wrote them
+		}
+	}
+	return b
+}
+
+// appendKept appends the kept rounds to b, oldest first.
+func (h *history) appendKept(b []byte) []byte {
+	for i, o := range h.older {
+		if i == 0 {
+			o.b = skipRounds(o.b, int(h.skip))
+		}
+		b = append(b, o.b...)
+	}
+	return append(b, h.page...)
+}
+
+// size is at least the bytes of the kept rounds.
+func (h *history) size() int {
+	n := len(h.page)
+	for _, o := range h.older {
+		n += len(o.b)
+	}
+	return n
+}
+
+// takeKept empties the history of its kept rounds: a flush took them.
+func (h *history) takeKept() {
+	for _, o := range h.older {
+		if cap(o.b) > cap(h.spare) {
+			h.spare = o.b[:0]
+		}
+	}
+	clear(h.older)
+	h.older, h.skip, h.left = h.older[:0], 0, 0
+	h.page, h.n, h.kept = h.page[:0], 0, 0
+}
+
+// putBack puts n rounds a flush took back ahead of the kept ones, and
+// keeps the newest keep. They are copied: body is the store's page,
+// which the store may still hold, and a held page's array is written
+// again once released.
+func (h *history) putBack(body []byte, n int, keep int32) {
+	if h.skip > 0 { // older[0]'s dropped rounds leave it: the taken ones go before it
+		h.older[0].b = skipRounds(h.older[0].b, int(h.skip))
+		h.older[0].n -= h.skip
+		h.skip = 0
+	}
+	h.older = slices.Insert(h.older, 0, heldPage{b: bytes.Clone(body), n: int32(n)})
+	h.left = int32(n)
+	h.kept += int32(n)
+	h.trim(keep)
 }
 
 func (s *Stats) histLocked() *history {
@@ -181,7 +263,6 @@ func (s *Stats) UnsavedRounds() int64 {
 	if s.hist == nil {
 		return 0
 	}
-	s.hist.trim(s.settings.Rounds)
 	return s.hist.unsaved
 }
 
@@ -463,9 +544,8 @@ func readRound(rd *reader, schedule string, tasks bool) (RoundRecord, error) {
 
 // skipRound returns b after its first round, reading nothing into memory
 // (it steps over varints by their continuation bits rather than decoding
-// them), or nil for a truncated round. A history's first trim and a page
-// handed back by a failed flush need it, to learn their rounds' lengths:
-// RecordRound records them from then on.
+// them), or nil for a truncated round. Reading a history's kept rounds
+// needs it to step over the dropped ones.
 func skipRound(b []byte) []byte {
 	i := skipVarints(b, 0, 2) + 1 // seq, start; version
 	v2 := i <= len(b) && b[i-1] == roundVersion2
@@ -555,11 +635,14 @@ func readRounds(b []byte, n int, schedule, instance string, tasks bool) ([]Round
 }
 
 // pageData is a page as stored: its header and the rounds.
-func pageData(rounds []byte, n int) []byte {
-	b := make([]byte, 0, 1+binary.MaxVarintLen64+len(rounds))
+func pageData(rounds []byte, n int) []byte { return append(pageHeader(n, len(rounds)), rounds...) }
+
+// pageHeader begins a stored page of n rounds, with room for size bytes
+// of them.
+func pageHeader(n, size int) []byte {
+	b := make([]byte, 0, 1+binary.MaxVarintLen64+size)
 	b = append(b, pageVersion1)
-	b = binary.AppendUvarint(b, uint64(n))
-	return append(b, rounds...)
+	return binary.AppendUvarint(b, uint64(n))
 }
 
 // pageBody returns a stored page's rounds and their count.
@@ -646,10 +729,9 @@ func (s *Stats) RecentRounds() []RoundRecord {
 	var taken, page []byte
 	var takenN, n int
 	s.mu.Lock()
-	if h := s.hist; h != nil { // copies: the page is appended to under the lock
-		h.trim(s.settings.Rounds)
+	if h := s.hist; h != nil { // copies: the pages are appended to under the lock
 		taken, takenN = h.taken, h.takenN // never written again once taken
-		page, n = slices.Clone(h.page), h.n
+		page, n = h.appendKept(nil), int(h.kept)
 	}
 	s.mu.Unlock()
 	var out []RoundRecord

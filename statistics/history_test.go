@@ -550,44 +550,111 @@ func TestCauseIndexMatchesNames(t *testing.T) {
 	}
 }
 
-// TestFlushedHistoryRecordsNoLengths: rounds' lengths are what a trim
-// needs; a history whose flushes take its page before it grows past its
-// size never trims, so its fires write no lengths (one line less each).
-// Once one trims (here: no flush for more rounds than it keeps), they are
-// recorded, and trims keep the newest rounds.
-func TestFlushedHistoryRecordsNoLengths(t *testing.T) {
-	set := DefaultSettings()
-	set.Rounds = 8
-	s, _ := New("job", clockwork.NewFakeClockAt(day1), set)
-	at := day1
-	record := func(i int) {
-		at = at.Add(time.Second)
-		s.RecordRound(round(int64(i), at, "plan", TaskSample{ID: "job", Status: Success, Started: at, Cost: time.Millisecond}))
-	}
-	for i := 1; i <= 100; i++ {
-		record(i)
-		if i%5 == 0 {
-			ch, err := s.Take()
-			if err != nil {
-				t.Fatal(err)
+// TestHistoryKeepsTheNewestRounds drives a history with random rounds (of
+// zero to three tasks, so that rounds differ in size), flushes that
+// succeed or fail and settings that change its size, against a model: a
+// list of the rounds kept. At every step the rounds listed are the
+// newest it keeps (those a flush took first), each read whole, and the
+// count of unsaved rounds is the model's.
+func TestHistoryKeepsTheNewestRounds(t *testing.T) {
+	for seed := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		set := DefaultSettings()
+		set.Rounds = 1 + rng.IntN(20)
+		s, _ := New("job", clockwork.NewFakeClockAt(day1), set)
+		var kept, taken []int64 // the model: numbers, oldest first
+		var unsaved int64
+		trim := func() {
+			if over := len(kept) - set.Rounds; over > 0 {
+				kept, unsaved = kept[over:], unsaved+int64(over)
 			}
-			ch.Done()
+		}
+		var ch *Changes
+		at, number := day1, int64(0)
+		for step := range 600 {
+			switch op := rng.IntN(20); {
+			case op < 14:
+				number++
+				at = at.Add(time.Second)
+				tasks := make([]TaskSample, rng.IntN(4))
+				for i := range tasks {
+					tasks[i] = TaskSample{ID: strings.Repeat("t", rng.IntN(30)), Status: rng.IntN(numStatus), Cost: time.Duration(rng.IntN(1e9))}
+				}
+				s.RecordRound(round(number, at, "plan", tasks...))
+				kept = append(kept, number)
+				trim()
+			case op < 17 && ch == nil:
+				var err error
+				if ch, err = s.Take(); err != nil {
+					t.Fatal(err)
+				}
+				taken, kept = kept, nil
+			case op < 19 && ch != nil:
+				if op == 17 {
+					ch.Done()
+				} else {
+					ch.Failed()
+					kept = append(taken, kept...)
+					trim()
+				}
+				ch, taken = nil, nil
+			default:
+				set.Rounds = 1 + rng.IntN(20)
+				if err := s.SetSettings(set); err != nil {
+					t.Fatal(err)
+				}
+				trim()
+			}
+			var got []int64
+			for _, r := range s.RecentRounds() {
+				if r.Counts == nil {
+					t.Fatalf("seed %d step %d: round %d unread", seed, step, r.Number)
+				}
+				got = append(got, r.Number)
+			}
+			slices.Reverse(got)
+			if want := append(slices.Clone(taken), kept...); !slices.Equal(got, want) {
+				t.Fatalf("seed %d step %d (keeping %d): rounds %v, want %v", seed, step, set.Rounds, got, want)
+			}
+			if u := s.UnsavedRounds(); u != unsaved {
+				t.Fatalf("seed %d step %d: %d unsaved rounds, want %d", seed, step, u, unsaved)
+			}
 		}
 	}
-	if s.hist.lens != nil {
-		t.Fatalf("a flushed history recorded %d lengths", len(s.hist.lens))
+}
+
+// TestHistoryWithoutAStoreMovesNoRound: without flushes, every round
+// drops the oldest, and the kept ones stay where they were written (a
+// history in one array copied them down, about six cold lines a fire):
+// a round's bytes do not move until it is dropped, and once the pages
+// have come round, a round allocates nothing.
+func TestHistoryWithoutAStoreMovesNoRound(t *testing.T) {
+	set := DefaultSettings()
+	s, _ := New("job", clockwork.NewFakeClockAt(day1), set)
+	at := day1
+	record := func() {
+		at = at.Add(time.Second)
+		s.RecordRound(round(1, at, "plan", TaskSample{ID: "job", Status: Success, Started: at, Cost: time.Millisecond}))
 	}
-	for i := 101; i <= 130; i++ {
-		record(i)
+	for range 3 * set.Rounds {
+		record()
 	}
-	rs := s.RecentRounds()
-	if len(rs) != 8 || rs[0].Number != 130 || rs[7].Number != 123 {
-		t.Fatalf("%d rounds kept, newest %d, oldest %d", len(rs), rs[0].Number, rs[len(rs)-1].Number)
+	h := s.hist
+	if int(h.kept) != set.Rounds || h.unsaved != int64(2*set.Rounds) {
+		t.Fatalf("%d rounds kept, %d unsaved", h.kept, h.unsaved)
 	}
-	if s.hist.lens == nil {
-		t.Fatal("a trimmed history records no lengths")
+	oldest := h.page[:len(h.page)-len(skipRound(h.page))] // the page's oldest round, where it lies
+	want := slices.Clone(oldest)
+	for range set.Rounds - 1 { // it stays among the kept rounds
+		record()
+		if !slices.Equal(oldest, want) {
+			t.Fatal("a kept round was moved or overwritten")
+		}
 	}
-	if u := s.UnsavedRounds(); u != 22 {
-		t.Fatalf("unsaved %d, want 22", u)
+	if n := testing.AllocsPerRun(200, record); n != 0 {
+		t.Fatalf("a round allocates %.1f times", n)
+	}
+	if rs := s.RecentRounds(); len(rs) != set.Rounds || !rs[0].Start.Equal(at.Add(3*time.Millisecond)) {
+		t.Fatalf("%d rounds, newest at %v", len(rs), rs[0].Start)
 	}
 }

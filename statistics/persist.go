@@ -292,8 +292,8 @@ func (s *Stats) Load(ctx context.Context, st store.Store) (warnings []string, er
 	s.results.resize(set.Results)
 	if seq > 0 { // rounds recorded before Load follow the stored ones
 		h := s.histLocked()
-		if h.n > 0 || h.taken != nil {
-			warnings = append(warnings, fmt.Sprintf("schedule %q: %d rounds ran before the history was loaded; numbered anew", s.schedule, h.n))
+		if h.kept > 0 || h.taken != nil {
+			warnings = append(warnings, fmt.Sprintf("schedule %q: %d rounds ran before the history was loaded; numbered anew", s.schedule, h.kept))
 		}
 		h.seq += seq
 	}
@@ -428,18 +428,17 @@ func (s *Stats) Take() (*Changes, error) {
 			return nil, err
 		}
 	}
-	if h := s.hist; h != nil && h.n > 0 && h.taken == nil {
-		h.trim(s.settings.Rounds)
+	if h := s.hist; h != nil && h.kept > 0 && h.taken == nil {
 		// One page for the rounds since the last flush, in the slot of its
 		// last round: a page that slot held ended at least Settings.Rounds
 		// rounds earlier, so none of its rounds is among the newest kept.
-		data := pageData(h.page, h.n)
-		ch.oneRound[0] = store.Round{Schedule: s.schedule, Slot: int(h.seq % int64(s.settings.Rounds)), Seq: h.seq, First: h.seq - int64(h.n) + 1,
+		data := h.appendKept(pageHeader(int(h.kept), h.size()))
+		ch.oneRound[0] = store.Round{Schedule: s.schedule, Slot: int(h.seq % int64(s.settings.Rounds)), Seq: h.seq, First: h.seq - int64(h.kept) + 1,
 			Start: time.Unix(0, h.lastStart).UTC(), Data: data}
 		ch.Rounds = ch.oneRound[:]
-		ch.rounds = h.n
-		h.taken, h.takenN = data, h.n
-		h.page, h.lens, h.n = h.page[:0], h.lens[:0], 0
+		ch.rounds = int(h.kept)
+		h.taken, h.takenN = data, int(h.kept)
+		h.takeKept()
 	}
 	ch.taken = s.pending.take()
 	ch.Failures = make([]store.Failure, len(ch.taken))
@@ -496,12 +495,8 @@ func (c *Changes) Failed() {
 	if c.rounds > 0 { // the taken rounds go back ahead of the newer ones
 		h := s.hist
 		body, _, _ := pageBody(h.taken)
-		h.page, h.n = append(slices.Clip(body), h.page...), h.n+h.takenN
-		if h.lens != nil {
-			h.lens = append(roundLens(body, h.takenN), h.lens...)
-		}
+		h.putBack(body, h.takenN, int32(s.settings.Rounds))
 		h.taken, h.takenN = nil, 0
-		h.trim(s.settings.Rounds)
 	}
 }
 

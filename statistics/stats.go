@@ -587,7 +587,7 @@ func (s *Stats) SetSettings(n Settings) error {
 	s.unsaved += int64(s.pending.resize(n.Failures))
 	s.results.resize(n.Results)
 	if s.hist != nil {
-		s.hist.trim(n.Rounds)
+		s.hist.trim(int32(n.Rounds))
 	}
 	return nil
 }

@@ -71,7 +71,7 @@ func encodeDay(d *day) ([]byte, error) {
 	for _, v := range []time.Duration{d.min, d.max, d.sum, d.lateMax, d.lateSum} {
 		b = binary.AppendVarint(b, int64(v))
 	}
-	for _, n := range d.buckets {
+	for _, n := range d.bucketCounts() {
 		b = binary.AppendVarint(b, n)
 	}
 	for _, t := range d.bucketTh {
@@ -171,9 +171,11 @@ func decodeDayV2(b []byte) (*day, error) {
 	for _, v := range []*time.Duration{&d.min, &d.max, &d.sum, &d.lateMax, &d.lateSum} {
 		*v = time.Duration(r.varint())
 	}
-	for i := range d.buckets {
-		d.buckets[i] = r.varint()
+	var buckets [6]int64
+	for i := range buckets {
+		buckets[i] = r.varint()
 	}
+	d.setBuckets(buckets)
 	for i := range d.bucketTh {
 		d.bucketTh[i] = time.Duration(r.varint())
 	}
@@ -194,7 +196,7 @@ func encodeDayV1(d *day) ([]byte, error) {
 	return json.Marshal(dayRecord{
 		Version: 1, Count: d.count, ByStatus: d.byStatus, Min: int64(d.min), Max: int64(d.max), Sum: int64(d.sum),
 		Hist: encodeHist(&d.hist), Late: encodeHist(&d.late), LateMax: int64(d.lateMax), LateSum: int64(d.lateSum),
-		Buckets: d.buckets, BucketTh: [5]int64{int64(d.bucketTh[0]), int64(d.bucketTh[1]), int64(d.bucketTh[2]), int64(d.bucketTh[3]), int64(d.bucketTh[4])},
+		Buckets: d.bucketCounts(), BucketTh: [5]int64{int64(d.bucketTh[0]), int64(d.bucketTh[1]), int64(d.bucketTh[2]), int64(d.bucketTh[3]), int64(d.bucketTh[4])},
 	})
 }
 
@@ -218,7 +220,8 @@ func decodeDay(b []byte) (*day, error) {
 		return nil, err
 	}
 	d := &day{count: r.Count, byStatus: r.ByStatus, min: time.Duration(r.Min), max: time.Duration(r.Max), sum: time.Duration(r.Sum),
-		hist: h, late: l, lateMax: time.Duration(r.LateMax), lateSum: time.Duration(r.LateSum), buckets: r.Buckets}
+		hist: h, late: l, lateMax: time.Duration(r.LateMax), lateSum: time.Duration(r.LateSum)}
+	d.setBuckets(r.Buckets)
 	for i, v := range r.BucketTh {
 		d.bucketTh[i] = time.Duration(v)
 	}
@@ -315,7 +318,7 @@ func mergeDay(into, d *day) {
 	into.lateMax = max(into.lateMax, d.lateMax)
 	into.lateSum += d.lateSum
 	if into.bucketTh == d.bucketTh {
-		for i := range into.buckets {
+		for i := range into.buckets { // [0] of both is 0: not counted
 			into.buckets[i] += d.buckets[i]
 		}
 	} else { // different cuts: fall back to the histogram

@@ -123,7 +123,12 @@ type ResultRecord struct {
 
 // day is one day's aggregate. Its fields are in the order a fire writes
 // them, those it writes every time first: with thousands of schedules
-// each line of a day is one a fire finds cold.
+// each line of a day is one a fire finds cold. A day is 296 bytes, in a
+// size class whose objects start on a line, and a fire whose task cost
+// less than the first threshold writes only its first three lines
+// (TestDayLayout): the first bucket is not counted but read as the count
+// less the others, so that the line of buckets is written only by the
+// slower tasks.
 type day struct {
 	count    int64
 	byStatus [numStatus]int64
@@ -136,8 +141,28 @@ type day struct {
 	lateSum  time.Duration
 	hist     Histogram
 	late     Histogram // fire lateness of rounds
-	buckets  [6]int64  // exact counts, cut at bucketTh
+	buckets  [6]int64  // exact counts, cut at bucketTh; [0] is not counted (bucketCounts)
 	bucketTh [5]time.Duration
+}
+
+// bucketCounts returns the day's exact counts by bucket, the first one
+// being the count less the others (a day read from a corrupt record that
+// counts more in them than in all is not shown a negative count).
+func (d *day) bucketCounts() [6]int64 {
+	b := d.buckets
+	b[0] = d.count
+	for _, n := range b[1:] {
+		b[0] -= n
+	}
+	b[0] = max(b[0], 0)
+	return b
+}
+
+// setBuckets sets the day's exact counts by bucket: all but the first,
+// which is their count less the others.
+func (d *day) setBuckets(b [6]int64) {
+	b[0] = 0
+	d.buckets = b
 }
 
 // DaySummary is a day's aggregate as shown and exported.
@@ -411,14 +436,17 @@ func (s *Stats) Record(x Sample) {
 			// re-cut what is there from the histogram, then count exactly.
 			// The re-cut counted this cost by its histogram bucket's lower
 			// bound: it is taken back from there.
-			d.buckets = bucketsOf(&d.hist, s.settings.Thresholds)
+			b := bucketsOf(&d.hist, s.settings.Thresholds)
 			lo, _ := bounds(bucketOf(x.Cost))
-			d.buckets[bucketIndex(lo, s.settings.Thresholds)]--
+			b[bucketIndex(lo, s.settings.Thresholds)]--
+			d.setBuckets(b)
 			d.bucketTh = s.settings.Thresholds
 		}
 		d.cut = s.thGen
 	}
-	d.buckets[bucketIndex(x.Cost, s.settings.Thresholds)]++
+	if i := bucketIndex(x.Cost, s.settings.Thresholds); i > 0 { // the first is the count less these
+		d.buckets[i]++
+	}
 	s.results.push(resultEntry{at: now.UnixNano(), cost: x.Cost, taskID: x.TaskID, err: x.Err, status: uint8(x.Status)})
 	if x.Status != Success {
 		f := Failure{Round: x.Round, Batch: x.Batch, At: now, TaskID: x.TaskID, Status: StatusNames()[x.Status], Cost: x.Cost}
@@ -632,7 +660,7 @@ func (s *Stats) summaryLocked(k time.Time, d *day) DaySummary {
 		sum.P50, sum.P95, sum.P99 = clamp(d.hist.Quantile(.5), d), clamp(d.hist.Quantile(.95), d), clamp(d.hist.Quantile(.99), d)
 	}
 	if d.bucketTh == s.settings.Thresholds {
-		sum.Buckets = d.buckets
+		sum.Buckets = d.bucketCounts()
 	} else {
 		sum.Buckets = bucketsOf(&d.hist, s.settings.Thresholds)
 	}

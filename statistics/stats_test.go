@@ -395,6 +395,76 @@ func TestStatsLayout(t *testing.T) {
 	}
 }
 
+// TestDayLayout: a day fills a 320-byte size class, whose objects start
+// on a line, and what a fire writes of it, when its task cost less than
+// the first threshold, is in its first three lines (see day).
+func TestDayLayout(t *testing.T) {
+	var d day
+	if n := unsafe.Sizeof(d); n <= 288 || n > 320 {
+		t.Errorf("a day is %d bytes, want 289 to 320", n)
+	}
+	for name, end := range map[string]uintptr{
+		"count":     unsafe.Offsetof(d.count) + unsafe.Sizeof(d.count),
+		"byStatus":  unsafe.Offsetof(d.byStatus) + unsafe.Sizeof(d.byStatus),
+		"cut":       unsafe.Offsetof(d.cut) + unsafe.Sizeof(d.cut),
+		"from":      unsafe.Offsetof(d.from) + unsafe.Sizeof(d.from),
+		"sum":       unsafe.Offsetof(d.sum) + unsafe.Sizeof(d.sum),
+		"lateSum":   unsafe.Offsetof(d.lateSum) + unsafe.Sizeof(d.lateSum),
+		"hist.last": unsafe.Offsetof(d.hist) + unsafe.Offsetof(d.hist.total) + unsafe.Sizeof(d.hist.total),
+		"late.last": unsafe.Offsetof(d.late) + unsafe.Offsetof(d.late.total) + unsafe.Sizeof(d.late.total),
+	} {
+		if end > 192 {
+			t.Errorf("%s ends at byte %d, past the third line", name, end)
+		}
+	}
+}
+
+// TestFirstBucketIsTheRest: a day's first cost bucket is its count less
+// the others, through settings that cut it anew, a flush and a load.
+func TestFirstBucketIsTheRest(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t, t.TempDir())
+	defer st.Close()
+	clk := clockwork.NewFakeClockAt(day1.Add(time.Hour))
+	s, _ := New("job", clk, DefaultSettings())
+	s.Record(Sample{TaskID: "t", Cost: time.Millisecond})
+	if s.cur.buckets != [6]int64{} { // a fast task writes no line of buckets
+		t.Fatalf("a task under the first threshold wrote buckets %v", s.cur.buckets)
+	}
+	costs := []time.Duration{2 * time.Second, 20 * time.Second, 500 * time.Millisecond, 2 * time.Hour}
+	for _, c := range costs {
+		s.Record(Sample{TaskID: "t", Cost: c})
+	}
+	if got, want := s.Day(clk.Now()).Buckets, [6]int64{2, 1, 1, 0, 0, 1}; got != want {
+		t.Fatalf("buckets %v, want %v", got, want)
+	}
+	set := DefaultSettings()
+	set.Thresholds = [5]time.Duration{10 * time.Millisecond, time.Second, 10 * time.Second, time.Minute, time.Hour}
+	if err := s.SetSettings(set); err != nil {
+		t.Fatal(err)
+	}
+	s.Record(Sample{TaskID: "t", Cost: 5 * time.Millisecond}) // cuts the day anew, then counts exactly
+	want := [6]int64{2, 1, 1, 1, 0, 1}
+	if got := s.Day(clk.Now()).Buckets; got != want {
+		t.Fatalf("after new thresholds: buckets %v, want %v", got, want)
+	}
+	if err := s.Flush(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	loaded, _ := New("job", clk, set)
+	if _, err := loaded.Load(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	if got := loaded.Day(clk.Now()).Buckets; got != want {
+		t.Fatalf("loaded: buckets %v, want %v", got, want)
+	}
+	loaded.Record(Sample{TaskID: "t", Cost: time.Microsecond})
+	want[0]++
+	if got := loaded.Day(clk.Now()).Buckets; got != want {
+		t.Fatalf("loaded, then a fire: buckets %v, want %v", got, want)
+	}
+}
+
 // A default results ring is allocated whole at its first push: a young
 // schedule's rounds do not grow it through smaller buffers.
 func TestResultsRingAllocatedOnce(t *testing.T) {

@@ -42,6 +42,9 @@ func TestContextLayout(t *testing.T) {
 	if e := unsafe.Offsetof(g.tmo) + unsafe.Sizeof(g.tmo); e > 64 {
 		t.Errorf("a generation's tmo ends at byte %d, past the first line", e)
 	}
+	if n := unsafe.Sizeof(runCtx{}); n != 64 {
+		t.Errorf("a task context is %d bytes, want 64 (a class whose objects start on a line)", n)
+	}
 	for _, o := range Outcomes() {
 		if got := codeOf(o).outcome(); got != o {
 			t.Errorf("outcome %q comes back as %q", o, got)

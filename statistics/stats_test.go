@@ -419,6 +419,19 @@ func TestDayLayout(t *testing.T) {
 	}
 }
 
+// TestHistoryLayout: what a round writes of a history is its first 64
+// bytes, and a history fills a 192-byte size class, whose objects start
+// on a line.
+func TestHistoryLayout(t *testing.T) {
+	var h history
+	if n := unsafe.Sizeof(h); n != 192 {
+		t.Errorf("a history is %d bytes, want 192", n)
+	}
+	if end := unsafe.Offsetof(h.left) + unsafe.Sizeof(h.left); end > 64 {
+		t.Errorf("a round's fields end at byte %d, past the first line", end)
+	}
+}
+
 // TestFirstBucketIsTheRest: a day's first cost bucket is its count less
 // the others, through settings that cut it anew, a flush and a load.
 func TestFirstBucketIsTheRest(t *testing.T) {

@@ -97,6 +97,10 @@ func causeNames() [5]string { return [5]string{"plan", "start", "exec", "rerun",
 // one, and copying the kept ones down in one array, as a single page
 // would, cost a fire about six cold lines. With a store a flush takes the
 // rounds every few seconds and older stays empty.
+//
+// A page begins with pageHead bytes of room for a stored page's header,
+// so that a flush that takes one page hands its array to the store as
+// the stored page (take), rather than copying its rounds into one.
 type history struct {
 	// What a round writes, in 64 bytes.
 	seq       int64 // the last round's sequence number
@@ -113,6 +117,24 @@ type history struct {
 	taken   []byte
 	takenN  int
 	_       [48]byte // to 192 bytes, a size class whose objects start on a line: the 64 bytes above are one
+}
+
+// pageHead is the room at the start of a page for a stored page's
+// header: its version byte and its count of rounds (a uvarint).
+const pageHead = 1 + binary.MaxVarintLen64
+
+// begin starts the page in array b (nil for a new one).
+func (h *history) begin(b []byte) {
+	var room [pageHead]byte
+	h.page = append(b[:0], room[:]...)
+}
+
+// rounds returns the page's rounds.
+func (h *history) rounds() []byte {
+	if len(h.page) < pageHead {
+		return nil
+	}
+	return h.page[pageHead:]
 }
 
 // heldPage is a page of history that is no longer appended to.
@@ -139,6 +161,9 @@ func (s *Stats) RecordRound(x RoundSample) {
 	if h.n >= pageRounds(keep) {
 		h.hold()
 	}
+	if len(h.page) == 0 {
+		h.begin(h.page)
+	}
 	h.seq++
 	h.page = appendRound(h.page, s.schedule, h.seq, &x)
 	h.n++
@@ -154,8 +179,9 @@ func (h *history) hold() {
 	if len(h.older) == 0 {
 		h.left = h.n
 	}
-	h.older = append(h.older, heldPage{b: h.page, n: h.n})
-	h.page, h.spare, h.n = h.spare, nil, 0
+	h.older = append(h.older, heldPage{b: h.rounds(), n: h.n})
+	h.begin(h.spare)
+	h.spare, h.n = nil, 0
 }
 
 // trim drops the oldest rounds past keep: settings that keep fewer, or
@@ -185,8 +211,8 @@ func (h *history) drop(k int32) {
 		}
 	}
 	if k > 0 { // only with settings that keep fewer rounds than a page holds
-		rest := skipRounds(h.page, int(k))
-		h.page = h.page[:copy(h.page, rest)]
+		rest := skipRounds(h.rounds(), int(k))
+		h.page = h.page[:pageHead+copy(h.page[pageHead:], rest)]
 		h.n -= k
 	}
 }
@@ -209,20 +235,37 @@ func (h *history) appendKept(b []byte) []byte {
 		}
 		b = append(b, o.b...)
 	}
-	return append(b, h.page...)
+	return append(b, h.rounds()...)
 }
 
 // size is at least the bytes of the kept rounds.
 func (h *history) size() int {
-	n := len(h.page)
+	n := len(h.rounds())
 	for _, o := range h.older {
 		n += len(o.b)
 	}
 	return n
 }
 
-// takeKept empties the history of its kept rounds: a flush took them.
-func (h *history) takeKept() {
+// take returns the kept rounds as a stored page, and empties the history
+// of them. One page (a flush every few seconds takes one) is handed over
+// whole: its header goes in the room before its rounds, and the next
+// round begins a page in an array of the same size. Otherwise they are
+// copied into one.
+func (h *history) take() []byte {
+	var data []byte
+	if len(h.older) == 0 && len(h.page) > pageHead {
+		var hdr [pageHead]byte
+		hdr[0] = pageVersion1
+		n := 1 + binary.PutUvarint(hdr[1:], uint64(h.kept))
+		at := pageHead - n
+		copy(h.page[at:], hdr[:n])
+		data = slices.Clip(h.page[at:])
+		h.page = make([]byte, pageHead, cap(h.page))
+	} else {
+		data = h.appendKept(pageHeader(int(h.kept), h.size()))
+		h.begin(h.page)
+	}
 	for _, o := range h.older {
 		if cap(o.b) > cap(h.spare) {
 			h.spare = o.b[:0]
@@ -230,7 +273,8 @@ func (h *history) takeKept() {
 	}
 	clear(h.older)
 	h.older, h.skip, h.left = h.older[:0], 0, 0
-	h.page, h.n, h.kept = h.page[:0], 0, 0
+	h.n, h.kept = 0, 0
+	return data
 }
 
 // putBack puts n rounds a flush took back ahead of the kept ones, and

@@ -643,7 +643,8 @@ func TestHistoryWithoutAStoreMovesNoRound(t *testing.T) {
 	if int(h.kept) != set.Rounds || h.unsaved != int64(2*set.Rounds) {
 		t.Fatalf("%d rounds kept, %d unsaved", h.kept, h.unsaved)
 	}
-	oldest := h.page[:len(h.page)-len(skipRound(h.page))] // the page's oldest round, where it lies
+	page := h.rounds()
+	oldest := page[:len(page)-len(skipRound(page))] // the page's oldest round, where it lies
 	want := slices.Clone(oldest)
 	for range set.Rounds - 1 { // it stays among the kept rounds
 		record()
@@ -656,5 +657,43 @@ func TestHistoryWithoutAStoreMovesNoRound(t *testing.T) {
 	}
 	if rs := s.RecentRounds(); len(rs) != set.Rounds || !rs[0].Start.Equal(at.Add(3*time.Millisecond)) {
 		t.Fatalf("%d rounds, newest at %v", len(rs), rs[0].Start)
+	}
+}
+
+// TestAFlushTakesItsPageWhole: a flush that takes one page of rounds
+// hands its array over as the stored page, header included, and the
+// rounds after it are written elsewhere; the stored page reads back.
+func TestAFlushTakesItsPageWhole(t *testing.T) {
+	s, _ := New("job", clockwork.NewFakeClockAt(day1), DefaultSettings())
+	at := day1
+	record := func() {
+		at = at.Add(time.Second)
+		s.RecordRound(round(1, at, "plan", TaskSample{ID: "job", Status: Success, Started: at, Cost: time.Millisecond}))
+	}
+	for range 5 {
+		record()
+	}
+	first := &s.hist.rounds()[0]
+	ch, err := s.Take()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := ch.Rounds[0].Data
+	if &data[2] != first { // its version, its count (5), then the rounds where they were written
+		t.Fatal("the page's rounds were copied")
+	}
+	want := slices.Clone(data)
+	record()
+	ch.Done()
+	record()
+	if !slices.Equal(data, want) {
+		t.Fatal("a round after the flush wrote into the page it took")
+	}
+	rs, err := DecodePage(ch.Rounds[0])
+	if err != nil || len(rs) != 5 || rs[4].Seq != 5 {
+		t.Fatalf("stored page: %d rounds, %v", len(rs), err)
+	}
+	if n := len(s.RecentRounds()); n != 2 {
+		t.Fatalf("%d rounds in memory after the flush, want 2", n)
 	}
 }

@@ -435,13 +435,13 @@ func (s *Stats) Take() (*Changes, error) {
 		// One page for the rounds since the last flush, in the slot of its
 		// last round: a page that slot held ended at least Settings.Rounds
 		// rounds earlier, so none of its rounds is among the newest kept.
-		data := h.appendKept(pageHeader(int(h.kept), h.size()))
-		ch.oneRound[0] = store.Round{Schedule: s.schedule, Slot: int(h.seq % int64(s.settings.Rounds)), Seq: h.seq, First: h.seq - int64(h.kept) + 1,
+		first := h.seq - int64(h.kept) + 1
+		data := h.take()
+		ch.oneRound[0] = store.Round{Schedule: s.schedule, Slot: int(h.seq % int64(s.settings.Rounds)), Seq: h.seq, First: first,
 			Start: time.Unix(0, h.lastStart).UTC(), Data: data}
 		ch.Rounds = ch.oneRound[:]
-		ch.rounds = int(h.kept)
-		h.taken, h.takenN = data, int(h.kept)
-		h.takeKept()
+		ch.rounds = int(h.seq - first + 1)
+		h.taken, h.takenN = data, ch.rounds
 	}
 	ch.taken = s.pending.take()
 	ch.Failures = make([]store.Failure, len(ch.taken))

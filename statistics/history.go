@@ -679,9 +679,6 @@ func readRounds(b []byte, n int, schedule, instance string, tasks bool) ([]Round
 	return out, nil
 }
 
-// pageData is a page as stored: its header and the rounds.
-func pageData(rounds []byte, n int) []byte { return append(pageHeader(n, len(rounds)), rounds...) }
-
 // pageHeader begins a stored page of n rounds, with room for size bytes
 // of them.
 func pageHeader(n, size int) []byte {

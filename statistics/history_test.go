@@ -21,6 +21,9 @@ import (
 	"github.com/fom-go/fom/store"
 )
 
+// pageData is a page as stored: its header and the rounds.
+func pageData(rounds []byte, n int) []byte { return append(pageHeader(n, len(rounds)), rounds...) }
+
 func round(n int64, at time.Time, cause string, tasks ...TaskSample) RoundSample {
 	return RoundSample{Number: n, Cause: cause, Planned: at, Start: at.Add(3 * time.Millisecond), End: at.Add(50 * time.Millisecond), Tasks: tasks}
 }

@@ -200,9 +200,7 @@ func (h *history) drop(k int32) {
 		d := min(k, h.left)
 		h.skip, h.left, k = h.skip+d, h.left-d, k-d
 		if h.left == 0 { // the whole of older[0]: its array serves the next page
-			if o := h.older[0].b; cap(o) > cap(h.spare) {
-				h.spare = o[:0]
-			}
+			h.release(h.older[0].b)
 			h.older = slices.Delete(h.older, 0, 1)
 			h.skip = 0
 			if len(h.older) > 0 {
@@ -214,6 +212,14 @@ func (h *history) drop(k int32) {
 		rest := skipRounds(h.rounds(), int(k))
 		h.page = h.page[:pageHead+copy(h.page[pageHead:], rest)]
 		h.n -= k
+	}
+}
+
+// release keeps the array of a page no longer held as the next page's,
+// the larger one when there are two.
+func (h *history) release(b []byte) {
+	if cap(b) > cap(h.spare) {
+		h.spare = b[:0]
 	}
 }
 
@@ -267,9 +273,7 @@ func (h *history) take() []byte {
 		h.begin(h.page)
 	}
 	for _, o := range h.older {
-		if cap(o.b) > cap(h.spare) {
-			h.spare = o.b[:0]
-		}
+		h.release(o.b)
 	}
 	clear(h.older)
 	h.older, h.skip, h.left = h.older[:0], 0, 0

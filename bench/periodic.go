@@ -16,6 +16,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/fom-go/fom/config"
+	"github.com/fom-go/fom/fom"
 	"github.com/fom-go/fom/schedule"
 	"github.com/fom-go/fom/schedule/wheel"
 )
@@ -109,13 +110,13 @@ func latenessOf(now time.Time, off time.Duration) time.Duration {
 func fomSchedules() periodicLib {
 	return periodicLib{name: "fom", canSpread: true, start: func(n int, spread bool, l *lateness) (func(), error) {
 		conflicts := schedule.NewConflicts()
-		// As an App does: a wheel per P, schedules assigned round-robin,
+		// As an App does: a wheel per P (coalescing fires to the millisecond), schedules assigned round-robin,
 		// and a set of runners (four at once) per wheel.
 		wheels := make([]*wheel.Wheel, runtime.GOMAXPROCS(0))
 		runners := make([]*schedule.Runners, len(wheels))
 		for i := range wheels {
 			runners[i] = schedule.NewRunners(0, 4)
-			w, err := wheel.New(wheel.WithDispatchers(1), wheel.WithTick(fomTick))
+			w, err := wheel.New(wheel.WithDispatchers(1), wheel.WithTick(fomTick), wheel.WithCoalesce(fom.DefaultFireCoalescing))
 			if err != nil {
 				return nil, err
 			}

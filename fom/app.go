@@ -92,8 +92,14 @@ func New(opts ...Option) (*App, error) {
 	if o.logger == nil {
 		o.logger = zap.NewNop()
 	}
+	coalesce := DefaultFireCoalescing
 	if o.clock == nil {
 		o.clock = clockwork.NewRealClock()
+	} else {
+		coalesce = 0 // a test's clock: a fire comes at its instant (WithFireCoalescing)
+	}
+	if o.coalesce != nil {
+		coalesce = *o.coalesce
 	}
 	// Schedules share a few wheels (one per P, so that no lock is global):
 	// those due at the same instant are woken by a few timers rather than
@@ -101,7 +107,7 @@ func New(opts ...Option) (*App, error) {
 	// is pending.
 	wheels := make([]*wheel.Wheel, runtime.GOMAXPROCS(0))
 	for i := range wheels {
-		w, err := wheel.New(wheel.WithClock(o.clock), wheel.WithDispatchers(1))
+		w, err := wheel.New(wheel.WithClock(o.clock), wheel.WithDispatchers(1), wheel.WithCoalesce(coalesce))
 		if err != nil {
 			return nil, fmt.Errorf("fom: new app: %w", err)
 		}

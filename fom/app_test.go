@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/fom-go/fom/config"
+	"github.com/fom-go/fom/statistics"
 	"github.com/fom-go/fom/store"
 )
 
@@ -447,5 +448,73 @@ func TestFlushInterval(t *testing.T) {
 			t.Fatal("the round was not written after the interval")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+type quickJob struct {
+	Schedule `name:"quick" fixedDelay:"13ms"`
+}
+
+func (j *quickJob) Run(context.Context) (any, error) { return nil, nil }
+
+// TestFiresAreCoalescedToTheMillisecond: on the real clock an App wakes a
+// schedule at the first whole millisecond at or after its planned fire,
+// never before; WithFireCoalescing(0) keeps the wheel's own resolution,
+// and a bad value is refused with an error that names it.
+func TestFiresAreCoalescedToTheMillisecond(t *testing.T) {
+	t.Parallel()
+	for _, bad := range []time.Duration{-time.Millisecond, 2 * time.Second} {
+		if _, err := New(WithFireCoalescing(bad)); err == nil || !strings.Contains(err.Error(), bad.String()) {
+			t.Errorf("WithFireCoalescing(%s): error %v, want one naming the value", bad, err)
+		}
+	}
+	rounds := func(opts ...Option) []statistics.RoundRecord {
+		t.Helper()
+		app, err := New(append(opts, WithDataDir(t.TempDir()))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc, err := app.Register(&quickJob{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		if err := app.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		defer app.Stop(ctx)
+		deadline := time.Now().Add(10 * time.Second)
+		for len(sc.Stats().RecentRounds()) < 20 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		return sc.Stats().RecentRounds()
+	}
+	// A fire planned off the grid (a fixed delay counts from each round's
+	// end, so planned fires fall anywhere in a millisecond), woken before
+	// the next whole millisecond: what a wheel without coalescing does most
+	// of the time (its tick is 100µs), and never one that coalesces.
+	early := func(rs []statistics.RoundRecord) (n int) {
+		for _, r := range rs {
+			if r.Cause != "plan" {
+				continue
+			}
+			if r.Start.Before(r.Planned) {
+				t.Errorf("round %d started at %v, before its planned %v", r.Number, r.Start, r.Planned)
+			}
+			if grid := r.Planned.Truncate(time.Millisecond); grid != r.Planned && r.Start.Before(grid.Add(time.Millisecond)) {
+				n++
+			}
+		}
+		return n
+	}
+	rs := rounds()
+	if len(rs) < 10 {
+		t.Fatalf("%d rounds in 10s of a 13ms schedule", len(rs))
+	}
+	if n := early(rs); n != 0 {
+		t.Errorf("%d of %d rounds started before the first whole millisecond after their planned fire", n, len(rs))
+	}
+	if n := early(rounds(WithFireCoalescing(0))); n == 0 {
+		t.Error("without coalescing, no round started before the whole millisecond after its planned fire")
 	}
 }

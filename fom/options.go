@@ -22,7 +22,8 @@ type options struct {
 	// On a cluster store (PostgreSQL):
 	instanceID string
 	leaseTTL   time.Duration
-	flushEvery time.Duration // 0: flushInterval
+	flushEvery time.Duration  // 0: flushInterval
+	coalesce   *time.Duration // nil: DefaultFireCoalescing
 }
 
 // DefaultDataDir is where the SQLite store lives unless WithDataDir or
@@ -112,6 +113,30 @@ func WithFlushInterval(d time.Duration) Option {
 			return fmt.Errorf("fom: flush interval %s: from 100ms to 1h", d)
 		}
 		o.flushEvery = d
+		return nil
+	}
+}
+
+// DefaultFireCoalescing is how far the App moves a planned fire, at most,
+// unless WithFireCoalescing says otherwise.
+const DefaultFireCoalescing = time.Millisecond
+
+// WithFireCoalescing sets how far a planned fire may be moved so that it
+// shares a wake-up with others: each runs at the first whole multiple of
+// d of wall time at or after its planned instant (never before it), so
+// that the schedules due within d of each other are woken together. With
+// thousands of schedules spread over the second, a wake-up per fire is
+// most of its CPU. A fire planned on a whole multiple of d (a cron
+// expression's second) is not moved. Default 1ms, or 0 with WithClock:
+// under a test's clock a fire comes at its instant, as the test advances
+// the clock to it. 0 keeps each fire at the timing wheel's own resolution
+// (100µs); at most 1s.
+func WithFireCoalescing(d time.Duration) Option {
+	return func(o *options) error {
+		if d < 0 || d > time.Second {
+			return fmt.Errorf("fom: fire coalescing %s: from 0 to 1s", d)
+		}
+		o.coalesce = &d
 		return nil
 	}
 }

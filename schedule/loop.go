@@ -176,8 +176,19 @@ var _ wheel.Lender = (*loopWake)(nil)
 
 // FireLend is FireAt on a goroutine the wheel lends (wheel.Lender): a
 // round then runs there (RunLent) rather than on a runner, with no
-// hand-off to another goroutine.
-func (lw *loopWake) FireLend(id uint64, now time.Time) bool { return lw.fire(id, now, onLent) }
+// hand-off to another goroutine. A schedule whose lock is held (an edit,
+// a page view) is handed to a runner instead, to wait for it there: the
+// wheel lends its goroutine to the fires due with this one in turn, and
+// none of them waits for another schedule's lock.
+func (lw *loopWake) FireLend(id uint64, now time.Time) bool {
+	c := lw.c
+	if !c.mu.TryLock() {
+		lw.FireAt(id, now)
+		return false
+	}
+	defer c.mu.Unlock()
+	return lw.fireLocked(id, now, onLent)
+}
 
 // RunLent runs the round FireLend took on, on the wheel's goroutine, with
 // a runner kept in that goroutine's slot for its memory and label.
@@ -204,10 +215,15 @@ const (
 // gated round) or a runner, a round it starts is left to the caller, which
 // it reports.
 func (lw *loopWake) fire(id uint64, now time.Time, on wakeOn) bool {
+	lw.c.mu.Lock()
+	defer lw.c.mu.Unlock()
+	return lw.fireLocked(id, now, on)
+}
+
+// fireLocked is fire with the schedule's lock held.
+func (lw *loopWake) fireLocked(id uint64, now time.Time, on wakeOn) bool {
 	l := (*loop)(lw)
 	c := l.c
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if l.timer != &l.wt || l.wt.ID() != id || c.state != Sleeping {
 		return false // disarmed: someone else took the schedule
 	}

@@ -90,17 +90,21 @@ type TimedCallback interface {
 // Handing work to another goroutine wakes it, and on an otherwise idle
 // process that means waking a second thread, whose core then runs the
 // work cold: at a thousand schedules spread over the second, that
-// hand-off was about a quarter of a fire's CPU. So the last inline
-// callback of a pass, when it is a Lender and the wheel's next timer is
-// at least lendQuiet away, is offered the advancing goroutine: FireLend
-// decides as FireAt would and returns true to take it, and RunLent then
-// runs on that goroutine. Before RunLent runs the wheel arms a takeover at
-// its next due time (and again whenever an add makes an earlier one): if
-// the lent work is still running then, another goroutine takes over the
-// wheel, and the lent one ends when its work returns. Lent work therefore
-// delays no timer by more than the takeover's own wake-up, and costs two
-// operations on a runtime timer when it ends first, as it nearly always
-// does.
+// hand-off was about a quarter of a fire's CPU. So when the wheel's next
+// timer is at least lendQuiet away, the last maxLent inline Lenders of a
+// pass (the few a quiet wheel finds due at once) are offered the advancing
+// goroutine, one after the other: FireLend decides as FireAt would and
+// returns true to take it, and RunLent then runs on that goroutine. Each
+// is offered only once the one before it has returned, with a fresh
+// reading of the clock. Before the first runs the wheel arms a takeover at
+// its next due time (and again whenever an add makes an earlier one), and
+// no later than lendQuiet when more than one is lent: if lent work is
+// still running then, another goroutine takes over the wheel, the
+// Lenders not yet offered go the way of any other (FireAt), and the lent
+// goroutine ends when its work returns. Lent work therefore delays no
+// timer by more than the takeover's own wake-up, nor a Lender lent behind
+// it by more than lendQuiet, and costs two operations on a runtime timer
+// a pass when it ends first, as it nearly always does.
 type Lender interface {
 	TimedCallback
 	// FireLend is FireAt on a goroutine that can be lent: true asks the
@@ -160,6 +164,25 @@ func WithSize(n int) Option {
 	}
 }
 
+// WithCoalesce makes the wake-ups armed with SetInlineFrom (fom's
+// schedules') due at the first multiple of d of wall time at or after
+// their instant, rather than at their own tick. The fires of schedules
+// due within d of each other then share one pass of the wheel, one
+// wake-up of its goroutine, and (Lender) that goroutine: with thousands of
+// schedules spread over the second, a wake-up per fire was most of a
+// fire's CPU. A fire is then up to d late, never early; one planned on a
+// whole multiple of d (a cron fire on the second) is not moved. Default 0:
+// each is due at its own tick.
+func WithCoalesce(d time.Duration) Option {
+	return func(w *Wheel) error {
+		if d < 0 || d > time.Second {
+			return fmt.Errorf("wheel: coalesce %s must be between 0 and 1s", d)
+		}
+		w.coalesce = int64(d)
+		return nil
+	}
+}
+
 // WithMaxPending bounds the pending timers; more are rejected with ErrFull.
 // Default 0: no bound.
 func WithMaxPending(n int) Option {
@@ -198,6 +221,7 @@ type Wheel struct {
 	dispatchers int
 	chunk       int   // timers a cascade moves per tick
 	quietTicks  int64 // lendQuiet in ticks
+	coalesce    int64 // ns, 0 for none (WithCoalesce)
 	start       time.Time
 	realClock   bool // the elapsed time can be read from the monotonic clock alone
 
@@ -216,10 +240,14 @@ type Wheel struct {
 	// Lending (Lender): lent is true while the advancing goroutine runs
 	// lent work; lends counts lends, so that the goroutine back from one
 	// knows whether it is still the one advancing; takeover starts
-	// another advancing goroutine at the next due time while lent.
+	// another advancing goroutine at the next due time while lent, or at
+	// lendBy (elapsed ns, 0 for none) when Lenders wait in toLend, which
+	// it then hands on.
 	lent     bool
 	lends    uint64
 	takeover clockwork.Timer
+	lendBy   int64
+	toLend   []expired // oldest first
 
 	// The arena. Entry index i (from 1; 0 is "none") is slot (i-1)%slabSize
 	// of slab (i-1)/slabSize.
@@ -259,8 +287,15 @@ const idleLinger = 100 * time.Millisecond
 // advancing goroutine to be lent (Lender). A wheel with timers due sooner
 // is busy: its work goes to goroutines that are likely awake already, and
 // lent work would more often still run at the next timer, which then
-// takes another goroutine over. Real time, as a wheel's ticks are.
+// takes another goroutine over. It also bounds how long the Lenders of a
+// pass lent behind another wait for it. Real time, as a wheel's ticks are.
 const lendQuiet = time.Millisecond
+
+// maxLent is the most Lenders of one pass lent the advancing goroutine,
+// the last ones; the others go to goroutines of their own (FireAt). A
+// quiet wheel's pass holds a few, all lent; a burst of thousands due at
+// once is better run by several goroutines at a time.
+const maxLent = 16
 
 // defaultTick is the resolution when WithTick is not given.
 const defaultTick = 100 * time.Microsecond
@@ -310,6 +345,11 @@ func New(opts ...Option) (*Wheel, error) {
 		}
 	}
 	w.start = w.clk.Now()
+	if w.coalesce > 0 {
+		// Whole multiples of coalesce since start are whole multiples of
+		// wall time too. Add keeps the monotonic reading.
+		w.start = w.start.Add(-time.Duration(w.start.UnixNano() % w.coalesce))
+	}
 	w.tickInv = math.MaxUint64 / uint64(w.tick)
 	w.quietTicks = max(1, int64(lendQuiet)/w.tick)
 	w.sizeBits = uint(bits.TrailingZeros64(uint64(w.size)))
@@ -378,9 +418,18 @@ func (w *Wheel) elapsed() int64 {
 // the timer, and no clock is read. A caller that turned an instant into a
 // wait by its own reading passes that reading, and the timer is due at the
 // instant, however late the call.
+//
+// With WithCoalesce(g) the timer is due at the first multiple of g at or
+// after that instant.
 func (w *Wheel) SetInlineFrom(t *Timer, from time.Time, d time.Duration, cb Callback) error {
 	start := max(int64(from.Sub(w.start)), 0)
-	_, err := w.addAt(t, start+min(int64(max(d, 0)), math.MaxInt64-start), -1, cb, true)
+	due := start + min(int64(max(d, 0)), math.MaxInt64-start)
+	if g := w.coalesce; g > 0 {
+		if r := due % g; r != 0 && due <= math.MaxInt64-g {
+			due += g - r
+		}
+	}
+	_, err := w.addAt(t, due, -1, cb, true)
 	return err
 }
 
@@ -722,38 +771,63 @@ func (w *Wheel) startLocked() {
 	}
 }
 
-// lend runs cb's lent work on the advancing goroutine (Lender), with a
-// takeover armed for the wheel's next due time; now is the elapsed time
-// of the pass that found cb due. It reports whether this goroutine is
-// still the one advancing the wheel when the work returns.
-func (w *Wheel) lend(cb Lender, local *any, now int64) bool {
+// lend offers the Lenders in toLend the advancing goroutine (Lender), one
+// after the other, with a takeover armed for the wheel's next due time,
+// and for lendQuiet from now when more than one waits; now is the reading
+// of the pass that found them due. It reports whether this goroutine is
+// still the one advancing the wheel when the lent work returns.
+func (w *Wheel) lend(local *any, now time.Time) bool {
 	w.mu.Lock()
 	w.lent = true
 	w.lends++
 	mine := w.lends
-	w.armTakeoverLocked(now)
-	w.mu.Unlock()
-	cb.RunLent(local)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.lent || w.lends != mine {
-		return false // taken over: another goroutine advances the wheel
+	elapsed := int64(now.Sub(w.start))
+	if len(w.toLend) > 1 {
+		w.lendBy = elapsed + int64(lendQuiet)
 	}
-	w.lent = false
+	w.armTakeoverLocked(elapsed)
+	for next := 0; ; next++ {
+		if !w.lent || w.lends != mine {
+			w.mu.Unlock()
+			return false // taken over: another goroutine advances the wheel, and the takeover handed toLend on
+		}
+		if next == len(w.toLend) {
+			break
+		}
+		f := w.toLend[next]
+		w.toLend[next] = expired{}
+		w.mu.Unlock()
+		if next > 0 {
+			now = w.clk.Now() // the ones lent before took their time
+		}
+		if cb := f.cb.(Lender); cb.FireLend(f.id, now) {
+			cb.RunLent(local)
+		}
+		w.mu.Lock()
+	}
+	w.toLend = w.toLend[:0]
+	w.lent, w.lendBy = false, 0
 	if w.takeover != nil {
 		w.takeover.Stop()
 	}
+	w.mu.Unlock()
 	return true
 }
 
-// armTakeoverLocked arms the takeover for the earliest due bucket, now
-// being the elapsed time of a reading; with nothing due, an add arms it.
-// Called with mu held while lent.
+// armTakeoverLocked arms the takeover for the earliest due bucket, or
+// lendBy if sooner, now being the elapsed time of a reading; with neither,
+// an add arms it. Called with mu held while lent.
 func (w *Wheel) armTakeoverLocked(now int64) {
-	if len(w.due) == 0 {
+	at := w.lendBy
+	if len(w.due) > 0 {
+		if due := w.due[0].due * w.tick; at == 0 || due < at {
+			at = due
+		}
+	}
+	if at == 0 {
 		return
 	}
-	d := time.Duration(w.due[0].due*w.tick - now)
+	d := time.Duration(at - now)
 	if w.takeover == nil {
 		w.takeover = w.clk.AfterFunc(d, w.takeOver)
 		return
@@ -761,20 +835,37 @@ func (w *Wheel) armTakeoverLocked(now int64) {
 	w.takeover.Reset(d)
 }
 
-// takeOver is the takeover's callback: the wheel has timers due and its
-// advancing goroutine is still lent, so another one starts, in the same
-// activation. (A takeover of an earlier lend, already on its way when that
-// lend ended, may take over a later one early: one goroutine more, no
-// timer late.)
+// takeOver is the takeover's callback: the wheel has timers due, or
+// Lenders wait behind lent work, and its advancing goroutine is still
+// lent, so another one starts, in the same activation, and the Lenders
+// not yet offered the lent goroutine go the way of any other (FireAt).
+// (A takeover of an earlier lend, already on its way when that lend
+// ended, may take over a later one early: one goroutine more, no timer
+// late.)
 func (w *Wheel) takeOver() {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	if !w.lent || w.stopped || !w.running {
+		w.mu.Unlock()
 		return
 	}
-	w.lent = false
+	w.lent, w.lendBy = false, 0
+	var rest []expired
+	for _, f := range w.toLend {
+		if f.cb != nil { // not yet offered
+			rest = append(rest, f)
+		}
+	}
+	clear(w.toLend)
+	w.toLend = w.toLend[:0]
 	w.wg.Add(1)
 	go w.advance(w.act)
+	w.mu.Unlock()
+	if len(rest) > 0 {
+		now := w.clk.Now()
+		for _, f := range rest {
+			f.cb.(Lender).FireAt(f.id, now)
+		}
+	}
 }
 
 // run is a dispatcher goroutine: it runs callbacks until its activation's
@@ -882,13 +973,19 @@ func (w *Wheel) advance(a activation) {
 				fired = make([]expired, 0, len(fired))
 			}
 		}
-		var lent Lender
+		lendFrom := len(inline) // the index of the first Lender lent
+		if quiet {
+			for i, lent := len(inline)-1, 0; i >= 0 && lent < maxLent; i-- {
+				if _, ok := inline[i].cb.(Lender); ok {
+					lendFrom, lent = i, lent+1
+				}
+			}
+		}
 		for i, f := range inline {
-			inline[i] = expired{}
 			switch cb := f.cb.(type) {
 			case Lender:
-				if quiet && i == len(inline)-1 && cb.FireLend(f.id, now) {
-					lent = cb
+				if i >= lendFrom {
+					w.toLend = append(w.toLend, f) // under no lock: only the advancing goroutine, not lent, writes it
 				} else {
 					cb.FireAt(f.id, now)
 				}
@@ -897,9 +994,10 @@ func (w *Wheel) advance(a activation) {
 			default:
 				cb.Fire(f.id)
 			}
+			inline[i] = expired{}
 		}
 		inline = inline[:0]
-		if lent != nil && !w.lend(lent, &local, int64(now.Sub(w.start))) {
+		if len(w.toLend) > 0 && !w.lend(&local, now) {
 			return
 		}
 	}

@@ -1,9 +1,11 @@
 package wheel
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -668,9 +670,10 @@ func recv[T any](t *testing.T, ch <-chan T, what string) T {
 
 // TestLentGoroutineKeepsItsSlot: lent work that returns before the next
 // timer leaves the same goroutine advancing, so the next lend finds the
-// slot as the last one left it; a Lender that declines is not run, of
-// two due in one pass only the last is offered the goroutine, and a wheel
-// with a timer due within lendQuiet offers it to none.
+// slot as the last one left it; the Lenders due in one pass are offered
+// the goroutine in turn, each once the one before has returned, a Lender
+// that declines is not run, and a wheel with a timer due within lendQuiet
+// offers it to none.
 func TestLentGoroutineKeepsItsSlot(t *testing.T) {
 	t.Parallel()
 	clk, w := msWheel(t)
@@ -691,6 +694,7 @@ func TestLentGoroutineKeepsItsSlot(t *testing.T) {
 
 	declines := newLender(w, false)
 	first := newLender(w, true)
+	close(first.release)
 	var a, b, c Timer
 	now := clk.Now()
 	for _, set := range []struct {
@@ -703,17 +707,19 @@ func TestLentGoroutineKeepsItsSlot(t *testing.T) {
 	}
 	clk.BlockUntilContext(t.Context(), 1)
 	clk.Advance(10 * time.Millisecond)
-	for _, want := range []struct {
-		l   *lender
-		how string
-	}{{declines, "at"}, {first, "at"}, {l, "lend"}} {
-		if how := <-want.l.fired; how != want.how {
-			t.Errorf("called through %s, want %s", how, want.how)
+	for _, want := range []*lender{declines, first, l} {
+		if how := <-want.fired; how != "lend" {
+			t.Errorf("called through %s, want lend", how)
 		}
 	}
-	<-l.started
-	if len(first.started) != 0 || len(declines.started) != 0 {
-		t.Error("work of a Lender not offered the goroutine ran lent")
+	if slot := <-first.started; slot != 3 {
+		t.Errorf("the first Lender of the pass found the slot at %v, want 3", slot)
+	}
+	if slot := <-l.started; slot != 4 {
+		t.Errorf("the second Lender of the pass found the slot at %v, want 4: it ran before the first returned, or elsewhere", slot)
+	}
+	if len(declines.started) != 0 {
+		t.Error("work of a Lender that declined ran")
 	}
 
 	// A busy wheel, its next timer due within lendQuiet, lends nothing.
@@ -736,6 +742,97 @@ func TestLentGoroutineKeepsItsSlot(t *testing.T) {
 		t.Errorf("a wheel with a timer due %v later offered its goroutine (%s)", lendQuiet/2, how)
 	}
 }
+
+// TestLendersLentBehindBlockedWorkMoveOn: of three Lenders due in one
+// pass, the first blocks its lent goroutine; lendQuiet later the takeover
+// hands the other two on through FireAt, and the wheel fires on.
+func TestLendersLentBehindBlockedWorkMoveOn(t *testing.T) {
+	t.Parallel()
+	clk, w := msWheel(t)
+	blocks, second, third := newLender(w, true), newLender(w, true), newLender(w, true)
+	for _, l := range []*lender{blocks, second, third} {
+		if err := w.SetInlineFrom(new(Timer), t0, 10*time.Millisecond, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.BlockUntilContext(t.Context(), 1)
+	clk.Advance(10 * time.Millisecond)
+	if how := <-blocks.fired; how != "lend" {
+		t.Fatalf("the first Lender was called through %s, want lend", how)
+	}
+	<-blocks.started
+	clk.BlockUntilContext(t.Context(), 1) // the takeover: nothing else is pending
+	clk.Advance(lendQuiet - time.Nanosecond)
+	select {
+	case how := <-second.fired:
+		t.Fatalf("the second Lender was called (%s) before lendQuiet", how)
+	case <-time.After(20 * time.Millisecond):
+	}
+	clk.Advance(time.Nanosecond)
+	for _, l := range []*lender{second, third} {
+		if how := recv(t, l.fired, "a Lender lent behind blocked work"); how != "at" {
+			t.Errorf("a Lender waiting behind blocked work was called through %s, want at", how)
+		}
+	}
+	fired := make(chan struct{})
+	w.AfterFunc(5*time.Millisecond, func() { close(fired) })
+	clk.BlockUntilContext(t.Context(), 1)
+	clk.Advance(5 * time.Millisecond)
+	recv(t, fired, "a timer added after the takeover")
+	close(blocks.release)
+	if len(second.started)+len(third.started) != 0 {
+		t.Error("a Lender handed on ran lent")
+	}
+}
+
+// TestCoalesce: with WithCoalesce, a wake-up armed with SetInlineFrom is
+// due at the first whole multiple of wall time at or after its instant;
+// one on a whole multiple is not moved, other timers are not, and none
+// fires early.
+func TestCoalesce(t *testing.T) {
+	t.Parallel()
+	for _, bad := range []time.Duration{-time.Millisecond, 2 * time.Second} {
+		if _, err := New(WithCoalesce(bad)); err == nil || !strings.Contains(err.Error(), bad.String()) {
+			t.Errorf("WithCoalesce(%s): error %v, want one naming the value", bad, err)
+		}
+	}
+	start := t0.Add(250 * time.Microsecond) // the wheel starts off the grid
+	clk := clockwork.NewFakeClockAt(start)
+	w, err := New(WithClock(clk), WithTick(100*time.Microsecond), WithCoalesce(time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	fires := make(chan time.Time, 3)
+	for _, wait := range []time.Duration{
+		1750 * time.Microsecond, // t0 + 2 ms: on the grid, not moved
+		2050 * time.Microsecond, // t0 + 2.3 ms: at t0 + 3 ms
+	} {
+		l := &timeLender{clk: clk, fires: fires}
+		if err := w.SetInlineFrom(new(Timer), start, wait, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.AfterFuncInline(2050*time.Microsecond, func() { fires <- clk.Now() }) // not coalesced: t0 + 2.3 ms
+	for _, want := range []time.Duration{2 * time.Millisecond, 2300 * time.Microsecond, 3 * time.Millisecond} {
+		clk.BlockUntilContext(t.Context(), 1)
+		clk.Advance(t0.Add(want).Sub(clk.Now()))
+		if got := recv(t, fires, fmt.Sprintf("the timer due at t0+%s", want)).Sub(t0); got != want {
+			t.Errorf("fired at t0+%s, want t0+%s", got, want)
+		}
+	}
+}
+
+// timeLender is a Lender that reports the fake clock's time when called.
+type timeLender struct {
+	clk   *clockwork.FakeClock
+	fires chan time.Time
+}
+
+func (l *timeLender) Fire(uint64)                     { l.fires <- l.clk.Now() }
+func (l *timeLender) FireAt(uint64, time.Time)        { l.fires <- l.clk.Now() }
+func (l *timeLender) FireLend(uint64, time.Time) bool { l.fires <- l.clk.Now(); return false }
+func (l *timeLender) RunLent(*any)                    {}
 
 // TestStopWaitsForLentWork: Stop returns only once lent work has.
 func TestStopWaitsForLentWork(t *testing.T) {

@@ -123,11 +123,21 @@ type history struct {
 // header: its version byte and its count of rounds (a uvarint).
 const pageHead = 1 + binary.MaxVarintLen64
 
-// begin starts the page in array b (nil for a new one).
+// begin starts the page in array b (nil for a new one: room for the
+// header and a small round or two, until the first round tells the
+// page's size, roomFor).
 func (h *history) begin(b []byte) {
+	if b == nil {
+		b = make([]byte, 0, pageHead+firstRoom)
+	}
 	var room [pageHead]byte
 	h.page = append(b[:0], room[:]...)
 }
+
+// firstRoom is the room a new page has for its first round: a round of a
+// task or two without an error takes 30 to 60 bytes, and 11+53 bytes are
+// a size class of their own.
+const firstRoom = 53
 
 // rounds returns the page's rounds.
 func (h *history) rounds() []byte {
@@ -167,11 +177,31 @@ func (s *Stats) RecordRound(x RoundSample) {
 	h.seq++
 	h.page = appendRound(h.page, s.schedule, h.seq, &x)
 	h.n++
+	if h.n == 1 {
+		h.roomFor(pageRounds(keep))
+	}
 	h.kept++
 	h.lastStart = x.Start.UnixNano()
 	if h.kept > keep {
 		h.drop(h.kept - keep)
 	}
+}
+
+// roomFor makes the page, holding its first round, room for rounds of
+// that round's size and a quarter more: a young schedule's page otherwise
+// grew by doubling, a copy and an allocation every other round or so, and
+// a page is filled whole anyway. An array used again (spare) held a page
+// already: it is kept unless it is less than half the room, so that
+// rounds of varying sizes do not make a page allocate each time.
+func (h *history) roomFor(rounds int32) {
+	size := len(h.page) - pageHead
+	need := pageHead + size*int(rounds)*5/4
+	if 2*cap(h.page) >= need {
+		return
+	}
+	grown := make([]byte, len(h.page), need)
+	copy(grown, h.page)
+	h.page = grown
 }
 
 // hold moves page, full, to older; the next round begins a page.

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/jonboulle/clockwork"
 
@@ -660,6 +661,27 @@ func TestHistoryWithoutAStoreMovesNoRound(t *testing.T) {
 	}
 	if rs := s.RecentRounds(); len(rs) != set.Rounds || !rs[0].Start.Equal(at.Add(3*time.Millisecond)) {
 		t.Fatalf("%d rounds, newest at %v", len(rs), rs[0].Start)
+	}
+}
+
+// TestAYoungPageGrowsOnce: a new schedule's first page is allocated for
+// its first round, and then once for its size, rather than growing, copied,
+// every other round of it.
+func TestAYoungPageGrowsOnce(t *testing.T) {
+	set := DefaultSettings()
+	s, _ := New("job", clockwork.NewFakeClockAt(day1), set)
+	at := day1
+	arrays := map[*byte]bool{}
+	for range pageRounds(int32(set.Rounds)) {
+		at = at.Add(time.Second)
+		s.RecordRound(round(1, at, "plan", TaskSample{ID: "job", Status: Success, Started: at, Cost: time.Millisecond}))
+		arrays[unsafe.SliceData(s.hist.page)] = true
+	}
+	if s.hist.n != pageRounds(int32(set.Rounds)) {
+		t.Fatalf("%d rounds in the first page, want %d", s.hist.n, pageRounds(int32(set.Rounds)))
+	}
+	if len(arrays) > 2 {
+		t.Errorf("the first page's rounds were written to %d arrays, want at most 2", len(arrays))
 	}
 }
 

@@ -189,14 +189,15 @@ func (s *Stats) RecordRound(x RoundSample) {
 
 // roomFor makes the page, holding its first round, room for rounds of
 // that round's size and a quarter more: a young schedule's page otherwise
-// grew by doubling, a copy and an allocation every other round or so, and
-// a page is filled whole anyway. An array used again (spare) held a page
-// already: it is kept unless it is less than half the room, so that
-// rounds of varying sizes do not make a page allocate each time.
+// grew by doubling, a copy and an allocation every other round or so,
+// and without a store a page is filled whole. Only the small array begin
+// makes is grown: an array used again (spare) held a page already, and
+// the one a flush leaves (take) is sized by the rounds of a flush's
+// interval.
 func (h *history) roomFor(rounds int32) {
 	size := len(h.page) - pageHead
 	need := pageHead + size*int(rounds)*5/4
-	if 2*cap(h.page) >= need {
+	if cap(h.page) != pageHead+firstRoom || cap(h.page) >= need { // not begin's array, or room enough
 		return
 	}
 	grown := make([]byte, len(h.page), need)
@@ -286,7 +287,7 @@ func (h *history) size() int {
 // take returns the kept rounds as a stored page, and empties the history
 // of them. One page (a flush every few seconds takes one) is handed over
 // whole: its header goes in the room before its rounds, and the next
-// round begins a page in an array of the same size. Otherwise they are
+// round begins a page in an array the size of the rounds taken. Otherwise they are
 // copied into one.
 func (h *history) take() []byte {
 	var data []byte
@@ -297,7 +298,8 @@ func (h *history) take() []byte {
 		at := pageHead - n
 		copy(h.page[at:], hdr[:n])
 		data = slices.Clip(h.page[at:])
-		h.page = make([]byte, pageHead, cap(h.page))
+		// The next flush likely takes as many rounds: room for them.
+		h.page = make([]byte, pageHead, max(len(h.page), pageHead+firstRoom))
 	} else {
 		data = h.appendKept(pageHeader(int(h.kept), h.size()))
 		h.begin(h.page)

@@ -91,9 +91,9 @@ type TimedCallback interface {
 // process that means waking a second thread, whose core then runs the
 // work cold: at a thousand schedules spread over the second, that
 // hand-off was about a quarter of a fire's CPU. So when the wheel's next
-// timer is at least lendQuiet away, the last maxLent inline Lenders of a
-// pass (the few a quiet wheel finds due at once) are offered the advancing
-// goroutine, one after the other: FireLend decides as FireAt would and
+// timer is at least lendQuiet away, the inline Lenders of a pass (the few
+// a quiet wheel finds due at once; of a burst of more than maxLent, the
+// last one) are offered the advancing goroutine, one after the other: FireLend decides as FireAt would and
 // returns true to take it, and RunLent then runs on that goroutine. Each
 // is offered only once the one before it has returned, with a fresh
 // reading of the clock. Before the first runs the wheel arms a takeover at
@@ -291,10 +291,11 @@ const idleLinger = 100 * time.Millisecond
 // pass lent behind another wait for it. Real time, as a wheel's ticks are.
 const lendQuiet = time.Millisecond
 
-// maxLent is the most Lenders of one pass lent the advancing goroutine,
-// the last ones; the others go to goroutines of their own (FireAt). A
-// quiet wheel's pass holds a few, all lent; a burst of thousands due at
-// once is better run by several goroutines at a time.
+// maxLent is the most Lenders of a pass that are all lent the advancing
+// goroutine. A quiet wheel's pass holds a few, all lent; of a burst of
+// more (thousands due on the same second), only the last is, and the
+// others go to goroutines of their own (FireAt), which run it several at
+// a time.
 const maxLent = 16
 
 // defaultTick is the resolution when WithTick is not given.
@@ -975,10 +976,15 @@ func (w *Wheel) advance(a activation) {
 		}
 		lendFrom := len(inline) // the index of the first Lender lent
 		if quiet {
-			for i, lent := len(inline)-1, 0; i >= 0 && lent < maxLent; i-- {
+			lenders, last := 0, -1
+			for i := len(inline) - 1; i >= 0 && lenders <= maxLent; i-- {
 				if _, ok := inline[i].cb.(Lender); ok {
-					lendFrom, lent = i, lent+1
+					lenders++
+					lendFrom, last = i, max(last, i)
 				}
+			}
+			if lenders > maxLent { // a burst: runners take it, and the goroutine its last
+				lendFrom = last
 			}
 		}
 		for i, f := range inline {

@@ -785,6 +785,33 @@ func TestLendersLentBehindBlockedWorkMoveOn(t *testing.T) {
 	}
 }
 
+// TestABurstLendsOnlyItsLast: of a pass of more than maxLent Lenders, only
+// the last is offered the advancing goroutine; the others are handed on.
+func TestABurstLendsOnlyItsLast(t *testing.T) {
+	t.Parallel()
+	clk, w := msWheel(t)
+	ls := make([]*lender, maxLent+1)
+	for i := range ls {
+		ls[i] = newLender(w, true)
+		close(ls[i].release)
+		if err := w.SetInlineFrom(new(Timer), t0, 10*time.Millisecond, ls[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.BlockUntilContext(t.Context(), 1)
+	clk.Advance(10 * time.Millisecond)
+	for i, l := range ls {
+		want := "at"
+		if i == len(ls)-1 {
+			want = "lend"
+		}
+		if how := recv(t, l.fired, "a Lender of the burst"); how != want {
+			t.Errorf("Lender %d of %d due at once was called through %s, want %s", i, len(ls), how, want)
+		}
+	}
+	<-ls[len(ls)-1].started
+}
+
 // TestCoalesce: with WithCoalesce, a wake-up armed with SetInlineFrom is
 // due at the first whole multiple of wall time at or after its instant;
 // one on a whole multiple is not moved, other timers are not, and none

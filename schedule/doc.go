@@ -88,17 +88,31 @@
 // An idle schedule is a timer entry and its data (about 4 KiB), with no
 // goroutine. A fire takes the timing wheel's own goroutine a lock (the
 // schedule's, or its runners' for a wake-up it hands over), then runs its
-// round on a goroutine that keeps its grown stack from round to round: the wheel's own, when the fire is the last of the wheel's pass
-// and the wheel has nothing else due within a millisecond
-// (wheel.Lender), else one from the app's shared Runners (always for a
-// gated round, which asks a store first). Handing a round
-// to another goroutine wakes it, and on a process idle between fires that
-// wakes a second thread whose core then runs the round cold: at a
-// thousand schedules spread over the second it was about a quarter of a
-// fire's CPU, and 1.4 context switches per fire more than the runtime's
-// own timers make. The wheel arms a takeover at its next timer while it is
-// lent, so a round that blocks there delays no other fire; the rounds of
-// a burst due at once go to the Runners, all but the last. What goes to a
+// round on a goroutine that keeps its grown stack from round to round:
+// the wheel's own, when the wheel has nothing else due within a
+// millisecond (wheel.Lender), else one from the app's shared Runners
+// (always for a gated round, which asks a store first, and for a schedule
+// whose lock is held at that instant). Handing a round to another
+// goroutine wakes it, and on a process idle between fires that wakes a
+// second thread whose core then runs the round cold: at a thousand
+// schedules spread over the second it was about a quarter of a fire's
+// CPU, and 1.4 context switches per fire more than the runtime's own
+// timers make. The wheel's goroutine runs the few rounds of its pass one
+// after the other, and arms a takeover at its next timer while it is lent
+// (and at a millisecond when rounds wait behind the one running, which it
+// then hands to the Runners), so a round that blocks there delays no
+// other fire by more than that; the rounds of a burst due at once (more
+// than 16) go to the Runners, all but the last.
+//
+// An App's wheels coalesce fires to the millisecond (wheel.WithCoalesce,
+// fom.WithFireCoalescing): a schedule wakes at the first whole
+// millisecond at or after its planned fire, so that schedules due within
+// the same millisecond share one wake-up of the wheel's goroutine and run
+// on it one after the other. With ten thousand schedules spread over the
+// second a wake-up of its own per fire was most of a fire's CPU; with
+// them coalesced, an engine fire costs 1.4× a re-armed time.AfterFunc
+// where it cost 1.8× (bench/README.md). A fire is up to a millisecond
+// late, never early, and one planned on the second is not moved. What goes to a
 // runner is the wake-up itself, not a decided round: the wheel's
 // goroutine hands over the schedule's loop and timer id without reading
 // them, and the runner decides and runs the round back to back. In a

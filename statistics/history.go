@@ -110,13 +110,14 @@ type history struct {
 	kept      int32 // rounds in older (less skip) and page
 	skip      int32 // rounds of older[0] dropped
 	left      int32 // and not: a round that drops one reads no page of older
+	grow      bool  // page is in the small array begin made: its first round sizes it (roomFor)
 
 	unsaved int64 // rounds dropped before a flush took them
 	older   []heldPage
 	spare   []byte // a released page's array, for the next page
 	taken   []byte
 	takenN  int
-	_       [48]byte // to 192 bytes, a size class whose objects start on a line: the 64 bytes above are one
+	_       [40]byte // to 192 bytes, a size class whose objects start on a line: the 64 bytes above are one
 }
 
 // pageHead is the room at the start of a page for a stored page's
@@ -127,7 +128,8 @@ const pageHead = 1 + binary.MaxVarintLen64
 // header and a small round or two, until the first round tells the
 // page's size, roomFor).
 func (h *history) begin(b []byte) {
-	if b == nil {
+	h.grow = b == nil
+	if h.grow {
 		b = make([]byte, 0, pageHead+firstRoom)
 	}
 	var room [pageHead]byte
@@ -177,7 +179,7 @@ func (s *Stats) RecordRound(x RoundSample) {
 	h.seq++
 	h.page = appendRound(h.page, s.schedule, h.seq, &x)
 	h.n++
-	if h.n == 1 {
+	if h.n == 1 && h.grow {
 		h.roomFor(pageRounds(keep))
 	}
 	h.kept++
@@ -191,13 +193,14 @@ func (s *Stats) RecordRound(x RoundSample) {
 // that round's size and a quarter more: a young schedule's page otherwise
 // grew by doubling, a copy and an allocation every other round or so,
 // and without a store a page is filled whole. Only the small array begin
-// makes is grown: an array used again (spare) held a page already, and
-// the one a flush leaves (take) is sized by the rounds of a flush's
-// interval.
+// makes is grown (grow): an array used again (spare) held a page already,
+// and the one a flush leaves (take) is sized by the rounds of a flush's
+// interval, which may be one.
 func (h *history) roomFor(rounds int32) {
+	h.grow = false
 	size := len(h.page) - pageHead
 	need := pageHead + size*int(rounds)*5/4
-	if cap(h.page) != pageHead+firstRoom || cap(h.page) >= need { // not begin's array, or room enough
+	if cap(h.page) >= need {
 		return
 	}
 	grown := make([]byte, len(h.page), need)
@@ -299,7 +302,7 @@ func (h *history) take() []byte {
 		copy(h.page[at:], hdr[:n])
 		data = slices.Clip(h.page[at:])
 		// The next flush likely takes as many rounds: room for them.
-		h.page = make([]byte, pageHead, max(len(h.page), pageHead+firstRoom))
+		h.page, h.grow = make([]byte, pageHead, max(len(h.page), pageHead+firstRoom)), false
 	} else {
 		data = h.appendKept(pageHeader(int(h.kept), h.size()))
 		h.begin(h.page)

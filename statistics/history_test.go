@@ -666,7 +666,7 @@ func TestHistoryWithoutAStoreMovesNoRound(t *testing.T) {
 
 // TestAYoungPageGrowsOnce: a new schedule's first page is allocated for
 // its first round, and then once for its size, rather than growing, copied,
-// every other round of it.
+// every other round of it; a page after a flush is not.
 func TestAYoungPageGrowsOnce(t *testing.T) {
 	set := DefaultSettings()
 	s, _ := New("job", clockwork.NewFakeClockAt(day1), set)
@@ -682,6 +682,16 @@ func TestAYoungPageGrowsOnce(t *testing.T) {
 	}
 	if len(arrays) > 2 {
 		t.Errorf("the first page's rounds were written to %d arrays, want at most 2", len(arrays))
+	}
+	// A flush that takes a round at a time (a schedule slower than the
+	// flushes) leaves an array for one round, not for a page.
+	for range 3 {
+		s.hist.take()
+		at = at.Add(time.Second)
+		s.RecordRound(round(1, at, "plan", TaskSample{ID: "job", Status: Success, Started: at, Cost: time.Millisecond}))
+	}
+	if c := cap(s.hist.page); c > pageHead+firstRoom {
+		t.Errorf("after flushes of one round each, a page has room for %d bytes, want %d", c, pageHead+firstRoom)
 	}
 }
 

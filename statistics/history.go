@@ -110,9 +110,9 @@ type history struct {
 	kept      int32 // rounds in older (less skip) and page
 	skip      int32 // rounds of older[0] dropped
 	left      int32 // and not: a round that drops one reads no page of older
-	grow      bool  // page is in the small array begin made: its first round sizes it (roomFor)
 
-	unsaved int64 // rounds dropped before a flush took them
+	unsaved int64 // rounds dropped before a flush took them (on the first line: without a store every round drops one)
+	grow    bool  // page is in the small array begin made: its first round sizes it (roomFor); read once a page
 	older   []heldPage
 	spare   []byte // a released page's array, for the next page
 	taken   []byte

@@ -430,6 +430,9 @@ func TestHistoryLayout(t *testing.T) {
 	if end := unsafe.Offsetof(h.left) + unsafe.Sizeof(h.left); end > 64 {
 		t.Errorf("a round's fields end at byte %d, past the first line", end)
 	}
+	if end := unsafe.Offsetof(h.unsaved) + unsafe.Sizeof(h.unsaved); end > 64 { // written by every round without a store
+		t.Errorf("the count of dropped rounds ends at byte %d, past the first line", end)
+	}
 }
 
 // TestFirstBucketIsTheRest: a day's first cost bucket is its count less

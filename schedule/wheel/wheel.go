@@ -221,7 +221,6 @@ type Wheel struct {
 	dispatchers int
 	chunk       int   // timers a cascade moves per tick
 	quietTicks  int64 // lendQuiet in ticks
-	coalesce    int64 // ns, 0 for none (WithCoalesce)
 	start       time.Time
 	realClock   bool // the elapsed time can be read from the monotonic clock alone
 
@@ -242,12 +241,11 @@ type Wheel struct {
 	// knows whether it is still the one advancing; takeover starts
 	// another advancing goroutine at the next due time while lent, or at
 	// lendBy (elapsed ns, 0 for none) when Lenders wait in toLend, which
-	// it then hands on.
+	// it then hands on. (lendBy and toLend are at the end, with coalesce:
+	// the fields an add reads keep their lines.)
 	lent     bool
 	lends    uint64
 	takeover clockwork.Timer
-	lendBy   int64
-	toLend   []expired // oldest first
 
 	// The arena. Entry index i (from 1; 0 is "none") is slot (i-1)%slabSize
 	// of slab (i-1)/slabSize.
@@ -258,6 +256,10 @@ type Wheel struct {
 	lastID uint64 // the last timer id handed out
 
 	handles []Timer // the rest of the block AfterFunc's handles are taken from
+
+	lendBy   int64
+	toLend   []expired // oldest first
+	coalesce int64     // ns, 0 for none (WithCoalesce)
 }
 
 // slabSize is the number of entries per slab: 32 KiB of entries and 16 KiB

@@ -613,9 +613,9 @@ func (l *lender) RunLent(local *any) {
 func TestLentWorkIsTakenOverWhenATimerFallsDue(t *testing.T) {
 	t.Parallel()
 	later := make(chan time.Time, 2)
-	clk, l := startLent(t, func(clk *clockwork.FakeClock, w *Wheel, _ *lender) {
+	clk, l, _ := startLent(t, func(clk *clockwork.FakeClock, w *Wheel, _ *lender) {
 		w.AfterFuncInline(30*time.Millisecond, func() { later <- clk.Now() })
-	})
+	}, 0)
 	clk.BlockUntilContext(t.Context(), 1) // the takeover
 	clk.Advance(20 * time.Millisecond)
 	if at := recv(t, later, "the timer due at 30 ms, while lent"); at.Before(t0.Add(30 * time.Millisecond)) {
@@ -625,9 +625,9 @@ func TestLentWorkIsTakenOverWhenATimerFallsDue(t *testing.T) {
 
 	// A lend with nothing else pending: an add during it arms the takeover.
 	added := make(chan time.Time, 1)
-	clk, l = startLent(t, func(clk *clockwork.FakeClock, _ *Wheel, l *lender) {
+	clk, l, _ = startLent(t, func(clk *clockwork.FakeClock, _ *Wheel, l *lender) {
 		l.during = func(w *Wheel) { w.AfterFuncInline(5*time.Millisecond, func() { added <- clk.Now() }) }
-	})
+	}, 0)
 	clk.BlockUntilContext(t.Context(), 1) // the takeover, armed by the add
 	clk.Advance(5 * time.Millisecond)
 	if at := recv(t, added, "the timer added while lent"); at.Before(t0.Add(15 * time.Millisecond)) {
@@ -637,22 +637,29 @@ func TestLentWorkIsTakenOverWhenATimerFallsDue(t *testing.T) {
 }
 
 // startLent sets a Lender due at 10 ms on a new wheel, after setup, and
-// returns once its work runs lent.
-func startLent(t *testing.T, setup func(*clockwork.FakeClock, *Wheel, *lender)) (*clockwork.FakeClock, *lender) {
+// behind it more Lenders due at the same time, and returns once its work
+// runs lent.
+func startLent(t *testing.T, setup func(*clockwork.FakeClock, *Wheel, *lender), more int) (*clockwork.FakeClock, *lender, []*lender) {
 	t.Helper()
 	clk, w := msWheel(t)
 	l := newLender(w, true)
 	setup(clk, w, l)
-	if err := w.SetInlineFrom(new(Timer), t0, 10*time.Millisecond, l); err != nil {
-		t.Fatal(err)
+	rest := make([]*lender, more)
+	for i := range rest {
+		rest[i] = newLender(w, true)
+	}
+	for _, x := range append([]*lender{l}, rest...) {
+		if err := w.SetInlineFrom(new(Timer), t0, 10*time.Millisecond, x); err != nil {
+			t.Fatal(err)
+		}
 	}
 	clk.BlockUntilContext(t.Context(), 1)
 	clk.Advance(10 * time.Millisecond)
 	if how := <-l.fired; how != "lend" {
-		t.Fatalf("the lone inline Lender was called through %s, want FireLend", how)
+		t.Fatalf("the first inline Lender was called through %s, want FireLend", how)
 	}
 	<-l.started
-	return clk, l
+	return clk, l, rest
 }
 
 // recv receives from ch, failing the test when nothing comes within ten
@@ -748,19 +755,9 @@ func TestLentGoroutineKeepsItsSlot(t *testing.T) {
 // hands the other two on through FireAt, and the wheel fires on.
 func TestLendersLentBehindBlockedWorkMoveOn(t *testing.T) {
 	t.Parallel()
-	clk, w := msWheel(t)
-	blocks, second, third := newLender(w, true), newLender(w, true), newLender(w, true)
-	for _, l := range []*lender{blocks, second, third} {
-		if err := w.SetInlineFrom(new(Timer), t0, 10*time.Millisecond, l); err != nil {
-			t.Fatal(err)
-		}
-	}
-	clk.BlockUntilContext(t.Context(), 1)
-	clk.Advance(10 * time.Millisecond)
-	if how := <-blocks.fired; how != "lend" {
-		t.Fatalf("the first Lender was called through %s, want lend", how)
-	}
-	<-blocks.started
+	var w *Wheel
+	clk, blocks, rest := startLent(t, func(_ *clockwork.FakeClock, ww *Wheel, _ *lender) { w = ww }, 2)
+	second, third := rest[0], rest[1]
 	clk.BlockUntilContext(t.Context(), 1) // the takeover: nothing else is pending
 	clk.Advance(lendQuiet - time.Nanosecond)
 	select {
@@ -864,7 +861,7 @@ func (l *timeLender) RunLent(*any)                    {}
 // TestStopWaitsForLentWork: Stop returns only once lent work has.
 func TestStopWaitsForLentWork(t *testing.T) {
 	t.Parallel()
-	_, l := startLent(t, func(*clockwork.FakeClock, *Wheel, *lender) {})
+	_, l, _ := startLent(t, func(*clockwork.FakeClock, *Wheel, *lender) {}, 0)
 	w := l.w
 	var returned atomic.Bool
 	stopped := make(chan struct{})

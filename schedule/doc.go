@@ -97,8 +97,9 @@
 // second thread whose core then runs the round cold: at a thousand
 // schedules spread over the second it was about a quarter of a fire's
 // CPU, and 1.4 context switches per fire more than the runtime's own
-// timers make. The wheel's goroutine runs the few rounds of its pass one
-// after the other, and arms a takeover at its next timer while it is lent
+// timers make. A wheel that coalesces fires (below) runs the few rounds
+// of its pass on its goroutine one after the other (one that does not,
+// the last only), and arms a takeover at its next timer while it is lent
 // (and at a millisecond when rounds wait behind the one running, which it
 // then hands to the Runners), so a round that blocks there delays no
 // other fire by more than that; the rounds of a burst due at once (more

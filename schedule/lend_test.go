@@ -313,11 +313,18 @@ func TestRoundOnTheWheelsGoroutineDelaysNoOtherSchedule(t *testing.T) {
 // reads no schedule's state, so one whose lock is held (here by the test;
 // in an app, briefly, by an edit or a page view) holds up no other fire
 // of the burst. With the wake-ups decided on the wheel's goroutine, the
-// first schedule's lock stopped the whole burst behind it.
+// first schedule's lock stopped the whole burst behind it. On a wheel
+// that coalesces, the three are lent its goroutine in turn, and the one
+// whose lock is held is handed to a runner.
 func TestBurstWakeUpsAreDecidedOnTheRunners(t *testing.T) {
 	t.Parallel()
+	t.Run("not coalesced", func(t *testing.T) { t.Parallel(); burstPastAHeldLock(t) })
+	t.Run("coalesced", func(t *testing.T) { t.Parallel(); burstPastAHeldLock(t, wheel.WithCoalesce(time.Millisecond)) })
+}
+
+func burstPastAHeldLock(t *testing.T, opts ...wheel.Option) {
 	clk := clockwork.NewFakeClockAt(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	w, err := wheel.New(wheel.WithClock(clk))
+	w, err := wheel.New(append(opts, wheel.WithClock(clk))...)
 	if err != nil {
 		t.Fatal(err)
 	}

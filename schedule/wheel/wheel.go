@@ -91,9 +91,10 @@ type TimedCallback interface {
 // process that means waking a second thread, whose core then runs the
 // work cold: at a thousand schedules spread over the second, that
 // hand-off was about a quarter of a fire's CPU. So when the wheel's next
-// timer is at least lendQuiet away, the inline Lenders of a pass (the few
-// a quiet wheel finds due at once; of a burst of more than maxLent, the
-// last one) are offered the advancing goroutine, one after the other: FireLend decides as FireAt would and
+// timer is at least lendQuiet away, the inline Lenders of a pass (on a
+// wheel that coalesces them, WithCoalesce, the few a quiet wheel finds due
+// at once; else, and of a burst of more than maxLent, the last one) are
+// offered the advancing goroutine, one after the other: FireLend decides as FireAt would and
 // returns true to take it, and RunLent then runs on that goroutine. Each
 // is offered only once the one before it has returned, with a fresh
 // reading of the clock. Before the first runs the wheel arms a takeover at
@@ -294,10 +295,13 @@ const idleLinger = 100 * time.Millisecond
 const lendQuiet = time.Millisecond
 
 // maxLent is the most Lenders of a pass that are all lent the advancing
-// goroutine. A quiet wheel's pass holds a few, all lent; of a burst of
-// more (thousands due on the same second), only the last is, and the
-// others go to goroutines of their own (FireAt), which run it several at
-// a time.
+// goroutine, on a wheel that coalesces them. A quiet wheel's pass holds a
+// few, all lent; of a burst of more (thousands due on the same second),
+// only the last is, and the others go to goroutines of their own (FireAt),
+// which run it several at a time. A wheel that does not coalesce (a test's
+// clock, in an App) lends the last only: fires due at the same instant then
+// run side by side, as a test that blocks one of them until another has
+// run expects.
 const maxLent = 16
 
 // defaultTick is the resolution when WithTick is not given.
@@ -985,7 +989,7 @@ func (w *Wheel) advance(a activation) {
 					lendFrom, last = i, max(last, i)
 				}
 			}
-			if lenders > maxLent { // a burst: runners take it, and the goroutine its last
+			if lenders > maxLent || w.coalesce == 0 { // a burst, or fires not coalesced: runners take them, and the goroutine the last
 				lendFrom = last
 			}
 		}

@@ -512,7 +512,7 @@ func TestSetInlineFrom(t *testing.T) {
 // stopped at the test's end.
 func msWheel(t *testing.T) (*clockwork.FakeClock, *Wheel) {
 	clk := clockwork.NewFakeClockAt(t0)
-	w, err := New(WithClock(clk), WithTick(time.Millisecond))
+	w, err := New(WithClock(clk), WithTick(time.Millisecond), WithCoalesce(time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -782,12 +782,33 @@ func TestLendersLentBehindBlockedWorkMoveOn(t *testing.T) {
 	}
 }
 
-// TestABurstLendsOnlyItsLast: of a pass of more than maxLent Lenders, only
-// the last is offered the advancing goroutine; the others are handed on.
+// TestABurstLendsOnlyItsLast: of a pass of more than maxLent Lenders, or
+// of any pass on a wheel that does not coalesce, only the last is offered
+// the advancing goroutine; the others are handed on.
 func TestABurstLendsOnlyItsLast(t *testing.T) {
 	t.Parallel()
-	clk, w := msWheel(t)
-	ls := make([]*lender, maxLent+1)
+	t.Run("burst", func(t *testing.T) {
+		t.Parallel()
+		clk, w := msWheel(t)
+		lendsOnlyTheLast(t, clk, w, maxLent+1)
+	})
+	t.Run("not coalesced", func(t *testing.T) {
+		t.Parallel()
+		clk := clockwork.NewFakeClockAt(t0)
+		w, err := New(WithClock(clk), WithTick(time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { w.Stop() })
+		lendsOnlyTheLast(t, clk, w, 3)
+	})
+}
+
+// lendsOnlyTheLast sets n Lenders due at once on w and checks that only
+// the last is offered the advancing goroutine.
+func lendsOnlyTheLast(t *testing.T, clk *clockwork.FakeClock, w *Wheel, n int) {
+	t.Helper()
+	ls := make([]*lender, n)
 	for i := range ls {
 		ls[i] = newLender(w, true)
 		close(ls[i].release)

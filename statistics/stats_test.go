@@ -378,18 +378,14 @@ func TestStatsLayout(t *testing.T) {
 	if n := unsafe.Sizeof(s); n != 256 {
 		t.Errorf("a Stats is %d bytes, want 256", n)
 	}
-	for name, end := range map[string]uintptr{
+	endWithinLines(t, 1, map[string]uintptr{
 		"mu":      unsafe.Offsetof(s.mu) + unsafe.Sizeof(s.mu),
 		"cur":     unsafe.Offsetof(s.cur) + unsafe.Sizeof(s.cur),
 		"hist":    unsafe.Offsetof(s.hist) + unsafe.Sizeof(s.hist),
 		"results": unsafe.Offsetof(s.results) + unsafe.Sizeof(s.results),
 		"thGen":   unsafe.Offsetof(s.thGen) + unsafe.Sizeof(s.thGen),
 		"rounds":  unsafe.Offsetof(s.rounds) + unsafe.Sizeof(s.rounds),
-	} {
-		if end > 64 {
-			t.Errorf("%s ends at byte %d, past the first line", name, end)
-		}
-	}
+	})
 	if from, end := unsafe.Offsetof(s.schedule), unsafe.Offsetof(s.settings)+unsafe.Sizeof(s.settings.Thresholds); from < 64 || end > 128 {
 		t.Errorf("schedule and thresholds at bytes %d to %d, want them in the second line", from, end)
 	}
@@ -403,7 +399,7 @@ func TestDayLayout(t *testing.T) {
 	if n := unsafe.Sizeof(d); n <= 288 || n > 320 {
 		t.Errorf("a day is %d bytes, want 289 to 320", n)
 	}
-	for name, end := range map[string]uintptr{
+	endWithinLines(t, 3, map[string]uintptr{
 		"count":     unsafe.Offsetof(d.count) + unsafe.Sizeof(d.count),
 		"byStatus":  unsafe.Offsetof(d.byStatus) + unsafe.Sizeof(d.byStatus),
 		"cut":       unsafe.Offsetof(d.cut) + unsafe.Sizeof(d.cut),
@@ -412,9 +408,16 @@ func TestDayLayout(t *testing.T) {
 		"lateSum":   unsafe.Offsetof(d.lateSum) + unsafe.Sizeof(d.lateSum),
 		"hist.last": unsafe.Offsetof(d.hist) + unsafe.Offsetof(d.hist.total) + unsafe.Sizeof(d.hist.total),
 		"late.last": unsafe.Offsetof(d.late) + unsafe.Offsetof(d.late.total) + unsafe.Sizeof(d.late.total),
-	} {
-		if end > 192 {
-			t.Errorf("%s ends at byte %d, past the third line", name, end)
+	})
+}
+
+// endWithinLines checks that every named field ends within the first
+// lines cache lines (64 bytes each) of its struct.
+func endWithinLines(t *testing.T, lines uintptr, ends map[string]uintptr) {
+	t.Helper()
+	for name, end := range ends {
+		if end > 64*lines {
+			t.Errorf("%s ends at byte %d, past line %d", name, end, lines)
 		}
 	}
 }
@@ -427,12 +430,10 @@ func TestHistoryLayout(t *testing.T) {
 	if n := unsafe.Sizeof(h); n != 192 {
 		t.Errorf("a history is %d bytes, want 192", n)
 	}
-	if end := unsafe.Offsetof(h.left) + unsafe.Sizeof(h.left); end > 64 {
-		t.Errorf("a round's fields end at byte %d, past the first line", end)
-	}
-	if end := unsafe.Offsetof(h.unsaved) + unsafe.Sizeof(h.unsaved); end > 64 { // written by every round without a store
-		t.Errorf("the count of dropped rounds ends at byte %d, past the first line", end)
-	}
+	endWithinLines(t, 1, map[string]uintptr{
+		"left (a round's fields)": unsafe.Offsetof(h.left) + unsafe.Sizeof(h.left),
+		"unsaved":                 unsafe.Offsetof(h.unsaved) + unsafe.Sizeof(h.unsaved), // written by every round without a store
+	})
 }
 
 // TestFirstBucketIsTheRest: a day's first cost bucket is its count less

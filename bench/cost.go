@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -39,46 +42,20 @@ func (j *appJob) Next(prev fom.Round) (time.Time, bool) {
 // recorded and persisted.
 //
 // It runs on a store that the same app left, as a service does after its
-// first minutes or a restart: each (n, spread) gets a data directory the
-// first time, in which the app ran a lap of its run history on a fake
-// clock, flushing after every round, so that every history slot of every
-// schedule exists. Its flushes then rewrite rows, as a running app's do,
-// rather than inserting each schedule's first page in each slot: that
-// first lap costs a flush several times more (the flush scenario's live
-// figures give both) and lasts a minute of a new schedule's life. The
-// returned cleanup removes the directories.
-func fomApp() (lib periodicLib, cleanup func()) {
-	dirs := map[string]string{}
-	cleanup = func() {
-		for _, d := range dirs {
-			os.RemoveAll(d)
-		}
-	}
-	register := func(app *fom.App, n int, spread bool, l *lateness) error {
-		for i := range n {
-			if _, err := app.Register(&appJob{off: offset(i, n, spread), l: l}, fom.Named(fmt.Sprintf("job-%d", i))); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	lib = periodicLib{name: "fom default App (SQLite store, statistics persisted)", canSpread: true, start: func(n int, spread bool, l *lateness) (func(), error) {
-		key := fmt.Sprintf("%d-%v", n, spread)
-		if dirs[key] == "" {
-			dir, err := os.MkdirTemp("", "fom-bench-app")
-			if err != nil {
-				return nil, err
-			}
-			dirs[key] = dir
-			if err := appHistoryLap(dir, n, spread, register); err != nil {
-				return nil, fmt.Errorf("write a lap of the history: %w", err)
-			}
-		}
-		app, err := fom.New(fom.WithDataDir(dirs[key]))
+// first minutes or a restart: dir is prepared by prepareAppDir, in which
+// the app ran a lap of its run history on a fake clock, flushing after
+// every round, so that every history slot of every schedule exists. Its
+// flushes then rewrite rows, as a running app's do, rather than inserting
+// each schedule's first page in each slot: that first lap costs a flush
+// several times more (the flush scenario's live figures give both) and
+// lasts a minute of a new schedule's life.
+func fomApp(dir string) periodicLib {
+	return periodicLib{name: appName, canSpread: true, start: func(n int, spread bool, l *lateness) (func(), error) {
+		app, err := fom.New(fom.WithDataDir(dir))
 		if err != nil {
 			return nil, err
 		}
-		if err := register(app, n, spread, l); err != nil {
+		if err := registerAppJobs(app, n, spread, l); err != nil {
 			return nil, err
 		}
 		if err := app.Start(context.Background()); err != nil {
@@ -94,21 +71,48 @@ func fomApp() (lib periodicLib, cleanup func()) {
 		}
 		return func() { app.Stop(context.Background()) }, nil
 	}}
-	return lib, cleanup
+}
+
+const appName = "fom default App (SQLite store, statistics persisted)"
+
+// registerAppJobs registers the app's n jobs, each firing every whole
+// second plus its phase.
+func registerAppJobs(app *fom.App, n int, spread bool, l *lateness) error {
+	for i := range n {
+		if _, err := app.Register(&appJob{off: offset(i, n, spread), l: l}, fom.Named(fmt.Sprintf("job-%d", i))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// prepareAppDir makes the data directory of the app with n jobs (spread
+// or aligned) and writes a lap of their run history into it
+// (appHistoryLap).
+func prepareAppDir(n int, spread bool) (string, error) {
+	dir, err := os.MkdirTemp("", "fom-bench-app")
+	if err != nil {
+		return "", err
+	}
+	if err := appHistoryLap(dir, n, spread); err != nil {
+		os.RemoveAll(dir)
+		return "", fmt.Errorf("write a lap of the history: %w", err)
+	}
+	return dir, nil
 }
 
 // appHistoryLap runs the app's schedules for one lap of their run history
 // (statistics.DefaultSettings().Rounds rounds) on a fake clock that ends
 // now, flushing after every round, so that each round's page lands in a
 // slot of its own: every slot then exists.
-func appHistoryLap(dir string, n int, spread bool, register func(*fom.App, int, bool, *lateness) error) error {
+func appHistoryLap(dir string, n int, spread bool) error {
 	laps := statistics.DefaultSettings().Rounds
 	clk := clockwork.NewFakeClockAt(time.Now().Add(-time.Duration(laps+1) * time.Second))
 	app, err := fom.New(fom.WithDataDir(dir), fom.WithClock(clk), fom.WithFlushInterval(time.Hour))
 	if err != nil {
 		return err
 	}
-	if err := register(app, n, spread, &lateness{}); err != nil { // no window: nothing recorded
+	if err := registerAppJobs(app, n, spread, &lateness{}); err != nil { // no window: nothing recorded
 		return err
 	}
 	if err := app.Start(context.Background()); err != nil {
@@ -158,27 +162,38 @@ func (r *costRow) p99() time.Duration {
 }
 
 // costScenario measures CPU per fire at fixed N, the contenders taking
-// turns within each pass (interleaved), passes times.
+// turns within each pass (interleaved), passes times, each measurement in
+// a process of its own (costProcess): no contender pays for the garbage,
+// the heap or the goroutines another one left, and each runs as it would
+// in a service of its own.
 // keep, when not empty, selects contenders by short name (runtime, robfig,
 // fom, app); the runtime is always measured, as the baseline. modes holds
-// the job placements measured: aligned, spread or both.
-func costScenario(ns []int, modes []bool, passes int, warmup, window time.Duration, keep map[string]bool, log func(string)) string {
-	app, cleanup := fomApp()
-	defer cleanup()
-	all := []periodicLib{runtimeTicker(), robfigCron(), fomSchedules(), app}
-	all[2].name = "fom engine, store off"
-	var libs []periodicLib
-	for i, short := range []string{"runtime", "robfig", "fom", "app"} {
+// the job placements measured: aligned, spread or both. profile, when set,
+// names the children's CPU profiles (costProcess).
+func costScenario(ns []int, modes []bool, passes int, warmup, window time.Duration, keep map[string]bool, profile string, log func(string)) string {
+	var shorts []string
+	for i, short := range costShorts() {
 		if i == 0 || len(keep) == 0 || keep[short] {
-			libs = append(libs, all[i])
+			shorts = append(shorts, short)
 		}
 	}
+	dirs := map[string]string{} // the app's data directories by n and placement
+	defer func() {
+		for _, d := range dirs {
+			os.RemoveAll(d)
+		}
+	}()
 	rows := map[string]*costRow{}
 	var order []string
+	var baseName string
 	for pass := 1; pass <= passes; pass++ {
 		for _, n := range ns {
 			for _, spread := range modes {
-				for _, lib := range libs {
+				for _, short := range shorts {
+					lib := costLib(short, "")
+					if baseName == "" {
+						baseName = lib.name
+					}
 					if spread && !lib.canSpread {
 						continue
 					}
@@ -189,9 +204,25 @@ func costScenario(ns []int, modes []bool, passes int, warmup, window time.Durati
 						rows[key] = row
 						order = append(order, key)
 					}
+					var r periodicRun
+					dir, err := "", error(nil)
+					if short == "app" {
+						at := fmt.Sprintf("%d-%v", n, spread)
+						if dirs[at] == "" {
+							if dirs[at], err = prepareAppDir(n, spread); err != nil {
+								delete(dirs, at)
+							}
+						}
+						dir = dirs[at]
+					}
 					steal0 := stealTime()
-					r := measurePeriodic(lib, n, spread, warmup, window)
+					if err == nil {
+						r, err = costProcess(short, n, spread, dir, warmup, window, profile)
+					}
 					steal := stealTime() - steal0
+					if err != nil {
+						r = periodicRun{n: n, setupError: err.Error()}
+					}
 					row.runs = append(row.runs, r)
 					row.steals = append(row.steals, steal)
 					log(fmt.Sprintf("  pass %d %-52s N=%-6d spread=%-5v cpu/fire=%-10s p99=%-10s fires=%-7d steal=%s gcs=%d alloc/fire=%d B goroutines/fire=%.3f switches/fire=%.2f %s", pass, lib.name, n, spread, us(r.cpuPerRun), ms(r.p99), r.rounds, ms(steal), r.gcs, r.allocPer, r.goPer, r.swPer, r.setupError))
@@ -208,7 +239,7 @@ func costScenario(ns []int, modes []bool, passes int, warmup, window time.Durati
 			continue
 		}
 		lo, med, hi := r.cpu()
-		base := rows[fmt.Sprintf("%s|%d|%v", libs[0].name, r.n, r.spread)]
+		base := rows[fmt.Sprintf("%s|%d|%v", baseName, r.n, r.spread)]
 		_, bmed, _ := base.cpu()
 		mode := "aligned"
 		if r.spread {
@@ -223,4 +254,76 @@ func costScenario(ns []int, modes []bool, passes int, warmup, window time.Durati
 	}
 	out.WriteString("\nTargets (issue 12): default App ≤ 2× the runtime, store off ≤ 1.5×; aligned p99 ≤ robfig's.\n\n")
 	return out.String()
+}
+
+// costShorts are the cost scenario's contenders by short name, in the
+// order of a pass; the first is the baseline.
+func costShorts() []string { return []string{"runtime", "robfig", "fom", "app"} }
+
+// costLib is the cost scenario's contender short; dir is the app's data
+// directory (prepareAppDir).
+func costLib(short, dir string) periodicLib {
+	switch short {
+	case "runtime":
+		return runtimeTicker()
+	case "robfig":
+		return robfigCron()
+	case "fom":
+		lib := fomSchedules()
+		lib.name = "fom engine, store off"
+		return lib
+	default:
+		return fomApp(dir)
+	}
+}
+
+// costWire is a periodicRun as a child process reports it.
+type costWire struct {
+	N              int
+	P99, CPUPerRun time.Duration
+	Rounds         int
+	GCs, AllocPer  uint64
+	GoPer, SwPer   float64
+	SetupError     string
+}
+
+func (r periodicRun) wire() costWire {
+	return costWire{r.n, r.p99, r.cpuPerRun, r.rounds, r.gcs, r.allocPer, r.goPer, r.swPer, r.setupError}
+}
+
+func (w costWire) run() periodicRun {
+	return periodicRun{n: w.N, p99: w.P99, cpuPerRun: w.CPUPerRun, rounds: w.Rounds, gcs: w.GCs, allocPer: w.AllocPer, goPer: w.GoPer, swPer: w.SwPer, setupError: w.SetupError}
+}
+
+// costChild is one measurement of the cost scenario in this process (the
+// program run with -cost-lib), written to stdout as JSON.
+func costChild(short string, n int, spread bool, dir string, warmup, window time.Duration) error {
+	if windowProfile != "" {
+		windowProfile += "-" + short // the window's profile names its contender
+	}
+	r := measurePeriodic(costLib(short, dir), n, spread, warmup, window)
+	return json.NewEncoder(os.Stdout).Encode(r.wire())
+}
+
+// costProcess runs one measurement of contender short in a child process
+// (this program with -cost-lib) and reads its result. With profile set,
+// the child writes its CPU profile (the whole process: setup, window and
+// stop) to profile-short-n-spread, the last pass's remaining.
+func costProcess(short string, n int, spread bool, dir string, warmup, window time.Duration, profile string) (periodicRun, error) {
+	args := []string{"-cost-lib", short, "-cost-n", strconv.Itoa(n), "-cost-spread=" + strconv.FormatBool(spread),
+		"-cost-dir", dir, "-cost-warmup", warmup.String(), "-cost-window", window.String(), "-tick", fomTick.String()}
+	if profile != "" {
+		args = append(args, "-cpuprofile", fmt.Sprintf("%s-%s-%d-%v", profile, short, n, spread))
+	}
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return periodicRun{}, fmt.Errorf("cost of %s: %w", short, err)
+	}
+	var w costWire
+	if err := json.Unmarshal(out, &w); err != nil {
+		return periodicRun{}, fmt.Errorf("cost of %s: %w in %q", short, err, out)
+	}
+	return w.run(), nil
 }

@@ -20,7 +20,7 @@ func main() {
 	only := flag.String("only", "oneshot,periodic,cost,flush,memory,throughput", "scenarios to run")
 	pending := flag.Int("pending", 1_000_000, "timers in the one-shot scenario")
 	wheelSize := flag.Int("wheel-size", 512, "buckets per wheel level in the one-shot scenario")
-	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here; the cost scenario measures each contender in a child process, whose profile goes to this name with -contender-N-spread added")
 	memprofile := flag.String("memprofile", "", "write a heap profile here at the end, sampling one allocation per 4 KiB")
 	ladderFlag := flag.String("ladder", "", "comma-separated N values for the periodic scenario")
 	libsFlag := flag.String("libs", "", "comma-separated libraries to run (periodic: fom, runtime, robfig, gocron; cost: runtime, robfig, fom, app); default all")
@@ -33,6 +33,10 @@ func main() {
 	costWarmup := flag.Duration("cost-warmup", 0, "how long the cost scenario's contenders run before the window, past its one warm-up second (a schedule's statistics settle after about a minute)")
 	liveFlush := flag.Int("live-flush", 1000, "schedules of the running App whose flush the flush scenario also measures (about 75 s; 0: skip; one of 100, 1000, 10000)")
 	oneShotChild := flag.Int("oneshot-lib", -1, "internal: run one try of one-shot library k in this process and print it as JSON")
+	costChildLib := flag.String("cost-lib", "", "internal: run one measurement of the cost scenario's contender (runtime, robfig, fom, app) in this process and print it as JSON")
+	costN := flag.Int("cost-n", 1000, "internal: jobs of a -cost-lib measurement")
+	costSpread := flag.Bool("cost-spread", false, "internal: a -cost-lib measurement's jobs are spread over the second")
+	costDir := flag.String("cost-dir", "", "internal: the app's data directory of a -cost-lib measurement")
 	flag.Parse()
 	oneShotLibs := []func() timerLib{runtimeTimers, func() timerLib { return wheelTimers(*wheelSize) },
 		func() timerLib { return appSubmitAfter(false) }, func() timerLib { return appSubmitAfter(true) }}
@@ -52,6 +56,14 @@ func main() {
 		}
 		pprof.StartCPUProfile(f)
 		defer pprof.StopCPUProfile()
+	}
+	if *costChildLib != "" {
+		if err := costChild(*costChildLib, *costN, *costSpread, *costDir, *costWarmup, *costWindow); err != nil {
+			pprof.StopCPUProfile()
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
 	}
 	if *memprofile != "" {
 		runtime.MemProfileRate = 4096
@@ -220,7 +232,7 @@ func main() {
 				os.Exit(2)
 			}
 		}
-		out.WriteString(costScenario(ns, modes, *passes, *costWarmup, w, keep, log))
+		out.WriteString(costScenario(ns, modes, *passes, *costWarmup, w, keep, *cpuprofile, log))
 		runtime.GC()
 	}
 

@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/fom-go/fom/fom"
+	"github.com/fom-go/fom/statistics"
 )
 
 // fireJob signals every completed round.
@@ -146,5 +149,77 @@ func BenchmarkAppFireCold(b *testing.B) {
 		for sc.State() != fom.Sleeping {
 			runtime.Gosched()
 		}
+	}
+}
+
+// burstJob runs every second and counts its runs.
+type burstJob struct {
+	fom.Schedule `fixedRate:"1s"`
+	ran          *atomic.Int64
+}
+
+func (j *burstJob) Run(context.Context) (any, error) { j.ran.Add(1); return nil, nil }
+
+// BenchmarkAppAlignedBurst is a lap of 2 000 schedules of a default App
+// (the SQLite store, statistics and run history recorded), one task each
+// every second, all due on the same instant: the fake clock moves a
+// second and the lap ends when every round ran and its schedule sleeps
+// again. The app's statistics are flushed every fifth lap, as its flush
+// every 5 s finds them when its jobs fire every second, so an op holds
+// 2 000 fires and a fifth of a flush of 2 000 schedules. It first runs
+// more laps than a schedule's history keeps rounds, and flushes, so that
+// every slot of the history is in the store. Under valgrind
+// --tool=callgrind, the difference of two lengths that differ by a
+// multiple of five laps, divided by their fires, is what a fire of an
+// app costs in instructions, its share of the flush included: the
+// deterministic figure behind the cost scenario's default App.
+func BenchmarkAppAlignedBurst(b *testing.B) {
+	const n, perFlush = 2000, 5
+	clk := clockwork.NewFakeClockAt(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	app, err := fom.New(fom.WithDataDir(b.TempDir()), fom.WithClock(clk), fom.WithFlushInterval(time.Hour))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var ran atomic.Int64
+	scs := make([]*fom.ScheduleContext, n)
+	for i := range scs {
+		if scs[i], err = app.Register(&burstJob{ran: &ran}, fom.Named(fmt.Sprintf("burst-%d", i))); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := app.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	defer app.Stop(context.Background())
+	asleep := func() {
+		for _, sc := range scs {
+			for sc.State() != fom.Sleeping {
+				runtime.Gosched()
+			}
+		}
+	}
+	asleep() // each armed for its first fire, a period after the start
+	laps := int64(0)
+	lap := func() {
+		clk.Advance(time.Second)
+		laps++
+		for ran.Load() < laps*n {
+			runtime.Gosched()
+		}
+		asleep()
+		if laps%perFlush == 0 {
+			if err := app.FlushStats(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	warm := int64(statistics.DefaultSettings().Rounds + 2*perFlush)
+	for laps < warm || laps%perFlush != 0 {
+		lap()
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		lap()
 	}
 }

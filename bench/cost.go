@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -315,15 +314,6 @@ func costProcess(short string, n int, spread bool, dir string, warmup, window ti
 	if profile != "" {
 		args = append(args, "-cpuprofile", fmt.Sprintf("%s-%s-%d-%v", profile, short, n, spread))
 	}
-	cmd := exec.Command(os.Args[0], args...)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return periodicRun{}, fmt.Errorf("cost of %s: %w", short, err)
-	}
-	var w costWire
-	if err := json.Unmarshal(out, &w); err != nil {
-		return periodicRun{}, fmt.Errorf("cost of %s: %w in %q", short, err, out)
-	}
-	return w.run(), nil
+	w, err := runChild[costWire]("cost of "+short, args...)
+	return w.run(), err
 }

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"runtime"
 	"slices"
 	"strconv"
@@ -76,4 +79,20 @@ func ms(d time.Duration) string {
 
 func us(d time.Duration) string {
 	return trimFloat(float64(d)/float64(time.Microsecond), 2) + " µs"
+}
+
+// runChild runs this program again with args, in a process of its own,
+// and decodes the JSON it writes to stdout; what names the run in errors.
+func runChild[T any](what string, args ...string) (T, error) {
+	var w T
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return w, fmt.Errorf("%s: %w", what, err)
+	}
+	if err := json.Unmarshal(out, &w); err != nil {
+		return w, fmt.Errorf("%s: %w in %q", what, err, out)
+	}
+	return w, nil
 }

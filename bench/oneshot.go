@@ -3,12 +3,10 @@ package main
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"sync/atomic"
@@ -239,17 +237,9 @@ func (r oneShotResult) wire() oneShotWire {
 // oneShotProcess runs one try of library k in a child process (this
 // program with -oneshot-lib k) and reads its result.
 func oneShotProcess(k, pending, wheelSize int) (oneShotResult, error) {
-	cmd := exec.Command(os.Args[0], "-oneshot-lib", strconv.Itoa(k), "-pending", strconv.Itoa(pending), "-wheel-size", strconv.Itoa(wheelSize))
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return oneShotResult{}, fmt.Errorf("one-shot library %d: %w", k, err)
-	}
-	var w oneShotWire
-	if err := json.Unmarshal(out, &w); err != nil {
-		return oneShotResult{}, fmt.Errorf("one-shot library %d: %w in %q", k, err, out)
-	}
-	return oneShotResult{w.Name, w.Adds, w.Bytes, w.P50, w.P99, w.Max, w.Exact, w.Detail}, nil
+	w, err := runChild[oneShotWire](fmt.Sprintf("one-shot library %d", k),
+		"-oneshot-lib", strconv.Itoa(k), "-pending", strconv.Itoa(pending), "-wheel-size", strconv.Itoa(wheelSize))
+	return oneShotResult{w.Name, w.Adds, w.Bytes, w.P50, w.P99, w.Max, w.Exact, w.Detail}, err
 }
 
 // medianOneShot is a library's median over its tries of the insertion

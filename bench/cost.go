@@ -259,8 +259,8 @@ func costScenario(ns []int, modes []bool, passes int, warmup, window time.Durati
 // order of a pass; the first is the baseline.
 func costShorts() []string { return []string{"runtime", "robfig", "fom", "app"} }
 
-// costLib is the cost scenario's contender short; dir is the app's data
-// directory (prepareAppDir).
+// costLib is the cost scenario's contender short, one of costShorts; dir
+// is the app's data directory (prepareAppDir).
 func costLib(short, dir string) periodicLib {
 	switch short {
 	case "runtime":
@@ -297,6 +297,9 @@ func (w costWire) run() periodicRun {
 // costChild is one measurement of the cost scenario in this process (the
 // program run with -cost-lib), written to stdout as JSON.
 func costChild(short string, n int, spread bool, dir string, warmup, window time.Duration) error {
+	if !slices.Contains(costShorts(), short) {
+		return fmt.Errorf("-cost-lib %q: not one of %s", short, strings.Join(costShorts(), ", "))
+	}
 	if windowProfile != "" {
 		windowProfile += "-" + short // the window's profile names its contender
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -49,6 +50,12 @@ func main() {
 		return
 	}
 	fomTick = *tick
+	for _, k := range strings.Split(*libsFlag, ",") { // a misspelt name would otherwise measure nothing of it
+		if k = strings.TrimSpace(k); k != "" && !slices.Contains([]string{"fom", "runtime", "robfig", "gocron", "app"}, k) {
+			fmt.Fprintf(os.Stderr, "-libs: %q is none of fom, runtime, robfig, gocron (periodic) and app (cost)\n", k)
+			os.Exit(2)
+		}
+	}
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {

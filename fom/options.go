@@ -8,6 +8,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	"go.uber.org/zap"
 
+	"github.com/fom-go/fom/schedule/wheel"
 	"github.com/fom-go/fom/store"
 )
 
@@ -133,8 +134,8 @@ const DefaultFireCoalescing = time.Millisecond
 // (100µs); at most 1s.
 func WithFireCoalescing(d time.Duration) Option {
 	return func(o *options) error {
-		if d < 0 || d > time.Second {
-			return fmt.Errorf("fom: fire coalescing %s: from 0 to 1s", d)
+		if d < 0 || d > wheel.MaxCoalesce { // checked here too, so that New names the option
+			return fmt.Errorf("fom: fire coalescing %s: from 0 to %s", d, wheel.MaxCoalesce)
 		}
 		o.coalesce = &d
 		return nil

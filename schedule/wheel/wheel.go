@@ -165,6 +165,10 @@ func WithSize(n int) Option {
 	}
 }
 
+// MaxCoalesce is the most WithCoalesce takes: fires moved further would
+// no longer keep a per-second schedule's rhythm.
+const MaxCoalesce = time.Second
+
 // WithCoalesce makes the wake-ups armed with SetInlineFrom (fom's
 // schedules') due at the first multiple of d of wall time at or after
 // their instant, rather than at their own tick. The fires of schedules
@@ -176,8 +180,8 @@ func WithSize(n int) Option {
 // each is due at its own tick.
 func WithCoalesce(d time.Duration) Option {
 	return func(w *Wheel) error {
-		if d < 0 || d > time.Second {
-			return fmt.Errorf("wheel: coalesce %s must be between 0 and 1s", d)
+		if d < 0 || d > MaxCoalesce {
+			return fmt.Errorf("wheel: coalesce %s must be between 0 and %s", d, MaxCoalesce)
 		}
 		w.coalesce = int64(d)
 		return nil

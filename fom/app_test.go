@@ -471,19 +471,7 @@ func TestFiresAreCoalescedToTheMillisecond(t *testing.T) {
 	}
 	rounds := func() []statistics.RoundRecord {
 		t.Helper()
-		app, err := New(WithDataDir(t.TempDir()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		sc, err := app.Register(&quickJob{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx := context.Background()
-		if err := app.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		defer app.Stop(ctx)
+		sc := startJob(t, &quickJob{})
 		deadline := time.Now().Add(10 * time.Second)
 		for len(sc.Stats().RecentRounds()) < 20 && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
@@ -541,25 +529,12 @@ func (j *rateJob) Run(context.Context) (any, error) { return nil, nil }
 // millisecond, and returns the round's start and planned fire.
 func coalescedOnATestClock(t *testing.T, opt Option, grace time.Duration) (start, planned time.Time) {
 	t.Helper()
-	t0 := time.Date(2026, 5, 4, 12, 0, 0, 300_000, time.UTC)
-	clk := clockwork.NewFakeClockAt(t0)
-	opts := []Option{WithClock(clk), WithDataDir(t.TempDir())}
+	clk := clockwork.NewFakeClockAt(time.Date(2026, 5, 4, 12, 0, 0, 300_000, time.UTC))
+	opts := []Option{WithClock(clk)}
 	if opt != nil {
 		opts = append(opts, opt)
 	}
-	app, err := New(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc, err := app.Register(&rateJob{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if err := app.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer app.Stop(ctx)
+	sc := startJob(t, &rateJob{}, opts...)
 	for sc.State() != Sleeping {
 		time.Sleep(time.Millisecond)
 	}
@@ -577,4 +552,19 @@ func coalescedOnATestClock(t *testing.T, opt Option, grace time.Duration) (start
 	}
 	r := sc.Stats().RecentRounds()[0]
 	return r.Start, r.Planned
+}
+
+// startJob starts a test app (newTestApp) with job registered, and
+// returns the job's schedule.
+func startJob(t *testing.T, job any, opts ...Option) *ScheduleContext {
+	t.Helper()
+	app := newTestApp(t, opts...)
+	sc, err := app.Register(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return sc
 }

@@ -13,12 +13,20 @@
 // bounded list of failures not yet written, and the round itself is
 // encoded once, onto the page of the run history the next flush writes.
 //
-// With thousands of schedules each fire finds its schedule's statistics out
-// of the caches, so a fire touches as few cache lines as it can: what it
-// reads and writes of a Stats sits in the Stats' first two lines
-// (TestStatsLayout), the current day is found without a map, and the
-// since-start figures are not counted per fire but derived when read (the
-// days in memory, plus those that left, less those Load read: outside).
+// A fire writes only the ring's slot and the page, and the Stats' first
+// line: the counting in days is folded in later, a few outcomes at a time,
+// from the ring's results and the page's rounds not yet counted. A fold
+// runs when the ring would drop a result not yet counted, before a page
+// is held or taken, and before anything reads or takes the days, so no
+// reader ever sees a figure short of what was recorded. With thousands of
+// schedules a fire finds its schedule's lines in memory rather than in a
+// cache; counting at the fire wrote five more of them (the day's first
+// three lines and a line of each histogram), which a fold fetches once for
+// a flush's worth of fires, just before the flush encodes the day. What a
+// fire reads and writes of a Stats sits in its first line
+// (TestStatsLayout), and the since-start figures are not counted at all
+// but derived when read (the days in memory, plus those that left, less
+// those Load read: outside).
 //
 // # Days in memory
 //

@@ -240,6 +240,7 @@ func (s *Stats) Load(ctx context.Context, st store.Store) (warnings []string, er
 			warnings = append(warnings, fmt.Sprintf("schedule %q: stored statistics settings %q ignored", s.schedule, v))
 		} else {
 			s.mu.Lock()
+			s.foldLocked()
 			s.setSettingsLocked(n)
 			s.mu.Unlock()
 		}
@@ -260,6 +261,7 @@ func (s *Stats) Load(ctx context.Context, st store.Store) (warnings []string, er
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.foldLocked() // what was recorded before Load, into the days it merges with
 	for _, d := range days {
 		dd, err := decodeDay(d.Data)
 		if err != nil {
@@ -324,7 +326,6 @@ func mergeDay(into, d *day) {
 	} else { // different cuts: fall back to the histogram
 		into.bucketTh = [5]time.Duration{}
 	}
-	into.cut = 0
 }
 
 // ReloadSettings reads the stored settings again and applies them: the
@@ -379,6 +380,7 @@ type Changes struct {
 func (s *Stats) Take() (*Changes, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.foldLocked()
 	ch := &Changes{s: s}
 	ch.Days, ch.days = ch.oneDay[:0], ch.oneD[:0]
 	take := func(k time.Time, d *day) error {
@@ -535,6 +537,7 @@ func MergedDays(local *Stats, others []store.Day, today time.Time) ([]DaySummary
 		return nil, err
 	}
 	local.mu.Lock()
+	local.foldLocked()
 	for k, d := range local.days {
 		cp := &day{from: d.from}
 		mergeDay(cp, d)

@@ -121,20 +121,18 @@ type ResultRecord struct {
 	Error  string        `json:"error,omitempty"`
 }
 
-// day is one day's aggregate. Its fields are in the order a fire writes
-// them, those it writes every time first: with thousands of schedules
-// each line of a day is one a fire finds cold. A day is 296 bytes, in a
-// size class whose objects start on a line, and a fire whose task cost
-// less than the first threshold writes only its first three lines
-// (TestDayLayout): the first bucket is not counted but read as the count
-// less the others, so that the line of buckets is written only by the
-// slower tasks.
+// day is one day's aggregate. Its fields are in the order an outcome
+// counted writes them, those it writes every time first. A day is 296
+// bytes, in a size class whose objects start on a line, and an outcome
+// whose task cost less than the first threshold writes only its first
+// three lines (TestDayLayout): the first bucket is not counted but read as
+// the count less the others, so that the line of buckets is written only
+// by the slower tasks.
 type day struct {
 	count    int64
 	byStatus [numStatus]int64
-	changed  bool   // since the last flush took it
-	cut      uint32 // the Stats' thresholds generation bucketTh was last checked against; 0: never
-	from     int64  // Unix ns of the day's midnight (UTC)
+	changed  bool  // since the last flush took it
+	from     int64 // Unix ns of the day's midnight (UTC)
 	min, max time.Duration
 	sum      time.Duration
 	lateMax  time.Duration
@@ -186,18 +184,20 @@ type DaySummary struct {
 // Stats holds one schedule's statistics. Recording takes a short lock and
 // never touches the store; Flush writes what changed.
 //
-// A fire reads and writes the fields of the first two lines (64 bytes
-// each: a Stats is 256 bytes, a size class whose objects start on a
-// line) and no other: with thousands of schedules, each line of a Stats
-// is one a fire finds cold. TestStatsLayout keeps it so.
+// A fire reads and writes the fields of the first line (64 bytes: a Stats
+// is 256 bytes, a size class whose objects start on a line) and no other:
+// with thousands of schedules, each line of a Stats is one a fire finds
+// cold. TestStatsLayout keeps it so. Its outcome is kept in the results
+// ring and its round on the history's page, and counted into its day from
+// there later (fold), with the day's lines at hand.
 type Stats struct {
-	mu      sync.Mutex
-	cur     *day     // the newest day recorded on
-	hist    *history // the run history's numbering and rounds not yet written; made by the first round or Load
-	results ring[resultEntry]
-	thGen   uint32 // bumped by every change of settings (never 0): a day whose cut is thGen has its buckets cut at the thresholds
-	rounds  int16  // settings.Rounds (at most 10 000), in this line
-	older   bool   // the next Take looks at every day: another day than cur changed, a new day began, or settings or days were set anew
+	mu       sync.Mutex
+	cur      *day     // the newest day counted on
+	hist     *history // the run history's numbering and rounds not yet written; made by the first round or Load
+	results  ring[resultEntry]
+	unfolded int32 // the newest results not yet counted in their days (fold)
+	rounds   int16 // settings.Rounds (at most 10 000), in this line
+	older    bool  // the next Take looks at every day: another day than cur changed, a new day began, or settings or days were set anew
 
 	schedule string
 	settings Settings // its Thresholds end the second line
@@ -213,9 +213,6 @@ type Stats struct {
 // setSettingsLocked applies n, which Validate accepted.
 func (s *Stats) setSettingsLocked(n Settings) {
 	s.settings, s.rounds = n, int16(n.Rounds)
-	if s.thGen++; s.thGen == 0 {
-		s.thGen = 1
-	}
 }
 
 // outside is what the days in memory and the outcomes this process
@@ -356,7 +353,7 @@ func New(schedule string, clk clockwork.Clock, s Settings) (*Stats, error) {
 	if clk == nil {
 		clk = clockwork.NewRealClock()
 	}
-	return &Stats{schedule: schedule, clk: clk, settings: s, rounds: int16(s.Rounds), thGen: 1, days: map[time.Time]*day{},
+	return &Stats{schedule: schedule, clk: clk, settings: s, rounds: int16(s.Rounds), days: map[time.Time]*day{},
 		failures: newRing[Failure](s.Failures), pending: newRing[Failure](s.Failures), results: newRing[resultEntry](s.Results)}, nil
 }
 
@@ -376,13 +373,14 @@ func dayOf(t time.Time) time.Time {
 	return time.Unix(start, 0).UTC()
 }
 
-// dayLocked returns the day of t, marked changed, for recording.
-func (s *Stats) dayLocked(t time.Time) *day {
-	if ns, d := t.UnixNano(), s.cur; d != nil && ns >= d.from && ns < d.from+int64(24*time.Hour) {
+// dayLocked returns the day of ns (Unix nanoseconds), marked changed,
+// for counting.
+func (s *Stats) dayLocked(ns int64) *day {
+	if d := s.cur; d != nil && ns >= d.from && ns < d.from+int64(24*time.Hour) {
 		d.changed = true // the common case: today
 		return d
 	}
-	k := dayOf(t)
+	k := dayOf(time.Unix(0, ns))
 	d := s.days[k]
 	if d == nil {
 		if i := s.closedAt(k); i >= 0 { // a late record for a closed day
@@ -410,7 +408,10 @@ func (s *Stats) dayLocked(t time.Time) *day {
 	return d
 }
 
-// Record adds one task outcome.
+// Record adds one task outcome: to the results ring, and to the failures
+// if it failed. It is counted in its day by the next fold: when the ring
+// would drop a result not yet counted, or before anything reads or takes
+// the days.
 func (s *Stats) Record(x Sample) {
 	if x.Status < 0 || x.Status >= numStatus {
 		return
@@ -421,33 +422,11 @@ func (s *Stats) Record(x Sample) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	d := s.dayLocked(now)
-	if d.count == 0 || x.Cost < d.min {
-		d.min = x.Cost
-	}
-	d.max = max(d.max, x.Cost)
-	d.count++
-	d.byStatus[x.Status]++
-	d.sum += x.Cost
-	d.hist.Add(x.Cost)
-	if d.cut != s.thGen { // settings changed, or a new or merged day: look at its thresholds
-		if d.bucketTh != s.settings.Thresholds {
-			// Thresholds changed since this day's buckets were counted:
-			// re-cut what is there from the histogram, then count exactly.
-			// The re-cut counted this cost by its histogram bucket's lower
-			// bound: it is taken back from there.
-			b := bucketsOf(&d.hist, s.settings.Thresholds)
-			lo, _ := bounds(bucketOf(x.Cost))
-			b[bucketIndex(lo, s.settings.Thresholds)]--
-			d.setBuckets(b)
-			d.bucketTh = s.settings.Thresholds
-		}
-		d.cut = s.thGen
-	}
-	if i := bucketIndex(x.Cost, s.settings.Thresholds); i > 0 { // the first is the count less these
-		d.buckets[i]++
+	if s.unfolded == s.results.cap {
+		s.foldResultsLocked()
 	}
 	s.results.push(resultEntry{at: now.UnixNano(), cost: x.Cost, taskID: x.TaskID, err: x.Err, status: uint8(x.Status)})
+	s.unfolded++
 	if x.Status != Success {
 		f := Failure{Round: x.Round, Batch: x.Batch, At: now, TaskID: x.TaskID, Status: StatusNames()[x.Status], Cost: x.Cost}
 		if x.Err != nil {
@@ -461,18 +440,87 @@ func (s *Stats) Record(x Sample) {
 	}
 }
 
+// foldLocked counts what was recorded and not yet counted (the newest
+// results, the history page's newest rounds) in the days. Everything that
+// reads, takes or replaces the days, or changes the settings, folds first.
+//
+// Why a fire does not count its outcome itself: with thousands of
+// schedules a fire finds its schedule's lines in memory, not in a cache,
+// and counting writes five of them (the day's first three, a line of each
+// histogram) besides the results ring's slot and the history's page, which
+// it writes anyway. Folded a few at a time, from the ring and the page,
+// the day's lines are fetched once for them all; with a store, at the
+// flush that encodes the day next.
+func (s *Stats) foldLocked() {
+	s.foldResultsLocked()
+	s.foldLateLocked()
+}
+
+// foldResultsLocked counts the results not yet counted: the newest
+// s.unfolded of the ring.
+func (s *Stats) foldResultsLocked() {
+	n, r := int(s.unfolded), &s.results
+	if n == 0 {
+		return
+	}
+	s.unfolded = 0
+	l := len(r.buf)
+	head := l // where the next result goes
+	if l == int(r.cap) {
+		head = int(r.next)
+	}
+	i := (head - n + l) % l
+	for range n {
+		e := &r.buf[i]
+		s.countLocked(e.at, e.cost, e.status)
+		if i++; i == l {
+			i = 0
+		}
+	}
+}
+
+// countLocked counts an outcome ended at ns (Unix nanoseconds) in its day.
+func (s *Stats) countLocked(ns int64, cost time.Duration, status uint8) {
+	d := s.dayLocked(ns)
+	if d.count == 0 || cost < d.min {
+		d.min = cost
+	}
+	d.max = max(d.max, cost)
+	d.count++
+	d.byStatus[status]++
+	d.sum += cost
+	d.hist.Add(cost)
+	th := &s.settings.Thresholds
+	if d.bucketTh != *th {
+		// A new or merged day, or thresholds changed since this day's
+		// buckets were counted: re-cut what is there from the histogram,
+		// then count exactly. The re-cut counted this cost by its
+		// histogram bucket's lower bound: it is taken back from there.
+		b := bucketsOf(&d.hist, *th)
+		lo, _ := bounds(bucketOf(cost))
+		b[bucketIndex(lo, *th)]--
+		d.setBuckets(b)
+		d.bucketTh = *th
+	}
+	if i := bucketIndex(cost, *th); i > 0 { // the first is the count less these
+		d.buckets[i]++
+	}
+}
+
 // RecordLateness adds a round's fire lateness (actual start minus plan) to
-// the day of at, the round's start; a zero at means now.
+// the day of at, the round's start; a zero at means now. RecordRound
+// counts a round's own lateness: this is for lateness measured elsewhere.
 func (s *Stats) RecordLateness(at time.Time, late time.Duration) {
 	if at.IsZero() {
 		at = s.clk.Now()
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.lateLocked(at, late)
+	s.lateLocked(at.UnixNano(), late)
 }
 
-func (s *Stats) lateLocked(at time.Time, late time.Duration) {
+// lateLocked counts a round's lateness in the day of at (Unix ns).
+func (s *Stats) lateLocked(at int64, late time.Duration) {
 	late = max(late, 0)
 	d := s.dayLocked(at)
 	d.late.Add(late)
@@ -578,6 +626,7 @@ func chainOf(err error, msg string) (chain []string, stack string) {
 func (s *Stats) CountsByIndex() [6]int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.foldLocked()
 	_, counts := s.sinceStartLocked(false)
 	return counts
 }
@@ -586,6 +635,7 @@ func (s *Stats) CountsByIndex() [6]int64 {
 func (s *Stats) Counts() map[string]int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.foldLocked()
 	_, counts := s.sinceStartLocked(false)
 	out := map[string]int64{}
 	for i, n := range StatusNames() {
@@ -609,6 +659,7 @@ func (s *Stats) SetSettings(n Settings) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.foldLocked() // counted at the thresholds they were recorded under
 	s.setSettingsLocked(n)
 	s.older = true // the retention window may have shrunk
 	s.failures.resize(n.Failures)
@@ -625,6 +676,7 @@ func (s *Stats) SetSettings(n Settings) error {
 func (s *Stats) Days() []DaySummary {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.foldLocked()
 	today := dayOf(s.clk.Now())
 	out := make([]DaySummary, 0, s.settings.RetentionDays)
 	for i := s.settings.RetentionDays - 1; i >= 0; i-- {
@@ -638,6 +690,7 @@ func (s *Stats) Days() []DaySummary {
 func (s *Stats) Day(t time.Time) DaySummary {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.foldLocked()
 	k := dayOf(t)
 	return s.summaryLocked(k, s.dayAtLocked(k))
 }
@@ -758,5 +811,6 @@ func (s *Stats) Results() []ResultRecord {
 func (s *Stats) costSnapshot() (Histogram, [numStatus]int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.foldLocked()
 	return s.sinceStartLocked(true)
 }

@@ -442,7 +442,7 @@ func TestFirstBucketIsTheRest(t *testing.T) {
 	clk := clockwork.NewFakeClockAt(day1.Add(time.Hour))
 	s, _ := New("job", clk, DefaultSettings())
 	s.Record(Sample{TaskID: "t", Cost: time.Millisecond})
-	s.Day(clk.Now()) // counts it
+	s.Day(clk.Now())                 // counts it
 	if s.cur.buckets != [6]int64{} { // a fast task writes no line of buckets
 		t.Fatalf("a task under the first threshold wrote buckets %v", s.cur.buckets)
 	}

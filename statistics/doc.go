@@ -13,14 +13,14 @@
 // bounded list of failures not yet written, and the round itself is
 // encoded once, onto the page of the run history the next flush writes.
 //
-// A fire writes only the ring's slot and the page, and the Stats' first
-// line: the counting in days is folded in later, a few outcomes at a time,
-// from the ring's results and the page's rounds not yet counted. A fold
-// runs when the ring would drop a result not yet counted, before a page
-// is held or taken, and before anything reads or takes the days, so no
-// reader ever sees a figure short of what was recorded. With thousands of
-// schedules a fire finds its schedule's lines in memory rather than in a
-// cache; counting at the fire wrote five more of them (the day's first
+// A fire writes the ring's slot, the page and the Stats' first line, and
+// counts nothing in its day: its outcome waits in the ring, with its
+// round's lateness (a round of one task, the common one), and is counted
+// later, a few at a time (a fold). A fold runs when the ring would drop a
+// result not yet counted, and before anything reads or takes the days, so
+// no reader ever sees a figure short of what was recorded. With thousands
+// of schedules a fire finds its schedule's lines in memory rather than in
+// a cache; counting at the fire wrote five more of them (the day's first
 // three lines and a line of each histogram), which a fold fetches once for
 // a flush's worth of fires, just before the flush encodes the day. What a
 // fire reads and writes of a Stats sits in its first line

@@ -108,17 +108,16 @@ type history struct {
 	page      []byte
 	n         int32 // rounds in page
 	kept      int32 // rounds in older (less skip) and page
-	lateAt    int32 // bytes of page's rounds whose lateness is counted (Stats.foldLateLocked)
-	unsaved   int64 // rounds dropped before a flush took them (on the first line: without a store every round drops one)
+	skip      int32 // rounds of older[0] dropped
+	left      int32 // and not: a round that drops one reads no page of older
 
-	grow   bool  // page is in the small array begin made: its first round sizes it (roomFor); read once a page
-	skip   int32 // rounds of older[0] dropped
-	left   int32 // and not: a round that drops one reads no page of older
-	older  []heldPage
-	spare  []byte // a released page's array, for the next page
-	taken  []byte
-	takenN int
-	_      [32]byte // to 192 bytes, a size class whose objects start on a line: the 64 bytes above are one
+	unsaved int64 // rounds dropped before a flush took them (on the first line: without a store every round drops one)
+	grow    bool  // page is in the small array begin made: its first round sizes it (roomFor); read once a page
+	older   []heldPage
+	spare   []byte // a released page's array, for the next page
+	taken   []byte
+	takenN  int
+	_       [40]byte // to 192 bytes, a size class whose objects start on a line: the 64 bytes above are one
 }
 
 // pageHead is the room at the start of a page for a stored page's
@@ -134,7 +133,7 @@ func (h *history) begin(b []byte) {
 		b = make([]byte, 0, pageHead+firstRoom)
 	}
 	var room [pageHead]byte
-	h.page, h.lateAt = append(b[:0], room[:]...), 0
+	h.page = append(b[:0], room[:]...)
 }
 
 // firstRoom is the room a new page has for its first round: a round of a
@@ -160,17 +159,20 @@ type heldPage struct {
 // page begins, for a history of keep rounds.
 func pageRounds(keep int32) int32 { return max(keep/4, 1) }
 
-// RecordRound adds a completed round to the history. Its lateness
-// (Start − Planned; not a batch's) counts on the day it started, read
-// from the page by the next fold (Stats.foldLocked): before the page is
-// held, taken or trimmed, or anything reads the days.
+// RecordRound adds a completed round to the history, and counts a
+// round's lateness (Start − Planned; not a batch's) on the day it started.
+// A round of one task, whose result is the ring's newest and not yet
+// counted, leaves its lateness with that result, to be counted with it
+// (Stats.foldLocked); any other counts it now.
 func (s *Stats) RecordRound(x RoundSample) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !x.Batch && !s.lateWithResultLocked(&x) {
+		s.lateLocked(x.Start.UnixNano(), x.Start.Sub(x.Planned))
+	}
 	h := s.histLocked()
 	keep := int32(s.rounds)
 	if h.n >= pageRounds(keep) {
-		s.foldLateLocked()
 		h.hold()
 	}
 	if len(h.page) == 0 {
@@ -243,9 +245,7 @@ func (h *history) drop(k int32) {
 		}
 	}
 	if k > 0 { // only with settings that keep fewer rounds than a page holds
-		rounds := h.rounds()
-		rest := skipRounds(rounds, int(k))
-		h.lateAt = max(h.lateAt-int32(len(rounds)-len(rest)), 0)
+		rest := skipRounds(h.rounds(), int(k))
 		h.page = h.page[:pageHead+copy(h.page[pageHead:], rest)]
 		h.n -= k
 	}
@@ -304,7 +304,7 @@ func (h *history) take() []byte {
 		copy(h.page[at:], hdr[:n])
 		data = slices.Clip(h.page[at:])
 		// The next flush likely takes as many rounds: room for them.
-		h.page, h.grow, h.lateAt = make([]byte, pageHead, max(len(h.page), pageHead+firstRoom)), false, 0
+		h.page, h.grow = make([]byte, pageHead, max(len(h.page), pageHead+firstRoom)), false
 	} else {
 		data = h.appendKept(pageHeader(int(h.kept), h.size()))
 		h.begin(h.page)
@@ -332,45 +332,6 @@ func (h *history) putBack(body []byte, n int, keep int32) {
 	h.left = int32(n)
 	h.kept += int32(n)
 	h.trim(keep)
-}
-
-// foldLateLocked counts the lateness of the page's rounds not yet
-// counted.
-func (s *Stats) foldLateLocked() {
-	h := s.hist
-	if h == nil {
-		return
-	}
-	b := h.rounds()
-	if int(h.lateAt) >= len(b) {
-		return
-	}
-	for rest := b[h.lateAt:]; len(rest) > 0; {
-		start, late, ok := roundLateness(rest)
-		if ok {
-			s.lateLocked(start, late)
-		}
-		if rest = skipRound(rest); rest == nil {
-			break // cannot happen: fom wrote them
-		}
-	}
-	h.lateAt = int32(len(b))
-}
-
-// roundLateness reads the start (Unix ns) and the lateness of the round
-// at b (appendRound's form), and whether it counts: a batch's does not.
-func roundLateness(b []byte) (start int64, late time.Duration, ok bool) {
-	rd := reader{b: b}
-	rd.uvarint() // seq
-	start = rd.varint()
-	version := rd.byte()
-	rd.varint() // number
-	batch := rd.varint() == 1
-	planned := rd.uvarint()
-	if rd.err != nil || version != roundVersion2 || batch {
-		return 0, 0, false
-	}
-	return start, time.Unix(0, start).Sub(sinceOf(planned, start)), true
 }
 
 func (s *Stats) histLocked() *history {

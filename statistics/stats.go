@@ -39,7 +39,7 @@ type Settings struct {
 	// Failures is how many recent failures are kept. Default 100.
 	Failures int `json:"failures"`
 	// Results is how many recent results are kept in memory. Default 16
-	// (about 56 bytes each; the failures ring keeps failures longer).
+	// (64 bytes each; the failures ring keeps failures longer).
 	Results int `json:"results"`
 	// Rounds is how many recent rounds the run history keeps, with up to
 	// 100 task results each. Default 50.
@@ -105,11 +105,13 @@ type Failure struct {
 // resultEntry is a recent result as kept: compact, its error formatted
 // only when read.
 type resultEntry struct {
-	at     int64 // Unix nanoseconds
-	cost   time.Duration
-	taskID string
-	err    error
-	status uint8
+	at      int64 // Unix nanoseconds
+	cost    time.Duration
+	taskID  string
+	err     error
+	late    time.Duration // the lateness of the task's round, if hasLate
+	status  uint8
+	hasLate bool // the round's lateness is counted with this result
 }
 
 // ResultRecord is a recent result.
@@ -187,9 +189,9 @@ type DaySummary struct {
 // A fire reads and writes the fields of the first line (64 bytes: a Stats
 // is 256 bytes, a size class whose objects start on a line) and no other:
 // with thousands of schedules, each line of a Stats is one a fire finds
-// cold. TestStatsLayout keeps it so. Its outcome is kept in the results
-// ring and its round on the history's page, and counted into its day from
-// there later (fold), with the day's lines at hand.
+// cold. TestStatsLayout keeps it so. Its outcome, with its round's
+// lateness, waits in the results ring, to be counted into its day later
+// (foldLocked), a few at a time.
 type Stats struct {
 	mu       sync.Mutex
 	cur      *day     // the newest day counted on
@@ -423,7 +425,7 @@ func (s *Stats) Record(x Sample) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.unfolded == s.results.cap {
-		s.foldResultsLocked()
+		s.foldLocked()
 	}
 	s.results.push(resultEntry{at: now.UnixNano(), cost: x.Cost, taskID: x.TaskID, err: x.Err, status: uint8(x.Status)})
 	s.unfolded++
@@ -440,43 +442,64 @@ func (s *Stats) Record(x Sample) {
 	}
 }
 
-// foldLocked counts what was recorded and not yet counted (the newest
-// results, the history page's newest rounds) in the days. Everything that
-// reads, takes or replaces the days, or changes the settings, folds first.
+// foldLocked counts the results not yet counted (the newest s.unfolded of
+// the ring) in their days, with the lateness of the rounds left with
+// them. Everything that reads, takes or replaces the days, or changes the
+// settings, folds first, and so does a result that would push out one
+// not yet counted: no reader sees a figure short of what was recorded.
 //
 // Why a fire does not count its outcome itself: with thousands of
 // schedules a fire finds its schedule's lines in memory, not in a cache,
-// and counting writes five of them (the day's first three, a line of each
-// histogram) besides the results ring's slot and the history's page, which
-// it writes anyway. Folded a few at a time, from the ring and the page,
-// the day's lines are fetched once for them all; with a store, at the
-// flush that encodes the day next.
+// and counting wrote five more of them (the day's first three lines and a
+// line of each histogram) besides the ring's slot, which it writes anyway.
+// Folded a few at a time, the day's lines are fetched once for them all;
+// with a store, by the flush that encodes the day next.
 func (s *Stats) foldLocked() {
-	s.foldResultsLocked()
-	s.foldLateLocked()
-}
-
-// foldResultsLocked counts the results not yet counted: the newest
-// s.unfolded of the ring.
-func (s *Stats) foldResultsLocked() {
 	n, r := int(s.unfolded), &s.results
 	if n == 0 {
 		return
 	}
 	s.unfolded = 0
 	l := len(r.buf)
-	head := l // where the next result goes
-	if l == int(r.cap) {
-		head = int(r.next)
-	}
-	i := (head - n + l) % l
+	i := (r.head() - n + l) % l
 	for range n {
 		e := &r.buf[i]
 		s.countLocked(e.at, e.cost, e.status)
+		if e.hasLate {
+			s.lateLocked(e.at, e.late)
+		}
 		if i++; i == l {
 			i = 0
 		}
 	}
+}
+
+// lateWithResultLocked leaves the lateness of round x with its one task's
+// result, if that is the ring's newest and not yet counted, and reports
+// whether it did. The result ended on the day the round started, or the
+// lateness would count on another day than its round's.
+func (s *Stats) lateWithResultLocked(x *RoundSample) bool {
+	if len(x.Tasks) != 1 || s.unfolded == 0 {
+		return false
+	}
+	r := &s.results
+	e, t := &r.buf[(r.head()-1+len(r.buf))%len(r.buf)], &x.Tasks[0]
+	start := x.Start.UnixNano()
+	if e.hasLate || e.cost != t.Cost || int(e.status) != t.Status || e.taskID != t.ID || dayNumber(e.at) != dayNumber(start) {
+		return false
+	}
+	e.late, e.hasLate = x.Start.Sub(x.Planned), true
+	return true
+}
+
+// dayNumber is the UTC day of ns (Unix nanoseconds) since 1970-01-01.
+func dayNumber(ns int64) int64 {
+	const day = int64(24 * time.Hour)
+	d := ns / day
+	if ns%day < 0 {
+		d--
+	}
+	return d
 }
 
 // countLocked counts an outcome ended at ns (Unix nanoseconds) in its day.
@@ -491,7 +514,7 @@ func (s *Stats) countLocked(ns int64, cost time.Duration, status uint8) {
 	d.sum += cost
 	d.hist.Add(cost)
 	th := &s.settings.Thresholds
-	if d.bucketTh != *th {
+	if !sameThresholds(&d.bucketTh, th) {
 		// A new or merged day, or thresholds changed since this day's
 		// buckets were counted: re-cut what is there from the histogram,
 		// then count exactly. The re-cut counted this cost by its
@@ -505,6 +528,12 @@ func (s *Stats) countLocked(ns int64, cost time.Duration, status uint8) {
 	if i := bucketIndex(cost, *th); i > 0 { // the first is the count less these
 		d.buckets[i]++
 	}
+}
+
+// sameThresholds is a == *b, compared in line: an array compare of this
+// size is a call to memequal, on every outcome counted.
+func sameThresholds(a, b *[5]time.Duration) bool {
+	return a[0] == b[0] && a[1] == b[1] && a[2] == b[2] && a[3] == b[3] && a[4] == b[4]
 }
 
 // RecordLateness adds a round's fire lateness (actual start minus plan) to
@@ -538,13 +567,21 @@ type ring[T any] struct {
 func newRing[T any](n int) ring[T] { return ring[T]{cap: int32(n)} }
 
 // wholeRing is the most bytes of a ring allocated whole at its first push:
-// a default results ring (16 of about 56 bytes) is, so that the ring every
+// a default results ring (16 of 64 bytes) is, so that the ring every
 // round pushes to is allocated once, at a schedule's first result, rather
 // than grown through 4 and 8 while the schedule is young (at ten thousand
 // schedules, a third of the garbage of their first dozen rounds). A larger
 // ring (the failures', 100 of 136 bytes) starts at 4 and grows only as
 // failures come.
 const wholeRing = 1024
+
+// head is where the next push goes.
+func (r *ring[T]) head() int {
+	if len(r.buf) == int(r.cap) {
+		return int(r.next)
+	}
+	return len(r.buf)
+}
 
 // push adds x; it reports whether the oldest item was dropped for it.
 func (r *ring[T]) push(x T) (dropped bool) {

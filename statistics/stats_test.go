@@ -427,8 +427,7 @@ func TestHistoryLayout(t *testing.T) {
 		t.Errorf("a history is %d bytes, want 192", n)
 	}
 	endWithinLines(t, 1, map[string]uintptr{
-		"kept (a round's fields)": unsafe.Offsetof(h.kept) + unsafe.Sizeof(h.kept),
-		"lateAt":                  unsafe.Offsetof(h.lateAt) + unsafe.Sizeof(h.lateAt),
+		"left (a round's fields)": unsafe.Offsetof(h.left) + unsafe.Sizeof(h.left),
 		"unsaved":                 unsafe.Offsetof(h.unsaved) + unsafe.Sizeof(h.unsaved), // written by every round without a store
 	})
 }
@@ -566,5 +565,48 @@ func TestFoldCountsEveryOutcome(t *testing.T) {
 	check(28)
 	if got := s.Counts()["success"]; got != 28-failed {
 		t.Fatalf("since start: %d successes, want %d", got, 28-failed)
+	}
+}
+
+// TestRoundLatenessCountedOnce: a round's lateness counts once, on the day
+// it started, whether it waits with its task's result in the ring or is
+// counted at once: rounds whose results interleave, a round of two tasks,
+// a read between a result and its round, a round over midnight.
+func TestRoundLatenessCountedOnce(t *testing.T) {
+	if n := unsafe.Sizeof(resultEntry{}); n != 64 {
+		t.Errorf("a result is %d bytes, want 64: a fire writes one line of the ring", n)
+	}
+	clk := clockwork.NewFakeClockAt(day1.Add(time.Hour))
+	s, _ := New("job", clk, DefaultSettings())
+	ms := time.Millisecond
+	result := func(id string, end time.Time, cost time.Duration) TaskSample {
+		s.Record(Sample{TaskID: id, Cost: cost, At: end})
+		return TaskSample{ID: id, Started: end.Add(-cost), Cost: cost}
+	}
+	round := func(start time.Time, late time.Duration, ts ...TaskSample) {
+		s.RecordRound(RoundSample{Planned: start.Add(-late), Start: start, End: start.Add(ms), Tasks: ts})
+	}
+	at := day1.Add(time.Hour)
+	// Two rounds whose results come in the order a, b, and whose rounds
+	// complete a, b: a's result is not the newest when a completes.
+	a, b := result("a", at.Add(ms), ms), result("b", at.Add(2*ms), ms)
+	round(at, 3*ms, a)
+	round(at, 5*ms, b)
+	// A round of two tasks.
+	round(at, 7*ms, result("c", at.Add(ms), ms), result("d", at.Add(ms), ms))
+	// A read between a result and its round.
+	e := result("e", at.Add(ms), ms)
+	s.Day(at)
+	round(at, 11*ms, e)
+	// A round that starts before midnight, its task ending after.
+	midnight := dayOf(day1).Add(24 * time.Hour)
+	eve := midnight.Add(-ms)
+	round(eve, 13*ms, result("f", eve.Add(2*ms), 2*ms))
+	d1, d2 := s.Day(day1), s.Day(midnight)
+	if d1.Rounds != 5 || d1.LateMax != 13*ms || d1.LateAvg != (3+5+7+11+13)*ms/5 {
+		t.Errorf("first day: %d rounds, late max %v, avg %v; want 5, 13ms, 7.8ms", d1.Rounds, d1.LateMax, d1.LateAvg)
+	}
+	if d1.Count != 5 || d2.Count != 1 || d2.Rounds != 0 {
+		t.Errorf("first day %d results, second %d results and %d rounds; want 5, 1, 0", d1.Count, d2.Count, d2.Rounds)
 	}
 }

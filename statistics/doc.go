@@ -15,7 +15,7 @@
 //
 // A fire writes the ring's slot, the page and the Stats' first line, and
 // counts nothing in its day: its outcome waits in the ring, with its
-// round's lateness (a round of one task, the common one), and is counted
+// round's lateness, and is counted
 // later, a few at a time (a fold). A fold runs when the ring would drop a
 // result not yet counted, and before anything reads or takes the days, so
 // no reader ever sees a figure short of what was recorded. With thousands

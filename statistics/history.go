@@ -160,10 +160,8 @@ type heldPage struct {
 func pageRounds(keep int32) int32 { return max(keep/4, 1) }
 
 // RecordRound adds a completed round to the history, and counts a
-// round's lateness (Start − Planned; not a batch's) on the day it started.
-// A round of one task, whose result is the ring's newest and not yet
-// counted, leaves its lateness with that result, to be counted with it
-// (Stats.foldLocked); any other counts it now.
+// round's lateness (Start − Planned; not a batch's) on the day it started:
+// mostly later, with the ring's newest result (lateWithResultLocked).
 func (s *Stats) RecordRound(x RoundSample) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

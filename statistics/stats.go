@@ -474,18 +474,19 @@ func (s *Stats) foldLocked() {
 	}
 }
 
-// lateWithResultLocked leaves the lateness of round x with its one task's
-// result, if that is the ring's newest and not yet counted, and reports
-// whether it did. The result ended on the day the round started, or the
-// lateness would count on another day than its round's.
+// lateWithResultLocked leaves the lateness of round x with the ring's
+// newest result, if that is not yet counted and carries no lateness yet,
+// and reports whether it did. Which result carries it does not matter:
+// the fold counts it once, on the day the result ended, which must be the
+// day the round started. It is mostly the round's own task's, whose slot
+// the fire has just written.
 func (s *Stats) lateWithResultLocked(x *RoundSample) bool {
-	if len(x.Tasks) != 1 || s.unfolded == 0 {
+	if s.unfolded == 0 {
 		return false
 	}
 	r := &s.results
-	e, t := &r.buf[(r.head()-1+len(r.buf))%len(r.buf)], &x.Tasks[0]
-	start := x.Start.UnixNano()
-	if e.hasLate || e.cost != t.Cost || int(e.status) != t.Status || e.taskID != t.ID || dayNumber(e.at) != dayNumber(start) {
+	e := &r.buf[(r.head()-1+len(r.buf))%len(r.buf)]
+	if e.hasLate || dayNumber(e.at) != dayNumber(x.Start.UnixNano()) {
 		return false
 	}
 	e.late, e.hasLate = x.Start.Sub(x.Planned), true

@@ -569,9 +569,9 @@ func TestFoldCountsEveryOutcome(t *testing.T) {
 }
 
 // TestRoundLatenessCountedOnce: a round's lateness counts once, on the day
-// it started, whether it waits with its task's result in the ring or is
-// counted at once: rounds whose results interleave, a round of two tasks,
-// a read between a result and its round, a round over midnight.
+// it started, whether it waits with a result in the ring or is counted at
+// once: rounds whose results interleave, a round of two tasks, a round of
+// none, a read between a result and its round, a round over midnight.
 func TestRoundLatenessCountedOnce(t *testing.T) {
 	if n := unsafe.Sizeof(resultEntry{}); n != 64 {
 		t.Errorf("a result is %d bytes, want 64: a fire writes one line of the ring", n)
@@ -594,6 +594,8 @@ func TestRoundLatenessCountedOnce(t *testing.T) {
 	round(at, 5*ms, b)
 	// A round of two tasks.
 	round(at, 7*ms, result("c", at.Add(ms), ms), result("d", at.Add(ms), ms))
+	// A round of no task.
+	round(at, 17*ms)
 	// A read between a result and its round.
 	e := result("e", at.Add(ms), ms)
 	s.Day(at)
@@ -603,8 +605,8 @@ func TestRoundLatenessCountedOnce(t *testing.T) {
 	eve := midnight.Add(-ms)
 	round(eve, 13*ms, result("f", eve.Add(2*ms), 2*ms))
 	d1, d2 := s.Day(day1), s.Day(midnight)
-	if d1.Rounds != 5 || d1.LateMax != 13*ms || d1.LateAvg != (3+5+7+11+13)*ms/5 {
-		t.Errorf("first day: %d rounds, late max %v, avg %v; want 5, 13ms, 7.8ms", d1.Rounds, d1.LateMax, d1.LateAvg)
+	if d1.Rounds != 6 || d1.LateMax != 17*ms || d1.LateAvg != (3+5+7+17+11+13)*ms/6 {
+		t.Errorf("first day: %d rounds, late max %v, avg %v; want 6, 17ms, 9ms", d1.Rounds, d1.LateMax, d1.LateAvg)
 	}
 	if d1.Count != 5 || d2.Count != 1 || d2.Rounds != 0 {
 		t.Errorf("first day %d results, second %d results and %d rounds; want 5, 1, 0", d1.Count, d2.Count, d2.Rounds)

@@ -15,18 +15,17 @@
 //
 // A fire writes the ring's slot, the page and the Stats' first line, and
 // counts nothing in its day: its outcome waits in the ring, with its
-// round's lateness, and is counted
-// later, a few at a time (a fold). A fold runs when the ring would drop a
-// result not yet counted, and before anything reads or takes the days, so
-// no reader ever sees a figure short of what was recorded. With thousands
-// of schedules a fire finds its schedule's lines in memory rather than in
-// a cache; counting at the fire wrote five more of them (the day's first
-// three lines and a line of each histogram), which a fold fetches once for
-// a flush's worth of fires, just before the flush encodes the day. What a
-// fire reads and writes of a Stats sits in its first line
-// (TestStatsLayout), and the since-start figures are not counted at all
-// but derived when read (the days in memory, plus those that left, less
-// those Load read: outside).
+// round's lateness, and is counted later, a few at a time (a fold). A fold
+// runs when the ring would drop a result not yet counted, and before
+// anything reads or takes the days, so no reader ever sees a figure short
+// of what was recorded. With thousands of schedules a fire finds its
+// schedule's lines in memory rather than in a cache; counting at the fire
+// wrote five more of them (the day's first three lines and a line of each
+// histogram), which a fold fetches once for a flush's worth of fires, just
+// before the flush encodes the day. What a fire reads and writes of a
+// Stats sits in its first line (TestStatsLayout), and the since-start
+// figures are not counted at all but derived when read (the days in
+// memory, plus those that left, less those Load read: outside).
 //
 // # Days in memory
 //

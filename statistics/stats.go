@@ -584,6 +584,15 @@ func (r *ring[T]) head() int {
 	return len(r.buf)
 }
 
+// resultLines holds a default results ring, each result on a line of its
+// own, which a fire writes. An object with pointers larger than 512 bytes
+// begins with the runtime's 8-byte type header, so in a plain array every
+// 64-byte result lay across two lines; lead fills the header's line.
+type resultLines struct {
+	lead [64 - 8]byte
+	e    [16]resultEntry
+}
+
 // push adds x; it reports whether the oldest item was dropped for it.
 func (r *ring[T]) push(x T) (dropped bool) {
 	if len(r.buf) < int(r.cap) {
@@ -592,7 +601,12 @@ func (r *ring[T]) push(x T) (dropped bool) {
 			if int(r.cap)*int(unsafe.Sizeof(x)) <= wholeRing {
 				n = int(r.cap)
 			}
-			grown := make([]T, len(r.buf), min(n, int(r.cap)))
+			var grown []T
+			if p, ok := any(&grown).(*[]resultEntry); ok && n == len(resultLines{}.e) {
+				*p = new(resultLines).e[:len(r.buf)]
+			} else {
+				grown = make([]T, len(r.buf), min(n, int(r.cap)))
+			}
 			copy(grown, r.buf)
 			r.buf = grown
 		}

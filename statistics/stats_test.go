@@ -492,6 +492,11 @@ func TestResultsRingAllocatedOnce(t *testing.T) {
 	if allocs != 1 {
 		t.Fatalf("%d results cost %v allocations, want 1", DefaultSettings().Results, allocs)
 	}
+	// Each result of a default ring is on a line of its own (resultLines).
+	r.push(resultEntry{})
+	if at := uintptr(unsafe.Pointer(&r.buf[0])) % 64; at != 0 || len(resultLines{}.e) != DefaultSettings().Results {
+		t.Fatalf("a default ring's first result at byte %d of a line, want 0", at)
+	}
 	// A failures ring, of far more bytes, grows as failures come: one
 	// failure holds a buffer of four.
 	big := newRing[Failure](100)

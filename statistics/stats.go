@@ -587,10 +587,10 @@ func (r *ring[T]) head() int {
 // resultLines holds a default results ring, each result on a line of its
 // own, which a fire writes. An object with pointers larger than 512 bytes
 // begins with the runtime's 8-byte type header, so in a plain array every
-// 64-byte result lay across two lines; lead fills the header's line.
+// 64-byte result lay across two lines.
 type resultLines struct {
-	lead [64 - 8]byte
-	e    [16]resultEntry
+	_ [64 - 8]byte // the header's line
+	e [16]resultEntry
 }
 
 // push adds x; it reports whether the oldest item was dropped for it.

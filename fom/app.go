@@ -59,8 +59,12 @@ type App struct {
 	// anew, copying, every time.
 	flushChunk []*statistics.Changes
 	flushBatch store.StatsBatch
-	flushes    uint64 // flushes so far: a flush's batches carry its number
-	flushRows  int    // flushRows; tests make it smaller
+	// The schedules' changes themselves, a few hundred bytes each, are
+	// taken into an array kept in a pool: reused while flushes come every
+	// few seconds, let go by the garbage collector when they stop.
+	flushTaken sync.Pool // of *[]statistics.Changes
+	flushes    uint64    // flushes so far: a flush's batches carry its number
+	flushRows  int       // flushRows; tests make it smaller
 }
 
 // Statistics persistence. A flush takes every schedule's changes (bounded:
@@ -822,6 +826,16 @@ func (a *App) flush(ctx context.Context, per time.Duration) error {
 	chunk, batch := a.flushChunk[:0], a.flushBatch
 	a.flushes++
 	batch.Flush = a.flushes
+	taken, _ := a.flushTaken.Get().(*[]statistics.Changes)
+	if taken == nil || cap(*taken) < len(scs) {
+		taken = &[]statistics.Changes{}
+		*taken = make([]statistics.Changes, len(scs))
+	}
+	slab := (*taken)[:len(scs)]
+	defer func() {
+		clear(slab) // what they held goes
+		a.flushTaken.Put(taken)
+	}()
 	var byCount []store.Retention // schedules that wrote failures
 	write := func() {
 		if len(chunk) == 0 {
@@ -849,9 +863,9 @@ func (a *App) flush(ctx context.Context, per time.Duration) error {
 		chunk = chunk[:0]
 		batch = store.StatsBatch{Days: batch.Days[:0], Failures: batch.Failures[:0], Rounds: batch.Rounds[:0], Flush: batch.Flush}
 	}
-	for _, sc := range scs {
-		ch, err := sc.Stats().Take()
-		if err != nil {
+	for i, sc := range scs {
+		ch := &slab[i]
+		if err := sc.Stats().TakeInto(ch); err != nil {
 			errs = append(errs, err)
 			continue
 		}

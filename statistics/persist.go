@@ -378,10 +378,21 @@ type Changes struct {
 // and drops days that fell out of the retention window from memory. It
 // holds the lock only to copy; nothing here touches the store.
 func (s *Stats) Take() (*Changes, error) {
+	ch := new(Changes)
+	if err := s.TakeInto(ch); err != nil {
+		return nil, err
+	}
+	return ch, nil
+}
+
+// TakeInto is Take into ch, whatever it held before: a flush of many
+// schedules takes their changes into an array it keeps between flushes,
+// rather than allocating each schedule's.
+func (s *Stats) TakeInto(ch *Changes) error {
+	*ch = Changes{s: s}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.foldLocked()
-	ch := &Changes{s: s}
 	ch.Days, ch.days = ch.oneDay[:0], ch.oneD[:0]
 	take := func(k time.Time, d *day) error {
 		b, err := encodeDay(d)
@@ -416,7 +427,7 @@ func (s *Stats) Take() (*Changes, error) {
 			switch {
 			case d.changed:
 				if err := take(k, d); err != nil {
-					return nil, err
+					return err
 				}
 				again = again || d != s.cur
 			case d != s.cur:
@@ -430,7 +441,7 @@ func (s *Stats) Take() (*Changes, error) {
 		s.older = again
 	} else if d := s.cur; d != nil && d.changed {
 		if err := take(time.Unix(0, d.from).UTC(), d); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if h := s.hist; h != nil && h.kept > 0 && h.taken == nil {
@@ -450,7 +461,7 @@ func (s *Stats) Take() (*Changes, error) {
 	for i, f := range ch.taken {
 		ch.Failures[i] = store.Failure{Schedule: s.schedule, Round: f.Round, At: f.At, TaskID: f.TaskID, Status: f.Status, Error: f.Error, Stack: f.Stack, Cost: f.Cost}
 	}
-	return ch, nil
+	return nil
 }
 
 // Retention is what the store should keep of this schedule.

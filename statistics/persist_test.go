@@ -156,6 +156,44 @@ func TestFailedFlushKeepsOrderAndNewerOutcomes(t *testing.T) {
 	}
 }
 
+// TestTakeIntoUsedChanges: changes taken into a Changes that held
+// another schedule's, with more days, failures and rounds, are what Take
+// gives, nothing of the earlier ones left; Done and Failed act on the
+// schedule they were taken from.
+func TestTakeIntoUsedChanges(t *testing.T) {
+	t.Parallel()
+	clk := clockwork.NewFakeClockAt(day1.Add(12 * time.Hour))
+	busy, _ := New("busy", clk, DefaultSettings())
+	busy.Record(Sample{At: day1.Add(-24 * time.Hour), TaskID: "t", Status: Failed})
+	busy.Record(Sample{At: clk.Now(), TaskID: "t", Status: Failed})
+	busy.RecordRound(RoundSample{Number: 1, Start: clk.Now(), Planned: clk.Now(), End: clk.Now(), Tasks: []TaskSample{{ID: "t", Status: Failed}}})
+	var ch Changes
+	if err := busy.TakeInto(&ch); err != nil || len(ch.Days) != 2 || len(ch.Failures) != 2 || len(ch.Rounds) != 1 {
+		t.Fatalf("busy took %d days, %d failures, %d rounds (%v)", len(ch.Days), len(ch.Failures), len(ch.Rounds), err)
+	}
+	ch.Done()
+
+	quiet, _ := New("quiet", clk, DefaultSettings())
+	quiet.Record(Sample{At: clk.Now(), TaskID: "q", Status: Success})
+	if err := quiet.TakeInto(&ch); err != nil {
+		t.Fatal(err)
+	}
+	if len(ch.Days) != 1 || ch.Days[0].Schedule != "quiet" || len(ch.Failures) != 0 || len(ch.Rounds) != 0 {
+		t.Fatalf("quiet took %+v", ch)
+	}
+	d, err := decodeDay(ch.Days[0].Data)
+	if err != nil || d.count != 1 || d.byStatus[Success] != 1 || d.byStatus[Failed] != 0 {
+		t.Fatalf("quiet's day: %+v %v", d, err)
+	}
+	ch.Failed() // back to quiet, not busy
+	if got := takenDays(t, quiet); len(got) != 1 || got[dayOf(clk.Now())] != 1 {
+		t.Fatalf("quiet after a failed write: %v", got)
+	}
+	if got := takenDays(t, busy); len(got) != 0 {
+		t.Fatalf("busy after quiet's failed write: %v", got)
+	}
+}
+
 // takenDays returns the days a Take gives and their counts.
 func takenDays(t *testing.T, s *Stats) map[time.Time]int64 {
 	t.Helper()

@@ -125,6 +125,7 @@ type statsLog struct {
 	rows []logRow // oldest first
 	next uint32   // the next row's id
 	of   map[string][]logRef
+	bufs sync.Pool // of *logBufs, for encodeLog
 }
 
 // appendEntry encodes e onto b: its kind, schedule, key (and a page's
@@ -261,8 +262,20 @@ func dayNumber(t time.Time) int64 {
 
 func dayTime(d int64) time.Time { return time.Unix(d*86400, 0).UTC() }
 
-// encodeLog is a flush's log row: its days and pages.
-func encodeLog(days []store.Day, rounds []store.Round) ([]byte, []logEntry) {
+// logBufs are what encodeLog builds a flush's row in: the row's bytes
+// and its entries. A flush of a thousand schedules writes a row of about
+// 350 KB; allocated anew at every flush, its pages came fresh from the
+// operating system, and faulting them in was most of building the row.
+// The store keeps them between flushes in a pool of its own (statsLog.bufs),
+// which the garbage collector empties when flushes stop.
+type logBufs struct {
+	b  []byte
+	es []logEntry
+}
+
+// encodeLog is a flush's log row, its days and pages, built in bufs (nil:
+// new ones).
+func encodeLog(bufs *logBufs, days []store.Day, rounds []store.Round) ([]byte, []logEntry) {
 	size := 1
 	for _, d := range days {
 		size += len(d.Schedule) + len(d.Data) + 16
@@ -270,9 +283,17 @@ func encodeLog(days []store.Day, rounds []store.Round) ([]byte, []logEntry) {
 	for _, r := range rounds {
 		size += len(r.Schedule) + len(r.Data) + 40
 	}
-	b := make([]byte, 1, size)
-	b[0] = logVersion
-	es := make([]logEntry, 0, len(days)+len(rounds))
+	if bufs == nil {
+		bufs = &logBufs{}
+	}
+	b, es := bufs.b[:0], bufs.es[:0]
+	if cap(b) < size {
+		b = make([]byte, 0, size)
+	}
+	if n := len(days) + len(rounds); cap(es) < n {
+		es = make([]logEntry, 0, n)
+	}
+	b = append(b, logVersion)
 	add := func(e logEntry) {
 		e.off = len(b)
 		b = appendEntry(b, &e)
@@ -300,7 +321,14 @@ func (s *Store) saveLogged(ctx context.Context, flush uint64, days []store.Day, 
 	var entries []logEntry
 	id := l.next
 	if len(days)+len(rounds) > 0 {
-		blob, entries = encodeLog(days, rounds)
+		bufs, _ := l.bufs.Get().(*logBufs)
+		blob, entries = encodeLog(bufs, days, rounds)
+		// The driver copies the row as it binds it, and remember copies
+		// what it keeps of the entries: both go back for the next flush.
+		defer func() {
+			clear(entries) // they name schedules
+			l.bufs.Put(&logBufs{b: blob[:0], es: entries[:0]})
+		}()
 	}
 	out := 0 // rows this flush pushes out
 	if blob != nil {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -350,7 +351,17 @@ func TestRetentionDropsLoggedEntries(t *testing.T) {
 // error; never a panic.
 func TestLogEntriesDecodeOrFailCleanly(t *testing.T) {
 	b := flushOf(3, 4, "a", "ünïcode")
-	blob, es := encodeLog(b.Days, b.Rounds)
+	blob, es := encodeLog(nil, b.Days, b.Rounds)
+	// Buffers an earlier, larger flush left give the same row and
+	// entries, nothing of that flush's in them.
+	big := flushOf(9, 9, "bigger", "flush")
+	was, wasEs := encodeLog(nil, big.Days, big.Rounds)
+	again, againEs := encodeLog(&logBufs{b: was[:0], es: wasEs[:0]}, b.Days, b.Rounds)
+	if !bytes.Equal(again, blob) || !slices.EqualFunc(againEs, es, func(x, y logEntry) bool {
+		return x.off == y.off && x.n == y.n && x.id() == y.id() && x.data == nil && y.data == nil
+	}) || &again[0] != &was[0] {
+		t.Fatalf("row built in used buffers: %q %+v\nwant %q %+v", again, againEs, blob, es)
+	}
 	got, err := readLog(blob)
 	if err != nil || len(got) != len(es) {
 		t.Fatalf("%d entries, %v; want %d", len(got), err, len(es))

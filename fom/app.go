@@ -62,9 +62,11 @@ type App struct {
 	// The schedules' changes themselves, a few hundred bytes each, are
 	// taken into an array kept in a pool: reused while flushes come every
 	// few seconds, let go by the garbage collector when they stop.
-	flushTaken sync.Pool // of *[]statistics.Changes
-	flushes    uint64    // flushes so far: a flush's batches carry its number
-	flushRows  int       // flushRows; tests make it smaller
+	flushTaken sync.Pool     // of *[]statistics.Changes
+	flushes    uint64        // flushes so far: a flush's batches carry its number
+	flushRows  int           // flushRows; tests make it smaller
+	flushYield time.Duration // flushYield; tests change it
+	yielding   func()        // tests: called when a flush begins to wait for rounds
 }
 
 // Statistics persistence. A flush takes every schedule's changes (bounded:
@@ -79,6 +81,20 @@ const (
 	flushInterval = 5 * time.Second // how often statistics are written
 	flushRows     = 20000           // rows per transaction
 	pruneInterval = time.Hour
+)
+
+// A flush gives way to rounds: while rounds wait for a runner (schedules
+// due together, more than the runners run at once), it pauses between
+// schedules, up to flushYield in all. A flush of ten thousand schedules
+// is tens of milliseconds of one core, and, landing on their whole-second
+// burst, it took that core from the burst: the burst's p99 lateness
+// doubled, or not, by the phase of the flush against the second. The
+// pause is in real time: it shares the processor, it does not time
+// anything the clock drives.
+const (
+	flushYield     = time.Second
+	flushYieldStep = 200 * time.Microsecond
+	yieldEvery     = 64 // schedules taken between two looks at the runners
 )
 
 // New builds an app. It allocates only: no goroutine runs and no file is
@@ -126,7 +142,7 @@ func New(opts ...Option) (*App, error) {
 		o: o, log: o.logger.Named("fom"), conflicts: schedule.NewConflicts(), wheels: wheels,
 		runners: runners,
 		byName:  map[string]*ScheduleContext{}, typeOf: map[string]string{}, st: o.store, keys: config.NewKeys(),
-		missed: map[string]time.Time{}, desired: map[string]bool{}, flushRows: flushRows,
+		missed: map[string]time.Time{}, desired: map[string]bool{}, flushRows: flushRows, flushYield: flushYield,
 	}
 	if pg, ok := o.store.(*postgres.Store); ok {
 		coord, err := cluster.New(pg.Pool(), pg.Schema(), cluster.Options{
@@ -837,10 +853,12 @@ func (a *App) flush(ctx context.Context, per time.Duration) error {
 		a.flushTaken.Put(taken)
 	}()
 	var byCount []store.Retention // schedules that wrote failures
+	yieldUntil := time.Now().Add(a.flushYield)
 	write := func() {
 		if len(chunk) == 0 {
 			return
 		}
+		a.yieldToRounds(yieldUntil)
 		wctx, cancel := context.WithTimeout(ctx, per)
 		err := st.SaveStats(wctx, batch)
 		cancel()
@@ -864,6 +882,9 @@ func (a *App) flush(ctx context.Context, per time.Duration) error {
 		batch = store.StatsBatch{Days: batch.Days[:0], Failures: batch.Failures[:0], Rounds: batch.Rounds[:0], Flush: batch.Flush}
 	}
 	for i, sc := range scs {
+		if i%yieldEvery == 0 {
+			a.yieldToRounds(yieldUntil)
+		}
 		ch := &slab[i]
 		if err := sc.Stats().TakeInto(ch); err != nil {
 			errs = append(errs, err)
@@ -907,6 +928,31 @@ func (a *App) flush(ctx context.Context, per time.Duration) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// yieldToRounds pauses a flush while rounds wait for a runner, until
+// until at the latest.
+func (a *App) yieldToRounds(until time.Time) { yieldWhile(a.roundsQueued, until, a.yielding) }
+
+// yieldWhile sleeps a step at a time while busy holds, until until at the
+// latest, calling yielding (if set) before each step.
+func yieldWhile(busy func() bool, until time.Time, yielding func()) {
+	for busy() && time.Now().Before(until) {
+		if yielding != nil {
+			yielding()
+		}
+		time.Sleep(flushYieldStep)
+	}
+}
+
+// roundsQueued reports whether rounds wait for a runner.
+func (a *App) roundsQueued() bool {
+	for _, rs := range a.runners {
+		if rs.Queued() > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // Schedule returns the schedule with this name, or nil.

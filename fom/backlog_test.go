@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/fom-go/fom/statistics"
 	"github.com/fom-go/fom/store"
 	"github.com/fom-go/fom/store/sqlite"
@@ -178,5 +180,93 @@ func TestAFlushInBatchesNumbersThemAsOne(t *testing.T) {
 	defer rec.mu.Unlock()
 	if len(rec.flushes) != 6 || rec.flushes[0] == 0 || rec.flushes[0] != rec.flushes[2] || rec.flushes[3] != rec.flushes[5] || rec.flushes[3] == rec.flushes[0] {
 		t.Fatalf("batches' flush numbers %v, want three of one flush, then three of the next", rec.flushes)
+	}
+}
+
+// gateJob fires at start and runs until its gate opens.
+type gateJob struct {
+	Schedule `execOnLoad:"true" fixedRate:"1h"`
+	gate     chan struct{}
+}
+
+func (j *gateJob) Run(ctx context.Context) (any, error) {
+	select {
+	case <-j.gate:
+	case <-ctx.Done():
+	}
+	return nil, nil
+}
+
+// TestAFlushGivesWayToWaitingRounds: while rounds wait for a runner, a
+// flush pauses before taking the schedules' statistics, and goes on once
+// they ran; with rounds waiting longer than its bound, it goes on anyway.
+func TestAFlushGivesWayToWaitingRounds(t *testing.T) {
+	t.Parallel()
+	clk := clockwork.NewFakeClockAt(time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC))
+	app := newTestApp(t, WithClock(clk), WithFlushInterval(time.Hour))
+	gate := make(chan struct{})
+	// More schedules than the runners run at once: the rest queue.
+	for i := range 6 * len(app.runners) {
+		if _, err := app.Register(&gateJob{gate: gate}, Named(fmt.Sprintf("gate-%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := app.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "rounds queued behind the running ones", app.roundsQueued)
+
+	yielding := make(chan struct{}, 1)
+	app.yielding = func() {
+		select {
+		case yielding <- struct{}{}:
+		default:
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- app.FlushStats(context.Background()) }()
+	select {
+	case <-yielding:
+	case err := <-done:
+		t.Fatalf("the flush did not give way to waiting rounds (%v)", err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the flush went on while rounds waited (%v)", err)
+	default:
+	}
+	close(gate)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if app.roundsQueued() {
+		t.Fatal("the flush ended before the waiting rounds ran")
+	}
+}
+
+// TestAFlushGivesWayForAWhileOnly: rounds that keep waiting hold a flush
+// up to its bound, no longer.
+func TestAFlushGivesWayForAWhileOnly(t *testing.T) {
+	t.Parallel()
+	steps := 0
+	start := time.Now()
+	yieldWhile(func() bool { return true }, start.Add(20*time.Millisecond), func() { steps++ })
+	if waited := time.Since(start); waited < 20*time.Millisecond || steps == 0 {
+		t.Fatalf("gave way %v in %d steps, want 20ms", waited, steps)
+	}
+	steps = 0
+	yieldWhile(func() bool { return false }, time.Now().Add(time.Hour), func() { steps++ })
+	if steps != 0 {
+		t.Fatalf("gave way %d steps to nothing", steps)
+	}
+}
+
+// waitFor waits, in real time, until cond holds, failing after 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("no %s after 10 s", what)
+		}
 	}
 }

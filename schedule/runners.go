@@ -286,6 +286,14 @@ func (rs *Runners) removeIdle(r *runner) {
 	r.idx = -1
 }
 
+// Queued returns the number of functions waiting for a runner: more are
+// due than the limit runs at once, a burst under way.
+func (rs *Runners) Queued() int {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return rs.queue.len()
+}
+
 // Idle returns the number of idle runners.
 func (rs *Runners) Idle() int {
 	rs.mu.Lock()

@@ -260,6 +260,39 @@ func TestTheLogIsFoldedWhenTheStoreOpens(t *testing.T) {
 	readBack(t, s, "a", "a@6", "a@6", "a@5", "a@4")
 }
 
+// TestOneSlotTwiceInABatch: a batch with two pages of one slot keeps the
+// later, as the tables would: read through the log, after its row leaves
+// the log, and after the store folds the log at an open.
+func TestOneSlotTwiceInABatch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	b := flushOf(1, 3, "a")
+	later := flushOf(4, 3, "a") // slot 4%3, as flush 1's
+	b.Rounds = append(b.Rounds, later.Rounds...)
+	s := flushedIn(t, dir, b)
+	readBack(t, s, "a", "a@1", "a@4")
+	s.Close()
+	s = open(t, dir)
+	if day, pages := tableRows(t, s, "a"); day != "a@1" || fmt.Sprint(pages) != "map[1:a@4]" {
+		t.Fatalf("after the open: %q %v", day, pages)
+	}
+	readBack(t, s, "a", "a@1", "a@4")
+
+	// Pushed out of a log of one flush by the next, for another schedule.
+	s.log.keep = 1
+	if err := s.SaveStats(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SaveStats(ctx, flushOf(5, 3, "other")); err != nil {
+		t.Fatal(err)
+	}
+	if day, pages := tableRows(t, s, "a"); day != "a@1" || fmt.Sprint(pages) != "map[1:a@4]" {
+		t.Fatalf("pushed out: %q %v", day, pages)
+	}
+	readBack(t, s, "a", "a@1", "a@4")
+}
+
 // TestAnUnreadableLogRowRefusesTheOpen: a log row fom cannot read fails
 // the open with ErrCorrupt, naming the row and how to go on without it,
 // and is left as it was.

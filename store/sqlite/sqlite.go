@@ -480,10 +480,13 @@ func (s *Store) SaveStats(ctx context.Context, b store.StatsBatch) error {
 	if len(b.Days) == 0 && len(b.Failures) == 0 && len(b.Rounds) == 0 {
 		return nil
 	}
-	rounds := store.LastPerSlot(b.Rounds)
 	if s.log.keep > 0 {
-		return s.saveLogged(ctx, b.Flush, b.Days, rounds, b.Failures)
+		// Pages of one slot twice in a batch go to the log as they are:
+		// the later one is the newest of its key there (remember, foldLog),
+		// as LastPerSlot would keep it, without a map of every page.
+		return s.saveLogged(ctx, b.Flush, b.Days, b.Rounds, b.Failures)
 	}
+	rounds := store.LastPerSlot(b.Rounds)
 	var got []learned
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		var err error

@@ -117,7 +117,9 @@ type history struct {
 	spare   []byte // a released page's array, for the next page
 	taken   []byte
 	takenN  int
-	_       [40]byte // to 192 bytes, a size class whose objects start on a line: the 64 bytes above are one
+	handed  []byte   // the array of the page taken whole, while the store writes it
+	next    int32    // bytes of the page taken whole: what the next page has room for
+	_       [12]byte // to 192 bytes, a size class whose objects start on a line: the 64 bytes above are one
 }
 
 // pageHead is the room at the start of a page for a stored page's
@@ -134,6 +136,33 @@ func (h *history) begin(b []byte) {
 	}
 	var room [pageHead]byte
 	h.page = append(b[:0], room[:]...)
+}
+
+// start begins a page for the next round after none or a flush: in the
+// array of the page the flush took whole once the store wrote it (spare,
+// written), else in a new one with the room that page took, else in a
+// small one its first round sizes.
+func (h *history) start() {
+	switch {
+	case h.spare != nil && cap(h.spare) >= int(h.next):
+		h.begin(h.spare)
+		h.spare = nil
+	case h.next > 0:
+		h.page, h.grow = make([]byte, pageHead, max(int(h.next), pageHead+firstRoom)), false
+	default:
+		h.begin(nil)
+	}
+	h.next = 0
+}
+
+// written is told that the store wrote the taken page: an array taken
+// whole serves the next page, unless a round began one meanwhile. (So a
+// schedule holds one page's array between flushes, not two.)
+func (h *history) written() {
+	if h.handed != nil && len(h.page) == 0 && cap(h.handed) > cap(h.spare) {
+		h.spare = h.handed[:0]
+	}
+	h.handed, h.taken, h.takenN = nil, nil, 0
 }
 
 // firstRoom is the room a new page has for its first round: a round of a
@@ -174,7 +203,7 @@ func (s *Stats) RecordRound(x RoundSample) {
 		h.hold()
 	}
 	if len(h.page) == 0 {
-		h.begin(h.page)
+		h.start()
 	}
 	h.seq++
 	h.page = appendRound(h.page, s.schedule, h.seq, &x)
@@ -301,8 +330,10 @@ func (h *history) take() []byte {
 		at := pageHead - n
 		copy(h.page[at:], hdr[:n])
 		data = slices.Clip(h.page[at:])
-		// The next flush likely takes as many rounds: room for them.
-		h.page, h.grow = make([]byte, pageHead, max(len(h.page), pageHead+firstRoom)), false
+		// The next flush likely takes as many rounds: room for them, in
+		// this array once the store wrote it (written, start).
+		h.handed, h.next = h.page, int32(len(h.page))
+		h.page, h.grow = nil, false
 	} else {
 		data = h.appendKept(pageHeader(int(h.kept), h.size()))
 		h.begin(h.page)
@@ -811,7 +842,8 @@ func (s *Stats) RecentRounds() []RoundRecord {
 	var takenN, n int
 	s.mu.Lock()
 	if h := s.hist; h != nil { // copies: the pages are appended to under the lock
-		taken, takenN = h.taken, h.takenN // never written again once taken
+		// and the taken page's array serves the next page once written
+		taken, takenN = bytes.Clone(h.taken), h.takenN
 		page, n = h.appendKept(nil), int(h.kept)
 	}
 	s.mu.Unlock()

@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unsafe"
@@ -731,4 +732,71 @@ func TestAFlushTakesItsPageWhole(t *testing.T) {
 	if n := len(s.RecentRounds()); n != 2 {
 		t.Fatalf("%d rounds in memory after the flush, want 2", n)
 	}
+}
+
+// TestAWrittenPageServesTheNext: once the store wrote a page a flush took
+// whole, the next round begins a page in its array, rather than in a new
+// one; a round before the write begins a page of its own, and the page
+// reads back as written. Readers of the rounds in memory meanwhile read
+// copies (run with -race).
+func TestAWrittenPageServesTheNext(t *testing.T) {
+	s, _ := New("job", clockwork.NewFakeClockAt(day1), DefaultSettings())
+	at := day1
+	record := func() {
+		at = at.Add(time.Second)
+		s.RecordRound(round(1, at, "plan", TaskSample{ID: "job", Status: Success, Started: at, Cost: time.Millisecond}))
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // a page of the admin page, reading as flushes go
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				for _, r := range s.RecentRounds() {
+					if r.Number != 1 || len(r.Tasks) != 1 || r.Tasks[0].ID != "job" {
+						t.Errorf("a round read back as %+v", r)
+						return
+					}
+				}
+			}
+		}
+	}()
+	for range 5 {
+		record()
+	}
+	first := &s.hist.rounds()[0]
+	ch, err := s.Take()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch.Done()
+	for lap := range 20 {
+		record()
+		if lap == 0 && &s.hist.rounds()[0] != first {
+			t.Fatal("the round after a written page began a new array")
+		}
+		if lap%4 == 3 {
+			ch, err := s.Take()
+			if err != nil || len(ch.Rounds) != 1 {
+				t.Fatalf("take: %+v %v", ch, err)
+			}
+			record() // before the write: a page of its own
+			rs, err := DecodePage(ch.Rounds[0])
+			if err != nil || len(rs) != 4 {
+				t.Fatalf("page of lap %d: %d rounds, %v", lap, len(rs), err)
+			}
+			ch.Done()
+			if got := len(s.RecentRounds()); got != 1 {
+				t.Fatalf("%d rounds in memory after lap %d's flush, want 1", got, lap)
+			}
+			ch, _ = s.Take()
+			ch.Done() // that round written: the next begins in its array
+		}
+	}
+	close(stop)
+	wg.Wait()
 }

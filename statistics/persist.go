@@ -488,7 +488,7 @@ func (c *Changes) Done() {
 	s := c.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.hist.taken, s.hist.takenN = nil, 0
+	s.hist.written()
 }
 
 // Failed puts the changes back, to be written by the next flush: the days
@@ -512,7 +512,7 @@ func (c *Changes) Failed() {
 		h := s.hist
 		body, _, _ := pageBody(h.taken)
 		h.putBack(body, h.takenN, int32(s.settings.Rounds))
-		h.taken, h.takenN = nil, 0
+		h.taken, h.takenN, h.handed = nil, 0, nil
 	}
 }
 

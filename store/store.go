@@ -40,6 +40,8 @@ type Store interface {
 	PutSetting(ctx context.Context, schedule, key, value string) error
 
 	// SaveStats upserts daily statistics and appends failures, in one unit.
+	// It keeps nothing of the batch once it returns: the statistics write
+	// their next rounds into a page's array once it is saved.
 	SaveStats(ctx context.Context, batch StatsBatch) error
 	// LoadDays returns a schedule's daily statistics from `from` on, oldest first.
 	LoadDays(ctx context.Context, schedule string, from time.Time) ([]Day, error)

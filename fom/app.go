@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"weak"
 
 	"github.com/jonboulle/clockwork"
 	"go.uber.org/zap"
@@ -60,9 +61,10 @@ type App struct {
 	flushChunk []*statistics.Changes
 	flushBatch store.StatsBatch
 	// The schedules' changes themselves, a few hundred bytes each, are
-	// taken into an array kept in a pool: reused while flushes come every
-	// few seconds, let go by the garbage collector when they stop.
-	flushTaken sync.Pool     // of *[]statistics.Changes
+	// taken into an array kept behind a weak pointer: reused by every
+	// flush until a garbage collection finds it unused, and never counted
+	// as the app's memory.
+	flushTaken weak.Pointer[[]statistics.Changes]
 	flushes    uint64        // flushes so far: a flush's batches carry its number
 	flushRows  int           // flushRows; tests make it smaller
 	flushYield time.Duration // flushYield; tests change it
@@ -842,7 +844,7 @@ func (a *App) flush(ctx context.Context, per time.Duration) error {
 	chunk, batch := a.flushChunk[:0], a.flushBatch
 	a.flushes++
 	batch.Flush = a.flushes
-	taken, _ := a.flushTaken.Get().(*[]statistics.Changes)
+	taken := a.flushTaken.Value()
 	if taken == nil || cap(*taken) < len(scs) {
 		taken = &[]statistics.Changes{}
 		*taken = make([]statistics.Changes, len(scs))
@@ -850,7 +852,7 @@ func (a *App) flush(ctx context.Context, per time.Duration) error {
 	slab := (*taken)[:len(scs)]
 	defer func() {
 		clear(slab) // what they held goes
-		a.flushTaken.Put(taken)
+		a.flushTaken = weak.Make(taken)
 	}()
 	var byCount []store.Retention // schedules that wrote failures
 	yieldUntil := time.Now().Add(a.flushYield)

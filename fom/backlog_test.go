@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -268,5 +269,57 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		if time.Now().After(end) {
 			t.Fatalf("no %s after 10 s", what)
 		}
+	}
+}
+
+// TestAFlushTakesIntoTheLastOnesArray: a flush takes the schedules'
+// changes into the array the last flush left, while it is in use
+// elsewhere or no collection ran; a collection with no flush using it
+// frees it.
+func TestAFlushTakesIntoTheLastOnesArray(t *testing.T) {
+	t.Parallel()
+	clk := clockwork.NewFakeClockAt(time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC))
+	app := newTestApp(t, WithClock(clk), WithFlushInterval(time.Hour))
+	var scs []*ScheduleContext
+	for i := range 3 {
+		sc, err := app.Register(&runJob{}, Named(fmt.Sprintf("run-%d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		scs = append(scs, sc)
+	}
+	ctx := context.Background()
+	var held *[]statistics.Changes
+	for i := 0; held == nil; i++ { // a collection may come between two statements
+		if i == 100 {
+			t.Fatal("no array kept after 100 flushes")
+		}
+		if err := app.FlushStats(ctx); err != nil {
+			t.Fatal(err)
+		}
+		app.flushMu.Lock()
+		held = app.flushTaken.Value()
+		app.flushMu.Unlock()
+	}
+	scs[0].Stats().Record(statistics.Sample{At: clk.Now(), TaskID: "t", Status: statistics.Success})
+	if err := app.FlushStats(ctx); err != nil {
+		t.Fatal(err)
+	}
+	app.flushMu.Lock()
+	again := app.flushTaken.Value()
+	app.flushMu.Unlock()
+	if again != held || len(*held) != 0 && (*held)[0].Days != nil {
+		t.Fatalf("the next flush did not take into the array, or left changes in it: %p %p", again, held)
+	}
+	days, err := app.st.LoadDays(ctx, "run-0", clk.Now())
+	if err != nil || len(days) != 1 {
+		t.Fatalf("run-0's day after the flush: %+v %v", days, err)
+	}
+	held, again = nil, nil
+	runtime.GC()
+	app.flushMu.Lock()
+	defer app.flushMu.Unlock()
+	if app.flushTaken.Value() != nil {
+		t.Fatal("the array outlived a collection")
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"weak"
 
 	"github.com/fom-go/fom/store"
 )
@@ -125,7 +126,7 @@ type statsLog struct {
 	rows []logRow // oldest first
 	next uint32   // the next row's id
 	of   map[string][]logRef
-	bufs sync.Pool // of *logBufs, for encodeLog
+	bufs weak.Pointer[logBufs] // the last flush's, for the next (encodeLog)
 }
 
 // appendEntry encodes e onto b: its kind, schedule, key (and a page's
@@ -266,8 +267,11 @@ func dayTime(d int64) time.Time { return time.Unix(d*86400, 0).UTC() }
 // and its entries. A flush of a thousand schedules writes a row of about
 // 350 KB; allocated anew at every flush, its pages came fresh from the
 // operating system, and faulting them in was most of building the row.
-// The store keeps them between flushes in a pool of its own (statsLog.bufs),
-// which the garbage collector empties when flushes stop.
+// The store keeps them between flushes behind a weak pointer
+// (statsLog.bufs): reused by every flush until a garbage collection finds
+// them unused, and never counted as the store's memory. (A sync.Pool
+// missed them half the time: a flush that ran on another P than the last
+// one found the pool empty.)
 type logBufs struct {
 	b  []byte
 	es []logEntry
@@ -321,13 +325,17 @@ func (s *Store) saveLogged(ctx context.Context, flush uint64, days []store.Day, 
 	var entries []logEntry
 	id := l.next
 	if len(days)+len(rounds) > 0 {
-		bufs, _ := l.bufs.Get().(*logBufs)
+		bufs := l.bufs.Value()
+		if bufs == nil {
+			bufs = &logBufs{}
+		}
 		blob, entries = encodeLog(bufs, days, rounds)
 		// The driver copies the row as it binds it, and remember copies
-		// what it keeps of the entries: both go back for the next flush.
+		// what it keeps of the entries: both serve the next flush.
 		defer func() {
 			clear(entries) // they name schedules
-			l.bufs.Put(&logBufs{b: blob[:0], es: entries[:0]})
+			bufs.b, bufs.es = blob[:0], entries[:0]
+			l.bufs = weak.Make(bufs)
 		}()
 	}
 	out := 0 // rows this flush pushes out

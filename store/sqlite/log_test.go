@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/fom-go/fom/store"
 )
@@ -450,5 +452,40 @@ func TestAFlushAfterACommitThatTookPlaceAnyway(t *testing.T) {
 	readBack(t, s, "a", "a@3", "a@3", "a@2")
 	if ds, err := s.LoadDays(ctx, "b", logDay0); err != nil || len(ds) != 1 || string(ds[0].Data) != "b@1" {
 		t.Fatalf("b's day: %+v %v", ds, err)
+	}
+}
+
+// TestAFlushBuildsItsRowInTheLastOnesBuffers: a flush builds its log row
+// in the buffers the last flush left, while they are in use elsewhere or
+// no collection ran; a collection with no flush using them frees them.
+func TestAFlushBuildsItsRowInTheLastOnesBuffers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := flushedIn(t, t.TempDir())
+	defer s.Close()
+	var held *logBufs
+	for i := 0; held == nil; i++ { // a collection may come between two statements
+		if i == 100 {
+			t.Fatal("no buffers kept after 100 flushes")
+		}
+		if err := s.SaveStats(ctx, flushOf(i+101, 3, "a", "b")); err != nil {
+			t.Fatal(err)
+		}
+		held = s.log.bufs.Value()
+	}
+	array := unsafe.SliceData(held.b)
+	if err := s.SaveStats(ctx, flushOf(300, 3, "a", "b")); err != nil { // a row of the same size
+		t.Fatal(err)
+	}
+	if s.log.bufs.Value() != held || unsafe.SliceData(held.b) != array || len(held.b) != 0 || len(held.es) != 0 || cap(held.es) < 4 {
+		t.Fatalf("the next flush did not build its row in the buffers: %p %p, %d bytes, %d entries", s.log.bufs.Value(), held, len(held.b), len(held.es))
+	}
+	if ds, err := s.LoadDays(ctx, "b", logDay0); err != nil || len(ds) != 1 || string(ds[0].Data) != "b@300" {
+		t.Fatalf("days of b: %+v %v", ds, err)
+	}
+	held = nil
+	runtime.GC()
+	if s.log.bufs.Value() != nil {
+		t.Fatal("the buffers outlived a collection")
 	}
 }

@@ -156,10 +156,12 @@ func (h *history) start() {
 }
 
 // written is told that the store wrote the taken page: an array taken
-// whole serves the next page, unless a round began one meanwhile. (So a
-// schedule holds one page's array between flushes, not two.)
+// whole serves the next page, unless a round began one meanwhile (a
+// schedule holds one page's array between flushes, not two) or it has far
+// more room than the page took (a young schedule's first page, sized for
+// a page of rounds without a store: it would stay that size for good).
 func (h *history) written() {
-	if h.handed != nil && len(h.page) == 0 && cap(h.handed) > cap(h.spare) {
+	if h.handed != nil && len(h.page) == 0 && cap(h.handed) <= int(h.next)*3/2 && cap(h.handed) > cap(h.spare) {
 		h.spare = h.handed[:0]
 	}
 	h.handed, h.taken, h.takenN = nil, nil, 0

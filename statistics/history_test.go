@@ -765,15 +765,30 @@ func TestAWrittenPageServesTheNext(t *testing.T) {
 			}
 		}
 	}()
+	flush := func() int {
+		ch, err := s.Take()
+		if err != nil || len(ch.Rounds) != 1 {
+			t.Fatalf("take: %+v %v", ch, err)
+		}
+		ch.Done()
+		return len(ch.Rounds[0].Data)
+	}
 	for range 5 {
 		record()
 	}
-	first := &s.hist.rounds()[0]
-	ch, err := s.Take()
-	if err != nil {
-		t.Fatal(err)
+	// A young schedule's first page has room for a page of rounds: not
+	// kept for the next, which has room for what a flush took.
+	young := cap(s.hist.page)
+	took := flush()
+	record()
+	if c := cap(s.hist.page); c >= young || c > took*3/2 {
+		t.Fatalf("after a young page of %d bytes taken with %d, the next has room for %d", young, took, c)
 	}
-	ch.Done()
+	for range 4 {
+		record()
+	}
+	first := &s.hist.rounds()[0]
+	flush()
 	for lap := range 20 {
 		record()
 		if lap == 0 && &s.hist.rounds()[0] != first {

@@ -696,16 +696,22 @@ func TestAYoungPageGrowsOnce(t *testing.T) {
 	}
 }
 
+// recorder returns a function that records a round of one successful
+// task of s, a second after the last.
+func recorder(s *Stats) func() {
+	at := day1
+	return func() {
+		at = at.Add(time.Second)
+		s.RecordRound(round(1, at, "plan", TaskSample{ID: "job", Status: Success, Started: at, Cost: time.Millisecond}))
+	}
+}
+
 // TestAFlushTakesItsPageWhole: a flush that takes one page of rounds
 // hands its array over as the stored page, header included, and the
 // rounds after it are written elsewhere; the stored page reads back.
 func TestAFlushTakesItsPageWhole(t *testing.T) {
 	s, _ := New("job", clockwork.NewFakeClockAt(day1), DefaultSettings())
-	at := day1
-	record := func() {
-		at = at.Add(time.Second)
-		s.RecordRound(round(1, at, "plan", TaskSample{ID: "job", Status: Success, Started: at, Cost: time.Millisecond}))
-	}
+	record := recorder(s)
 	for range 5 {
 		record()
 	}
@@ -741,11 +747,7 @@ func TestAFlushTakesItsPageWhole(t *testing.T) {
 // copies (run with -race).
 func TestAWrittenPageServesTheNext(t *testing.T) {
 	s, _ := New("job", clockwork.NewFakeClockAt(day1), DefaultSettings())
-	at := day1
-	record := func() {
-		at = at.Add(time.Second)
-		s.RecordRound(round(1, at, "plan", TaskSample{ID: "job", Status: Success, Started: at, Cost: time.Millisecond}))
-	}
+	record := recorder(s)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)

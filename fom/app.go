@@ -65,10 +65,9 @@ type App struct {
 	// flush until a garbage collection finds it unused, and never counted
 	// as the app's memory.
 	flushTaken weak.Pointer[[]statistics.Changes]
-	flushes    uint64        // flushes so far: a flush's batches carry its number
-	flushRows  int           // flushRows; tests make it smaller
-	flushYield time.Duration // flushYield; tests change it
-	yielding   func()        // tests: called when a flush begins to wait for rounds
+	flushes    uint64 // flushes so far: a flush's batches carry its number
+	flushRows  int    // flushRows; tests make it smaller
+	yielding   func() // tests: called when a flush begins to wait for rounds
 }
 
 // Statistics persistence. A flush takes every schedule's changes (bounded:
@@ -144,7 +143,7 @@ func New(opts ...Option) (*App, error) {
 		o: o, log: o.logger.Named("fom"), conflicts: schedule.NewConflicts(), wheels: wheels,
 		runners: runners,
 		byName:  map[string]*ScheduleContext{}, typeOf: map[string]string{}, st: o.store, keys: config.NewKeys(),
-		missed: map[string]time.Time{}, desired: map[string]bool{}, flushRows: flushRows, flushYield: flushYield,
+		missed: map[string]time.Time{}, desired: map[string]bool{}, flushRows: flushRows,
 	}
 	if pg, ok := o.store.(*postgres.Store); ok {
 		coord, err := cluster.New(pg.Pool(), pg.Schema(), cluster.Options{
@@ -855,7 +854,7 @@ func (a *App) flush(ctx context.Context, per time.Duration) error {
 		a.flushTaken = weak.Make(taken)
 	}()
 	var byCount []store.Retention // schedules that wrote failures
-	yieldUntil := time.Now().Add(a.flushYield)
+	yieldUntil := time.Now().Add(flushYield)
 	write := func() {
 		if len(chunk) == 0 {
 			return

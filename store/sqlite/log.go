@@ -292,7 +292,9 @@ func encodeLog(bufs *logBufs, days []store.Day, rounds []store.Round) ([]byte, [
 	}
 	b, es := bufs.b[:0], bufs.es[:0]
 	if cap(b) < size {
-		b = make([]byte, 0, size)
+		// A quarter more: the next flushes' rows differ by a round here
+		// and there, and each would otherwise outgrow this one by a little.
+		b = make([]byte, 0, size+size/4)
 	}
 	if n := len(days) + len(rounds); cap(es) < n {
 		es = make([]logEntry, 0, n)

@@ -37,7 +37,7 @@ func BenchmarkRound(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		now := time.Now()
-		r, spare, _ := c.runRound(l, gen, now, CausePlan, "", rn)
+		r, spare, _ := c.runRound(l, gen, now, CausePlan, "", rn, time.Time{})
 		plan.Next(r)
 		if spare != nil {
 			rn.keep(spare)

@@ -81,7 +81,7 @@ func (w work) run(r *runner) {
 		w.f()
 	case w.id == 0:
 		l := (*loop)(w.wake)
-		l.c.runRounds(l, l.planned, r)
+		l.c.runRounds(l, l.planned, r, time.Time{})
 	default:
 		w.wake.runOn(r, w.id)
 	}

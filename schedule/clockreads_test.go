@@ -1,0 +1,91 @@
+package schedule
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/fom-go/fom/config"
+	"github.com/fom-go/fom/schedule/wheel"
+)
+
+// countingClock is a fake clock that counts its readings.
+type countingClock struct {
+	*clockwork.FakeClock
+	reads atomic.Int64
+}
+
+func (c *countingClock) Now() time.Time {
+	c.reads.Add(1)
+	return c.FakeClock.Now()
+}
+
+// TestClockReadingsPerFire: a reading costs a tenth of a microsecond on a
+// VM, a twentieth of what a whole fire of a re-armed runtime timer does,
+// so a fire of a one-task schedule reads the schedule's clock twice: when
+// its wake-up decides (the round's start, and its task's) and when the
+// task ends (the round's end, and where the plan goes on from). The wheel
+// has a clock of its own here, so that only the schedule's readings count.
+func TestClockReadingsPerFire(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{1, 64} {
+		t.Run(fmt.Sprint(n, " schedules"), func(t *testing.T) {
+			t.Parallel()
+			fake := clockwork.NewFakeClockAt(t0)
+			clk := &countingClock{FakeClock: fake}
+			w, err := wheel.New(wheel.WithClock(fake))
+			if err != nil {
+				t.Fatal(err)
+			}
+			runners := NewRunners(0, 4)
+			t.Cleanup(func() {
+				runners.Close()
+				w.Stop()
+			})
+			ran := make(chan struct{}, n)
+			for i := range n {
+				name := fmt.Sprint("s", i)
+				cfg, err := config.New(name, config.Spec{Tags: map[string]string{"fixedRate": "1s"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				task := TaskFunc(name+".run", func(context.Context) (any, error) { ran <- struct{}{}; return nil, nil })
+				c, err := New(cfg, Job{Fixed: []Task{task}}, Options{Clock: clk, Wheel: w, Runners: runners})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := c.Startup(); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { c.Close(context.Background()) })
+			}
+			const laps = 10
+			var reads int64
+			for range laps {
+				for w.Pending() < n { // every schedule asleep, armed again
+					runtime.Gosched()
+				}
+				before := clk.reads.Load()
+				fake.Advance(time.Second)
+				for range n {
+					<-ran
+				}
+				for w.Pending() < n {
+					runtime.Gosched()
+				}
+				reads += clk.reads.Load() - before
+			}
+			// A lent round (one schedule) reads at its start, as the wheel's
+			// reading is as old as the rounds lent before it in the pass; a
+			// round on a runner starts from its wake-up's reading.
+			if per := float64(reads) / float64(laps*n); per > 2 {
+				t.Errorf("%.2f clock readings a fire, want 2 at most", per)
+			}
+		})
+	}
+}

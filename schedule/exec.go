@@ -153,7 +153,10 @@ func (c *Context) exec(gen *generation, run *taskRun) {
 		gen.tmo.add(deadline{at: start.Add(ts.overTime), run: run})
 	}
 	value, err := c.call(ctx, run.task)
-	end := c.clk.Now()
+	// The cost is the time since the start (the end is Started+Cost): on
+	// the real clock, Since reads only the monotonic clock, where time.Now
+	// reads the wall clock too, a second call.
+	cost := c.clk.Since(start)
 	// The id stops counting as running before the outcome is delivered:
 	// whoever learns that the round or batch ended (Wait, OnComplete) may
 	// run the same id again at once.
@@ -161,7 +164,7 @@ func (c *Context) exec(gen *generation, run *taskRun) {
 	if ownDeadline { // nothing else puts a run in the heap: no lock to take otherwise
 		gen.tmo.remove(run, nil)
 	}
-	res := Result{Status: StatusSuccess, Value: value, Started: start, Cost: end.Sub(start)}
+	res := Result{Status: StatusSuccess, Value: value, Started: start, Cost: cost}
 	if err != nil {
 		res.Status, res.Err = StatusFailed, err
 		if gen.stopping.Load() && errors.Is(err, context.Canceled) {

@@ -850,7 +850,9 @@ func (a *App) flush(ctx context.Context, per time.Duration) error {
 	}
 	slab := (*taken)[:len(scs)]
 	defer func() {
-		clear(slab) // what they held goes
+		for i := range slab {
+			slab[i].Reset() // what they held goes, their encodings' room stays
+		}
 		a.flushTaken = weak.Make(taken)
 	}()
 	var byCount []store.Retention // schedules that wrote failures

@@ -60,9 +60,14 @@ func decodeHist(m map[string]int64) (Histogram, error) {
 const dayVersion2 = 2
 
 func encodeDay(d *day) ([]byte, error) {
-	// Sized for the histograms' octaves at a few bytes a bucket: one
+	return appendDay(nil, d), nil
+}
+
+// appendDay appends d's encoding to b.
+func appendDay(b []byte, d *day) []byte {
+	// Room for the histograms' octaves at a few bytes a bucket: one
 	// allocation for most days, rather than growing through several.
-	b := make([]byte, 0, 64+20*(d.hist.octaveCount()+d.late.octaveCount()))
+	b = slices.Grow(b, 64+20*(d.hist.octaveCount()+d.late.octaveCount()))
 	b = append(b, dayVersion2)
 	b = binary.AppendVarint(b, d.count)
 	for _, n := range d.byStatus {
@@ -78,8 +83,7 @@ func encodeDay(d *day) ([]byte, error) {
 		b = binary.AppendVarint(b, int64(t))
 	}
 	b = appendHist(b, &d.hist)
-	b = appendHist(b, &d.late)
-	return b, nil
+	return appendHist(b, &d.late)
 }
 
 // appendHist encodes h: the count of its non-zero buckets, then each as
@@ -366,7 +370,8 @@ type Changes struct {
 	Rounds   []store.Round
 	taken    []Failure
 	days     []*day
-	rounds   int // how many rounds this took
+	rounds   int    // how many rounds this took
+	enc      []byte // the days' encodings; kept by Reset for the next Take
 
 	// What one flush of a schedule takes, mostly: today and a page.
 	oneDay   [1]store.Day
@@ -387,22 +392,21 @@ func (s *Stats) Take() (*Changes, error) {
 
 // TakeInto is Take into ch, whatever it held before: a flush of many
 // schedules takes their changes into an array it keeps between flushes,
-// rather than allocating each schedule's.
+// rather than allocating each schedule's. The days are encoded into the
+// room ch's last encodings took, so the Days ch held before are no longer
+// valid.
 func (s *Stats) TakeInto(ch *Changes) error {
-	*ch = Changes{s: s}
+	*ch = Changes{s: s, enc: ch.enc[:0]}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.foldLocked()
 	ch.Days, ch.days = ch.oneDay[:0], ch.oneD[:0]
-	take := func(k time.Time, d *day) error {
-		b, err := encodeDay(d)
-		if err != nil {
-			return fmt.Errorf("statistics of schedule %q: encode %s: %w", s.schedule, k.Format(time.DateOnly), err)
-		}
+	take := func(k time.Time, d *day) {
+		at := len(ch.enc)
+		ch.enc = appendDay(ch.enc, d)
 		d.changed = false
 		ch.days = append(ch.days, d)
-		ch.Days = append(ch.Days, store.Day{Schedule: s.schedule, Day: k, Data: b})
-		return nil
+		ch.Days = append(ch.Days, store.Day{Schedule: s.schedule, Day: k, Data: ch.enc[at:len(ch.enc):len(ch.enc)]})
 	}
 	if s.older {
 		cutoff := s.cutoffLocked()
@@ -426,9 +430,7 @@ func (s *Stats) TakeInto(ch *Changes) error {
 			}
 			switch {
 			case d.changed:
-				if err := take(k, d); err != nil {
-					return err
-				}
+				take(k, d)
 				again = again || d != s.cur
 			case d != s.cur:
 				s.closeLocked(k, d)
@@ -440,9 +442,7 @@ func (s *Stats) TakeInto(ch *Changes) error {
 		}
 		s.older = again
 	} else if d := s.cur; d != nil && d.changed {
-		if err := take(time.Unix(0, d.from).UTC(), d); err != nil {
-			return err
-		}
+		take(time.Unix(0, d.from).UTC(), d)
 	}
 	if h := s.hist; h != nil && h.kept > 0 && h.taken == nil {
 		// One page for the rounds since the last flush, in the slot of its
@@ -475,6 +475,10 @@ func (s *Stats) Retention() store.Retention {
 func (s *Stats) cutoffLocked() time.Time {
 	return dayOf(s.clk.Now()).Add(-time.Duration(s.settings.RetentionDays-1) * 24 * time.Hour) // UTC days
 }
+
+// Reset drops what ch holds, but for the room its encodings took: the
+// next TakeInto encodes into it (the store keeps nothing of a batch).
+func (c *Changes) Reset() { *c = Changes{enc: c.enc[:0]} }
 
 // Empty reports whether there is nothing to write.
 func (c *Changes) Empty() bool { return len(c.Days) == 0 && len(c.Failures) == 0 && len(c.Rounds) == 0 }

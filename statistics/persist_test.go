@@ -172,6 +172,7 @@ func TestTakeIntoUsedChanges(t *testing.T) {
 		t.Fatalf("busy took %d days, %d failures, %d rounds (%v)", len(ch.Days), len(ch.Failures), len(ch.Rounds), err)
 	}
 	ch.Done()
+	room := &ch.enc[0] // where the days were encoded (the last array, if they outgrew the first)
 
 	quiet, _ := New("quiet", clk, DefaultSettings())
 	quiet.Record(Sample{At: clk.Now(), TaskID: "q", Status: Success})
@@ -180,6 +181,9 @@ func TestTakeIntoUsedChanges(t *testing.T) {
 	}
 	if len(ch.Days) != 1 || ch.Days[0].Schedule != "quiet" || len(ch.Failures) != 0 || len(ch.Rounds) != 0 {
 		t.Fatalf("quiet took %+v", ch)
+	}
+	if &ch.Days[0].Data[0] != room {
+		t.Error("quiet's day was not encoded into the room busy's took")
 	}
 	d, err := decodeDay(ch.Days[0].Data)
 	if err != nil || d.count != 1 || d.byStatus[Success] != 1 || d.byStatus[Failed] != 0 {
@@ -191,6 +195,19 @@ func TestTakeIntoUsedChanges(t *testing.T) {
 	}
 	if got := takenDays(t, busy); len(got) != 0 {
 		t.Fatalf("busy after quiet's failed write: %v", got)
+	}
+
+	// Reset drops what ch held but keeps the room.
+	ch.Reset()
+	if ch.s != nil || ch.Days != nil || ch.taken != nil || ch.days != nil {
+		t.Fatalf("reset kept %+v", ch)
+	}
+	quiet.Record(Sample{At: clk.Now(), TaskID: "q", Status: Success})
+	if err := quiet.TakeInto(&ch); err != nil || len(ch.Days) != 1 || &ch.Days[0].Data[0] != room {
+		t.Fatalf("after a reset: %d days (%v), encoded in the kept room: %t", len(ch.Days), err, len(ch.Days) == 1 && &ch.Days[0].Data[0] == room)
+	}
+	if d, err := decodeDay(ch.Days[0].Data); err != nil || d.count != 2 {
+		t.Fatalf("quiet's day after a reset: %+v %v", d, err)
 	}
 }
 

@@ -14,10 +14,8 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -33,14 +31,6 @@ import (
 
 // FileName is the store's file in the data directory.
 const FileName = "fom.db"
-
-const (
-	// logPageSize is the page size of a new store file (see openLocked).
-	logPageSize = 65536
-	// walCheckpointBytes is how much the WAL grows before SQLite copies
-	// it back into the file.
-	walCheckpointBytes = 4 << 20
-)
 
 // migrations are applied in order; index i brings the schema to version i+1.
 // Append only: never edit a released migration.
@@ -165,8 +155,7 @@ func OpenFile(ctx context.Context, path string) (*Store, error) {
 }
 
 func openLocked(ctx context.Context, path string) (*Store, error) {
-	pageSize, err := checkHeader(path)
-	if err != nil {
+	if err := checkHeader(path); err != nil {
 		return nil, err
 	}
 	// Create the file here, so that a missing or read-only directory is
@@ -191,17 +180,9 @@ func openLocked(ctx context.Context, path string) (*Store, error) {
 	// would write a copy of every page the statement changes to (a
 	// fifth of a flush's instructions, and a write call per page).
 	q.Add("_pragma", "temp_store(MEMORY)")
-	if pageSize == 0 || pageSize == logPageSize {
-		// A new file gets large pages, for the statistics log: a flush's
-		// row (hundreds of KB for a thousand schedules) is written to the
-		// WAL a page at a time, a write call each, and commits a quarter
-		// cheaper in 64 KiB pages than in 4 KiB ones (fombench -only
-		// flush). The checkpoint comes after as many bytes as SQLite's
-		// default (1000 pages of 4 KiB). A file made with smaller pages
-		// keeps them: page_size does not change a database in WAL mode.
-		q.Add("_pragma", fmt.Sprintf("page_size(%d)", logPageSize))
-		q.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", walCheckpointBytes/logPageSize))
-	}
+	// The pages stay SQLite's 4 KiB: larger ones commit a dense flush's
+	// row in fewer writes, but cost every row a sparse flush touches a
+	// whole page (BenchmarkSaveStatsSparse).
 	q.Add("_txlock", "immediate")
 	db, err := sql.Open("sqlite", "file:"+escapePath(path)+"?"+q.Encode())
 	if err != nil {
@@ -266,29 +247,25 @@ func escapePath(p string) string {
 }
 
 // checkHeader refuses a non-empty file that is not SQLite before the driver
-// touches it, and reads the page size of one that is (0 for a new file).
-func checkHeader(path string) (pageSize int, err error) {
+// touches it.
+func checkHeader(path string) error {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return 0, nil
+		return nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("fom: open store %q: %w", path, err)
+		return fmt.Errorf("fom: open store %q: %w", path, err)
 	}
 	defer f.Close()
-	head := make([]byte, 18)
-	n, _ := io.ReadFull(f, head)
+	head := make([]byte, 16)
+	n, _ := f.Read(head)
 	if n == 0 {
-		return 0, nil
+		return nil
 	}
-	if n < 18 || string(head[:16]) != "SQLite format 3\x00" {
-		return 0, fmt.Errorf("%w: %s does not start with the SQLite header; it was left untouched (move it away to start afresh)", store.ErrCorrupt, path)
+	if n < 16 || string(head) != "SQLite format 3\x00" {
+		return fmt.Errorf("%w: %s does not start with the SQLite header; it was left untouched (move it away to start afresh)", store.ErrCorrupt, path)
 	}
-	pageSize = int(binary.BigEndian.Uint16(head[16:]))
-	if pageSize == 1 { // how the header writes 65536
-		pageSize = 65536
-	}
-	return pageSize, nil
+	return nil
 }
 
 // migrate brings the schema up to date, one migration per transaction. The

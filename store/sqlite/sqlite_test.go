@@ -3,7 +3,6 @@ package sqlite
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -521,56 +520,6 @@ func TestFlushPastItsDeadlineWritesNothing(t *testing.T) {
 		}
 		if len(days) != 0 || len(rounds) != 0 {
 			t.Fatalf("%s: %d days and %d rounds written by a flush that failed", name, len(days), len(rounds))
-		}
-	}
-}
-
-// TestPageSizeOfNewAndOlderFiles: a new file gets 64 KiB pages and a WAL
-// checkpoint every 4 MiB; a file made with 4 KiB pages (as earlier
-// versions made them) keeps its pages and SQLite's default checkpoint. In
-// both, a day larger than a page is written and read back after a reopen.
-func TestPageSizeOfNewAndOlderFiles(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	older := t.TempDir()
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(older, FileName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, q := range []string{"PRAGMA page_size=4096", "PRAGMA journal_mode=WAL", "CREATE TABLE t(a)", "DROP TABLE t"} {
-		if _, err := db.Exec(q); err != nil {
-			t.Fatal(q, err)
-		}
-	}
-	db.Close()
-	big := bytes.Repeat([]byte("0123456789abcdef"), 6000) // 96 000 bytes
-	for _, c := range []struct {
-		dir              string
-		page, checkpoint int
-	}{{t.TempDir(), 65536, 64}, {older, 4096, 1000}} {
-		s, err := Open(ctx, c.dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var page, checkpoint int
-		if err := s.db.QueryRow("PRAGMA page_size").Scan(&page); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.db.QueryRow("PRAGMA wal_autocheckpoint").Scan(&checkpoint); err != nil {
-			t.Fatal(err)
-		}
-		if page != c.page || checkpoint != c.checkpoint {
-			t.Errorf("page size %d and checkpoint %d pages, want %d and %d", page, checkpoint, c.page, c.checkpoint)
-		}
-		day := store.Day{Schedule: "a", Day: logDay0, Data: big}
-		if err := s.SaveStats(ctx, store.StatsBatch{Days: []store.Day{day}}); err != nil {
-			t.Fatal(err)
-		}
-		s.Close()
-		s = open(t, c.dir)
-		ds, err := s.LoadDays(ctx, "a", logDay0)
-		if err != nil || len(ds) != 1 || !bytes.Equal(ds[0].Data, big) {
-			t.Fatalf("read back %d days, %v", len(ds), err)
 		}
 	}
 }

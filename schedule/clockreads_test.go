@@ -91,3 +91,71 @@ func TestClockReadingsPerFire(t *testing.T) {
 		})
 	}
 }
+
+// signalingClock is a fake clock that tells, once armed, of its next
+// reading.
+type signalingClock struct {
+	*clockwork.FakeClock
+	armed atomic.Bool
+	read  chan struct{}
+}
+
+func (c *signalingClock) Now() time.Time {
+	now := c.FakeClock.Now()
+	if c.armed.CompareAndSwap(true, false) {
+		c.read <- struct{}{}
+	}
+	return now
+}
+
+func (c *signalingClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+
+// TestAWakeUpThatWaitsForTheLockReadsTheStartAfter: a round on a runner
+// starts at its wake-up's reading only if the wake-up took the schedule's
+// lock at once; one that waited (an edit, a page view) reads its start
+// after the wait, which counts as lateness.
+func TestAWakeUpThatWaitsForTheLockReadsTheStartAfter(t *testing.T) {
+	t.Parallel()
+	fake := clockwork.NewFakeClockAt(t0)
+	clk := &signalingClock{FakeClock: fake, read: make(chan struct{})}
+	w, err := wheel.New(wheel.WithClock(fake))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runners := NewRunners(0, 4)
+	t.Cleanup(func() {
+		runners.Close()
+		w.Stop()
+	})
+	cfg, err := config.New("s", config.Spec{Tags: map[string]string{"fixedRate": "1s"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := make(chan struct{}, 1)
+	c, err := New(cfg, Job{Fixed: []Task{TaskFunc("s", func(context.Context) (any, error) { ran <- struct{}{}; return nil, nil })}},
+		Options{Clock: clk, Wheel: w, Runners: runners})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Startup(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	for w.Pending() < 1 {
+		runtime.Gosched()
+	}
+	const wait = 10 * time.Millisecond
+	c.mu.Lock() // the wheel hands the wake-up to a runner, which waits
+	clk.armed.Store(true)
+	fake.Advance(time.Second)
+	<-clk.read // the wake-up's reading, before the lock
+	fake.Advance(wait)
+	c.mu.Unlock()
+	<-ran
+	c.mu.Lock()
+	start := c.last
+	c.mu.Unlock()
+	if want := t0.Add(time.Second + wait); !start.Equal(want) {
+		t.Errorf("the round started at %v, want %v (after the wait for the lock)", start.Sub(t0), want.Sub(t0))
+	}
+}

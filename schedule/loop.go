@@ -167,9 +167,17 @@ func (lw *loopWake) FireAt(id uint64, now time.Time) {
 // starts, if any.
 func (lw *loopWake) runOn(rn *runner, id uint64) {
 	l := (*loop)(lw)
-	now := l.c.clk.Now()
-	if lw.fire(id, now, onRunner) {
-		l.c.runRounds(l, l.planned, rn, now)
+	c := l.c
+	now := c.clk.Now()
+	start := now // the round's, unless the wake-up waits for the lock
+	if !c.mu.TryLock() {
+		c.mu.Lock()
+		start = time.Time{}
+	}
+	taken := lw.fireLocked(id, now, onRunner)
+	c.mu.Unlock()
+	if taken {
+		c.runRounds(l, l.planned, rn, start)
 	}
 }
 
@@ -281,9 +289,10 @@ func (c *Context) wokenLocked(l *loop, now time.Time) {
 // runRounds is the round goroutine: it runs rounds until the next fire is in
 // the future (then the armed timer owns the activation), a managed pool's
 // round is over, or the activation stops. woke, when not zero, is the
-// clock reading the wake-up decided from, just before on this goroutine:
-// the first round's start, if no gate is asked first (one clock reading
-// less per fire; a reading costs a tenth of a microsecond on a VM).
+// clock reading the wake-up decided from, just before on this goroutine
+// and with no wait for a lock since: the first round's start, if no gate
+// is asked first (one clock reading less per fire; a reading costs a
+// tenth of a microsecond on a VM).
 func (c *Context) runRounds(l *loop, planned time.Time, rn *runner, woke time.Time) {
 	manual := l.manual
 	cause, by := CausePlan, ""
@@ -297,10 +306,11 @@ func (c *Context) runRounds(l *loop, planned time.Time, rn *runner, woke time.Ti
 		var r Round
 		var spare *group  // the round's group, for the runner's next round once the plan has read r
 		var now time.Time // the latest clock reading: the round's end, or a reading after the gate
-		if c.gate != nil && !manual {
+		gated := c.gate != nil && !manual
+		if gated {
 			woke = time.Time{} // the gate may take a while
 		}
-		if c.gate != nil && !manual && !c.admit(l, planned) {
+		if gated && !c.admit(l, planned) {
 			// Not this process's fire: the plan goes on from it.
 			select {
 			case <-l.stop:

@@ -40,32 +40,8 @@ func TestClockReadingsPerFire(t *testing.T) {
 			t.Parallel()
 			fake := clockwork.NewFakeClockAt(t0)
 			clk := &countingClock{FakeClock: fake}
-			w, err := wheel.New(wheel.WithClock(fake))
-			if err != nil {
-				t.Fatal(err)
-			}
-			runners := NewRunners(0, 4)
-			t.Cleanup(func() {
-				runners.Close()
-				w.Stop()
-			})
 			ran := make(chan struct{}, n)
-			for i := range n {
-				name := fmt.Sprint("s", i)
-				cfg, err := config.New(name, config.Spec{Tags: map[string]string{"fixedRate": "1s"}})
-				if err != nil {
-					t.Fatal(err)
-				}
-				task := TaskFunc(name+".run", func(context.Context) (any, error) { ran <- struct{}{}; return nil, nil })
-				c, err := New(cfg, Job{Fixed: []Task{task}}, Options{Clock: clk, Wheel: w, Runners: runners})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := c.Startup(); err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { c.Close(context.Background()) })
-			}
+			w, _ := onRunners(t, fake, clk, n, ran)
 			const laps = 10
 			var reads int64
 			for range laps {
@@ -118,29 +94,9 @@ func TestAWakeUpThatWaitsForTheLockReadsTheStartAfter(t *testing.T) {
 	t.Parallel()
 	fake := clockwork.NewFakeClockAt(t0)
 	clk := &signalingClock{FakeClock: fake, read: make(chan struct{})}
-	w, err := wheel.New(wheel.WithClock(fake))
-	if err != nil {
-		t.Fatal(err)
-	}
-	runners := NewRunners(0, 4)
-	t.Cleanup(func() {
-		runners.Close()
-		w.Stop()
-	})
-	cfg, err := config.New("s", config.Spec{Tags: map[string]string{"fixedRate": "1s"}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ran := make(chan struct{}, 1)
-	c, err := New(cfg, Job{Fixed: []Task{TaskFunc("s", func(context.Context) (any, error) { ran <- struct{}{}; return nil, nil })}},
-		Options{Clock: clk, Wheel: w, Runners: runners})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Startup(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close(context.Background()) })
+	w, cs := onRunners(t, fake, clk, 1, ran)
+	c := cs[0]
 	for w.Pending() < 1 {
 		runtime.Gosched()
 	}
@@ -158,4 +114,38 @@ func TestAWakeUpThatWaitsForTheLockReadsTheStartAfter(t *testing.T) {
 	if want := t0.Add(time.Second + wait); !start.Equal(want) {
 		t.Errorf("the round started at %v, want %v (after the wait for the lock)", start.Sub(t0), want.Sub(t0))
 	}
+}
+
+// onRunners starts n schedules of one task every second, on a wheel of
+// the fake clock and four runners, reading clk; each fire sends on ran.
+func onRunners(t *testing.T, fake *clockwork.FakeClock, clk clockwork.Clock, n int, ran chan<- struct{}) (*wheel.Wheel, []*Context) {
+	t.Helper()
+	w, err := wheel.New(wheel.WithClock(fake))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runners := NewRunners(0, 4)
+	t.Cleanup(func() {
+		runners.Close()
+		w.Stop()
+	})
+	cs := make([]*Context, n)
+	for i := range cs {
+		name := fmt.Sprint("s", i)
+		cfg, err := config.New(name, config.Spec{Tags: map[string]string{"fixedRate": "1s"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		task := TaskFunc(name+".run", func(context.Context) (any, error) { ran <- struct{}{}; return nil, nil })
+		c, err := New(cfg, Job{Fixed: []Task{task}}, Options{Clock: clk, Wheel: w, Runners: runners})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Startup(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close(context.Background()) })
+		cs[i] = c
+	}
+	return w, cs
 }

@@ -889,10 +889,7 @@ func (a *App) flush(ctx context.Context, per time.Duration) error {
 			a.yieldToRounds(yieldUntil)
 		}
 		ch := &slab[i]
-		if err := sc.Stats().TakeInto(ch); err != nil {
-			errs = append(errs, err)
-			continue
-		}
+		sc.Stats().TakeInto(ch)
 		if ch.Empty() {
 			continue
 		}

@@ -192,7 +192,7 @@ func TestALargeRoundKeepsItsFailures(t *testing.T) {
 	if len(r.Tasks) != MaxRoundTasks || failed != 30 || r.Omitted != 900 || r.Counts["success"] != 970 || r.Outcome != "partial" {
 		t.Fatalf("%d tasks detailed (%d failed), %d omitted, counts %v", len(r.Tasks), failed, r.Omitted, r.Counts)
 	}
-	ch, _ := s.Take()
+	ch := s.Take()
 	page, err := DecodePage(ch.Rounds[0])
 	if err != nil || len(page) != 1 {
 		t.Fatalf("decoded: %v, %d rounds", err, len(page))
@@ -589,10 +589,7 @@ func TestHistoryKeepsTheNewestRounds(t *testing.T) {
 				kept = append(kept, number)
 				trim()
 			case op < 17 && ch == nil:
-				var err error
-				if ch, err = s.Take(); err != nil {
-					t.Fatal(err)
-				}
+				ch = s.Take()
 				taken, kept = kept, nil
 			case op < 19 && ch != nil:
 				if op == 17 {
@@ -716,10 +713,7 @@ func TestAFlushTakesItsPageWhole(t *testing.T) {
 		record()
 	}
 	first := &s.hist.rounds()[0]
-	ch, err := s.Take()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch := s.Take()
 	data := ch.Rounds[0].Data
 	if &data[2] != first { // its version, its count (5), then the rounds where they were written
 		t.Fatal("the page's rounds were copied")
@@ -768,9 +762,9 @@ func TestAWrittenPageServesTheNext(t *testing.T) {
 		}
 	}()
 	flush := func() int {
-		ch, err := s.Take()
-		if err != nil || len(ch.Rounds) != 1 {
-			t.Fatalf("take: %+v %v", ch, err)
+		ch := s.Take()
+		if len(ch.Rounds) != 1 {
+			t.Fatalf("take: %+v", ch)
 		}
 		ch.Done()
 		return len(ch.Rounds[0].Data)
@@ -797,9 +791,9 @@ func TestAWrittenPageServesTheNext(t *testing.T) {
 			t.Fatal("the round after a written page began a new array")
 		}
 		if lap%4 == 3 {
-			ch, err := s.Take()
-			if err != nil || len(ch.Rounds) != 1 {
-				t.Fatalf("take: %+v %v", ch, err)
+			ch := s.Take()
+			if len(ch.Rounds) != 1 {
+				t.Fatalf("take: %+v", ch)
 			}
 			record() // before the write: a page of its own
 			rs, err := DecodePage(ch.Rounds[0])
@@ -810,7 +804,7 @@ func TestAWrittenPageServesTheNext(t *testing.T) {
 			if got := len(s.RecentRounds()); got != 1 {
 				t.Fatalf("%d rounds in memory after lap %d's flush, want 1", got, lap)
 			}
-			ch, _ = s.Take()
+			ch = s.Take()
 			ch.Done() // that round written: the next begins in its array
 		}
 	}

@@ -382,12 +382,10 @@ type Changes struct {
 // Take returns what changed since the last Take, encoded for the store,
 // and drops days that fell out of the retention window from memory. It
 // holds the lock only to copy; nothing here touches the store.
-func (s *Stats) Take() (*Changes, error) {
+func (s *Stats) Take() *Changes {
 	ch := new(Changes)
-	if err := s.TakeInto(ch); err != nil {
-		return nil, err
-	}
-	return ch, nil
+	s.TakeInto(ch)
+	return ch
 }
 
 // TakeInto is Take into ch, whatever it held before: a flush of many
@@ -395,7 +393,7 @@ func (s *Stats) Take() (*Changes, error) {
 // rather than allocating each schedule's. The days are encoded into the
 // room ch's last encodings took, so the Days ch held before are no longer
 // valid.
-func (s *Stats) TakeInto(ch *Changes) error {
+func (s *Stats) TakeInto(ch *Changes) {
 	*ch = Changes{s: s, enc: ch.enc[:0]}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -461,7 +459,6 @@ func (s *Stats) TakeInto(ch *Changes) error {
 	for i, f := range ch.taken {
 		ch.Failures[i] = store.Failure{Schedule: s.schedule, Round: f.Round, At: f.At, TaskID: f.TaskID, Status: f.Status, Error: f.Error, Stack: f.Stack, Cost: f.Cost}
 	}
-	return nil
 }
 
 // Retention is what the store should keep of this schedule.
@@ -524,12 +521,8 @@ func (c *Changes) Failed() {
 // App flush does for every schedule. On error nothing is lost: the same
 // data is written by the next Flush.
 func (s *Stats) Flush(ctx context.Context, st store.Store) error {
-	ch, err := s.Take()
-	if err != nil {
-		return err
-	}
-	err = st.SaveStats(ctx, store.StatsBatch{Days: ch.Days, Failures: ch.Failures, Rounds: ch.Rounds})
-	if err != nil {
+	ch := s.Take()
+	if err := st.SaveStats(ctx, store.StatsBatch{Days: ch.Days, Failures: ch.Failures, Rounds: ch.Rounds}); err != nil {
 		ch.Failed()
 		return fmt.Errorf("flush statistics of schedule %q: %w", s.schedule, err)
 	}

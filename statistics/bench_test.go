@@ -78,7 +78,7 @@ func BenchmarkEncodeDay(b *testing.B) {
 	b.ReportAllocs()
 	var buf []byte
 	for b.Loop() {
-		buf, _ = encodeDay(d)
+		buf = appendDay(buf[:0], d)
 	}
 	b.SetBytes(int64(len(buf)))
 }

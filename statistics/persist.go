@@ -59,10 +59,6 @@ func decodeHist(m map[string]int64) (Histogram, error) {
 // cheaper to write. Version 1 (JSON, starting with '{') is still read.
 const dayVersion2 = 2
 
-func encodeDay(d *day) ([]byte, error) {
-	return appendDay(nil, d), nil
-}
-
 // appendDay appends d's encoding to b.
 func appendDay(b []byte, d *day) []byte {
 	// Room for the histograms' octaves at a few bytes a bucket: one

@@ -230,7 +230,7 @@ type outside struct {
 	closed []closedDay // no two of one day
 }
 
-// closedDay is a day that is over and written, kept in encodeDay's form:
+// closedDay is a day that is over and written, kept in appendDay's form:
 // an open day is about a kilobyte with its histograms' octaves, and a
 // schedule keeps the days of its retention window, so a week-old schedule
 // held seven. Its outcomes count in the since-start figures as the days
@@ -247,10 +247,7 @@ type closedDay struct {
 
 // closeLocked moves day k, over and written, to its closed form.
 func (s *Stats) closeLocked(k time.Time, d *day) {
-	b, err := encodeDay(d)
-	if err != nil { // cannot happen: it stays open
-		return
-	}
+	b := appendDay(nil, d)
 	o := s.outsideLocked()
 	// Grown one at a time (append would double it), data at its length:
 	// closing is once a day.
@@ -274,7 +271,7 @@ func (s *Stats) closedAt(k time.Time) int {
 // decoded returns closed day c decoded, or nil.
 func (c *closedDay) decoded() *day {
 	d, err := decodeDay(c.data)
-	if err != nil { // cannot happen: encodeDay wrote it
+	if err != nil { // cannot happen: appendDay wrote it
 		return nil
 	}
 	d.from = c.from

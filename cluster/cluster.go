@@ -577,6 +577,7 @@ func (c *Coordinator) record(batch []admission, stop chan struct{}) {
 	defer cancel()
 	id := c.batches.Add(1)
 	ok, err := c.recordOnce(ctx, batch, id)
+	first := err // why it asked again, kept when a retry is cut short by the deadline
 	for err != nil && c.trusted() {
 		select {
 		case <-time.After(recordRetry):
@@ -588,6 +589,9 @@ func (c *Coordinator) record(batch []admission, stop chan struct{}) {
 		}
 		c.log.Warn("recording fires failed; asking again", zap.Error(err))
 		ok, err = c.recordOnce(ctx, batch, id)
+	}
+	if err != nil && err != first && ctx.Err() != nil {
+		err = fmt.Errorf("%w (asked again until the renewal interval ran out: %w)", first, err)
 	}
 	for i, r := range batch {
 		if err != nil {

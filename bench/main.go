@@ -64,14 +64,6 @@ func main() {
 		pprof.StartCPUProfile(f)
 		defer pprof.StopCPUProfile()
 	}
-	if *costChildLib != "" {
-		if err := costChild(*costChildLib, *costN, *costSpread, *costDir, *costWarmup, *costWindow); err != nil {
-			pprof.StopCPUProfile()
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		return
-	}
 	if *memprofile != "" {
 		runtime.MemProfileRate = 4096
 		defer func() {
@@ -84,6 +76,14 @@ func main() {
 				panic(err)
 			}
 		}()
+	}
+	if *costChildLib != "" {
+		if err := costChild(*costChildLib, *costN, *costSpread, *costDir, *costWarmup, *costWindow); err != nil {
+			pprof.StopCPUProfile()
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
 	}
 
 	window := 2 * time.Second

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -496,7 +497,9 @@ func TestTaskIDsComeBack(t *testing.T) {
 	if got := skipRound(full); !slices.Equal(got, rd.b) || !slices.Equal(got, []byte{42}) {
 		t.Fatalf("skipped to %v, read to %v", got, rd.b)
 	}
-	named, other := round(1, day1, "plan", tasks[0]), round(1, day1, "plan", tasks[3])
+	// Asked for: a planned round of one task named as its schedule would
+	// take the short form.
+	named, other := round(1, day1, "exec", tasks[0]), round(1, day1, "exec", tasks[3])
 	if a, b := len(appendRound(nil, "import", 1, &named)), len(appendRound(nil, "import", 1, &other)); a != b-len("other") {
 		t.Fatalf("a task named as its schedule takes %d bytes, one named other %d", a, b)
 	}
@@ -522,22 +525,141 @@ func encodingRounds() []RoundSample {
 	}
 }
 
-// TestRoundEncodingIsStable holds appendRound to the bytes of version 2
-// as stores already hold them: testdata/rounds-v2.hex has one line per
-// round of encodingRounds. A change to the bytes needs a new version.
-func TestRoundEncodingIsStable(t *testing.T) {
-	want, err := os.ReadFile(filepath.Join("testdata", "rounds-v2.hex"))
+// goldenRounds reads a testdata file of encoded rounds, one a line.
+func goldenRounds(t *testing.T, name string) [][]byte {
+	t.Helper()
+	text, err := os.ReadFile(filepath.Join("testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := strings.Split(strings.TrimSpace(string(want)), "\n")
+	var out [][]byte
+	for _, line := range strings.Split(strings.TrimSpace(string(text)), "\n") {
+		b, err := hex.DecodeString(line)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// TestRoundEncodingIsStable holds appendRound to the bytes stores already
+// hold: testdata/rounds.hex has one line per round of encodingRounds (the
+// first in the short form, the others in version 2). A change to the
+// bytes needs a new version. testdata/rounds-v2.hex holds the same rounds
+// as releases before the short form wrote them, all in version 2: each
+// still reads as the same record.
+func TestRoundEncodingIsStable(t *testing.T) {
+	want, before := goldenRounds(t, "rounds.hex"), goldenRounds(t, "rounds-v2.hex")
 	rounds := encodingRounds()
-	if len(lines) != len(rounds) {
-		t.Fatalf("%d golden lines for %d rounds", len(lines), len(rounds))
+	if len(want) != len(rounds) || len(before) != len(rounds) {
+		t.Fatalf("%d and %d golden lines for %d rounds", len(want), len(before), len(rounds))
 	}
 	for i, x := range rounds {
-		if got := hex.EncodeToString(appendRound(nil, "job", 77, &x)); got != lines[i] {
-			t.Errorf("round %d (cause %q, %d tasks):\n got %s\nwant %s", i, x.Cause, len(x.Tasks), got, lines[i])
+		got := appendRound(nil, "job", 77, &x)
+		if !slices.Equal(got, want[i]) {
+			t.Errorf("round %d (cause %q, %d tasks):\n got %x\nwant %x", i, x.Cause, len(x.Tasks), got, want[i])
+		}
+		now, err := readRound(&reader{b: got}, "job", true)
+		if err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+		then, err := readRound(&reader{b: before[i]}, "job", true)
+		if err != nil {
+			t.Fatalf("round %d as version 2: %v", i, err)
+		}
+		if !reflect.DeepEqual(now, then) {
+			t.Errorf("round %d reads as\n%+v\nwritten in version 2 as\n%+v", i, now, then)
+		}
+	}
+	if n, was := len(want[0]), len(before[0]); n > was*2/3 {
+		t.Errorf("a short round is %d bytes, %d in version 2", n, was)
+	}
+}
+
+// TestShortRoundsReadAsVersion2: a round of one task named as its
+// schedule, without an error, planned, takes the short form, and reads
+// back as the same record as its version 2 form, to the nanosecond, for
+// every status, as a batch or not, with instants before, long after and
+// across a wrap from its start and numbers far from its sequence number;
+// skipRound ends where readRound does and a cut one reads as neither.
+// Any other round is written in version 2.
+func TestShortRoundsReadAsVersion2(t *testing.T) {
+	t.Parallel()
+	start := day1.Add(123456789 * time.Nanosecond)
+	far, early := time.Unix(0, math.MaxInt64).UTC(), time.Unix(0, math.MinInt64+1).UTC()
+	instants := []struct{ planned, started, end time.Time }{
+		{start.Add(-3 * time.Millisecond), start.Add(7), start.Add(time.Millisecond)},
+		{start.Add(time.Hour), start, start},
+		{time.Time{}, far, early},
+		{far, early, far},
+	}
+	n := 0
+	for _, c := range instants {
+		for status := range numStatus {
+			for _, batch := range []bool{false, true} {
+				for _, number := range []int64{1, 77, 0, -5, 1 << 50, math.MinInt64} {
+					x := RoundSample{Number: number, Batch: batch, Cause: "plan", Planned: c.planned, Start: start, End: c.end,
+						Tasks: []TaskSample{{ID: "job", Status: status, Started: c.started, Cost: time.Duration(n) * time.Microsecond}}}
+					n++
+					enc := appendRound(nil, "job", 77, &x)
+					at := len(binary.AppendUvarint(nil, 77)) + len(binary.AppendVarint(nil, start.UnixNano()))
+					if enc[at]&3 != roundShort {
+						t.Fatalf("%+v: not written short", x)
+					}
+					long := appendLong(slices.Clone(enc[:at]), "job", start.UnixNano(), &x)
+					full := append(slices.Clone(enc), 42)
+					rd := &reader{b: full}
+					got, err := readRound(rd, "job", true)
+					if err != nil {
+						t.Fatalf("%+v: %v", x, err)
+					}
+					want, err := readRound(&reader{b: long}, "job", true)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !reflect.DeepEqual(got, want) {
+						t.Fatalf("short form reads as\n%+v\nversion 2 as\n%+v", got, want)
+					}
+					if !got.Planned.Equal(c.planned) || !got.End.Equal(c.end) || !got.Tasks[0].Started.Equal(c.started) || got.Number != number || got.Batch != batch {
+						t.Fatalf("read %+v, wrote %+v", got, x)
+					}
+					if tail := skipRound(full); !slices.Equal(tail, rd.b) || !slices.Equal(tail, []byte{42}) {
+						t.Fatalf("skipped to %v, read to %v", tail, rd.b)
+					}
+					for cut := range len(enc) {
+						if skipRound(enc[:cut]) != nil {
+							t.Fatalf("cut at %d of %d: skipRound read past its end", cut, len(enc))
+						}
+						if _, err := readRound(&reader{b: enc[:cut]}, "job", true); err == nil {
+							t.Fatalf("cut at %d of %d: read", cut, len(enc))
+						}
+					}
+				}
+			}
+		}
+	}
+	one := func(mend func(*RoundSample)) RoundSample {
+		x := RoundSample{Number: 1, Cause: "plan", Planned: start, Start: start, End: start.Add(time.Millisecond),
+			Tasks: []TaskSample{{ID: "job", Status: Success, Started: start, Cost: time.Microsecond}}}
+		mend(&x)
+		return x
+	}
+	for name, x := range map[string]RoundSample{
+		"no task":     one(func(x *RoundSample) { x.Tasks = nil }),
+		"two tasks":   one(func(x *RoundSample) { x.Tasks = append(x.Tasks, x.Tasks[0]) }),
+		"other id":    one(func(x *RoundSample) { x.Tasks[0].ID = "job.1" }),
+		"an error":    one(func(x *RoundSample) { x.Tasks[0].Status, x.Tasks[0].Err = Failed, errors.New("boom") }),
+		"not started": one(func(x *RoundSample) { x.Tasks[0].Started = time.Time{} }),
+		"no end":      one(func(x *RoundSample) { x.End = time.Time{} }),
+		"asked for":   one(func(x *RoundSample) { x.Cause, x.By = "exec", "ops" }),
+		"by someone":  one(func(x *RoundSample) { x.By = "ops" }),
+		"bad status":  one(func(x *RoundSample) { x.Tasks[0].Status = numStatus }),
+	} {
+		enc := appendRound(nil, "job", 77, &x)
+		at := len(binary.AppendUvarint(nil, 77)) + len(binary.AppendVarint(nil, start.UnixNano()))
+		if enc[at] != roundVersion2 {
+			t.Errorf("%s: written with version byte %d, not in version 2", name, enc[at])
 		}
 	}
 }

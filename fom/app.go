@@ -572,11 +572,7 @@ func (a *App) Register(job any, opts ...RegisterOption) (*ScheduleContext, error
 		cached, _ = a.types.LoadOrStore(t, analyze(t))
 	}
 	jt := cached.(*jobType)
-	d, problems := jt.declare(job)
-	if ro.name != "" {
-		d.name = ro.name
-		d.tags[config.KeyName] = ro.name
-	}
+	d, problems := jt.declare(job, ro.name)
 	var sentinels []error
 	fail := func(extra ...string) error {
 		return &RegistrationError{Type: jt.typeName, Problems: append(problems, extra...), Errs: sentinels}

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -251,6 +252,35 @@ func TestWorkFromAllSources(t *testing.T) {
 	}
 	if logs.Filter(func(e observer.LoggedEntry) bool { return e.LoggerName == "multi" }).Len() == 0 {
 		t.Fatal("no log from the schedule's named logger")
+	}
+}
+
+// TestNamedSchedulesNameTheirTasks: a job type registered under several
+// names (Named) names each schedule's Run and methods tasks after that
+// schedule, as it does a schedule named by its tag.
+func TestNamedSchedulesNameTheirTasks(t *testing.T) {
+	t.Parallel()
+	app := newTestApp(t)
+	jobs := map[string]*multiJob{}
+	for _, name := range []string{"multi-a", "multi-b"} {
+		jobs[name] = &multiJob{completes: make(chan Round, 1)}
+		if _, err := app.Register(jobs[name], Named(name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := app.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for name, job := range jobs {
+		r := <-job.completes
+		var ids []string
+		for _, res := range r.Results {
+			ids = append(ids, res.TaskID)
+		}
+		slices.Sort(ids)
+		if want := []string{"extra", name, name + ".SyncOrders", name + ".SyncUsers"}; !slices.Equal(ids, want) {
+			t.Errorf("schedule %s ran tasks %q, want %q", name, ids, want)
+		}
 	}
 }
 

@@ -239,8 +239,9 @@ type declaration struct {
 	setter map[string]func(string) error
 }
 
-// declare resolves tags (with ${ENV} expansion), Value fields and work.
-func (jt *jobType) declare(job any) (*declaration, []string) {
+// declare resolves tags (with ${ENV} expansion), Value fields and work,
+// under name when it is given (Named) rather than the tag's or type's.
+func (jt *jobType) declare(job any, name string) (*declaration, []string) {
 	problems := slices.Clone(jt.problems)
 	if jt.tagErr != nil {
 		problems = append(problems, "fom.Schedule tag: "+jt.tagErr.Error())
@@ -259,6 +260,9 @@ func (jt *jobType) declare(job any) (*declaration, []string) {
 			problems = append(problems, fmt.Sprintf("key %q is given twice", kv[0]))
 		}
 		d.tags[kv[0]] = v
+	}
+	if name != "" { // Named: before the tasks, which are named after it
+		d.tags[config.KeyName] = name
 	}
 	d.name = jt.defName
 	if n, ok := d.tags[config.KeyName]; ok {

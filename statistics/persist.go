@@ -326,7 +326,11 @@ func (s *Stats) Load(ctx context.Context, st store.Store) (warnings []string, er
 			dd.changed = cur.changed
 		}
 		s.days[k] = dd
-		if s.cur != nil && s.cur.from == dd.from {
+		// cur is the newest day in memory, as a record leaves it: the
+		// next Take closes the others, and a day Load read that is
+		// today's would otherwise be closed with them, to be decoded
+		// back by the next round's fold.
+		if s.cur == nil || dd.from >= s.cur.from {
 			s.cur = dd
 		}
 	}

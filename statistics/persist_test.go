@@ -291,6 +291,52 @@ func TestDayOfIsTheUTCMidnight(t *testing.T) {
 	}
 }
 
+// A restarted process keeps today's day, as Load read it, open: the first
+// Take does not close it (it is not over), and the rounds after it count
+// on it rather than on a copy decoded back. Yesterday's is closed.
+func TestLoadedTodayStaysOpen(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	today := time.Date(2026, 3, 3, 0, 0, 0, 0, time.UTC)
+	clk := clockwork.NewFakeClockAt(today.Add(-time.Hour))
+	st := openStore(t, dir)
+	s, _ := New("job", clk, DefaultSettings())
+	s.Record(Sample{TaskID: "a", Status: Success, Cost: time.Second})
+	clk.Advance(2 * time.Hour)
+	s.Record(Sample{TaskID: "b", Status: Failed, Cost: time.Millisecond})
+	st = restart(t, s, st, dir)
+	defer st.Close()
+
+	s2, _ := New("job", clk, DefaultSettings())
+	if w, err := s2.Load(ctx, st); err != nil || len(w) != 0 {
+		t.Fatalf("load: %v %v", w, err)
+	}
+	if err := s2.Flush(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	s2.mu.Lock()
+	loaded := s2.days[today]
+	yesterdayClosed, todayClosed := s2.closedAt(today.AddDate(0, 0, -1)) >= 0, s2.closedAt(today) >= 0
+	s2.mu.Unlock()
+	if loaded == nil || todayClosed || !yesterdayClosed {
+		t.Fatalf("after the first flush: today open %v, closed %v; yesterday closed %v; want open, not closed, closed", loaded != nil, todayClosed, yesterdayClosed)
+	}
+	s2.Record(Sample{TaskID: "c", Status: Success, Cost: time.Second})
+	if got := s2.Day(today); got.Count != 2 || got.ByStatus["failed"] != 1 {
+		t.Fatalf("today after a round: %+v, want 2 outcomes, 1 failed", got)
+	}
+	s2.mu.Lock()
+	same := s2.days[today] == loaded
+	s2.mu.Unlock()
+	if !same {
+		t.Fatal("the round after the first flush counted on another copy of today than the one Load read")
+	}
+	if got := s2.Day(today.AddDate(0, 0, -1)); got.Count != 1 {
+		t.Fatalf("yesterday: %+v, want 1 outcome", got)
+	}
+}
+
 // A day over and written is kept closed (encoded): it reads as it did
 // open, a late record opens it again with nothing lost, and it leaves
 // memory with the retention window, its outcomes still counted since the

@@ -303,6 +303,13 @@ func costChild(short string, n int, spread bool, dir string, warmup, window time
 	if windowProfile != "" {
 		windowProfile += "-" + short // the window's profile names its contender
 	}
+	if short == "app" && dir == "" { // run by hand, to profile it: the child prepares its store
+		var err error
+		if dir, err = prepareAppDir(n, spread); err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+	}
 	r := measurePeriodic(costLib(short, dir), n, spread, warmup, window)
 	return json.NewEncoder(os.Stdout).Encode(r.wire())
 }

@@ -37,7 +37,7 @@ func main() {
 	costChildLib := flag.String("cost-lib", "", "internal: run one measurement of the cost scenario's contender (runtime, robfig, fom, app) in this process and print it as JSON")
 	costN := flag.Int("cost-n", 1000, "internal: jobs of a -cost-lib measurement")
 	costSpread := flag.Bool("cost-spread", false, "internal: a -cost-lib measurement's jobs are spread over the second")
-	costDir := flag.String("cost-dir", "", "internal: the app's data directory of a -cost-lib measurement")
+	costDir := flag.String("cost-dir", "", "internal: the app's data directory of a -cost-lib measurement (none: the child prepares one)")
 	flag.Parse()
 	oneShotLibs := []func() timerLib{runtimeTimers, func() timerLib { return wheelTimers(*wheelSize) },
 		func() timerLib { return appSubmitAfter(false) }, func() timerLib { return appSubmitAfter(true) }}

@@ -72,6 +72,7 @@ func main() {
 				panic(err)
 			}
 			defer f.Close()
+			runtime.GC() // the profile is as of the last collection: this one counts all
 			if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
 				panic(err)
 			}

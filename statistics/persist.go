@@ -309,6 +309,7 @@ func (s *Stats) Load(ctx context.Context, st store.Store) (warnings []string, er
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.foldLocked() // what was recorded before Load, into the days it merges with
+	today := dayOf(s.clk.Now()).UnixNano()
 	for _, d := range days {
 		dd, err := decodeDay(d.Data)
 		if err != nil {
@@ -326,11 +327,12 @@ func (s *Stats) Load(ctx context.Context, st store.Store) (warnings []string, er
 			dd.changed = cur.changed
 		}
 		s.days[k] = dd
-		// cur is the newest day in memory, as a record leaves it: the
-		// next Take closes the others, and a day Load read that is
-		// today's would otherwise be closed with them, to be decoded
-		// back by the next round's fold.
-		if s.cur == nil || dd.from >= s.cur.from {
+		// cur is the day merged into dd, or else the newest day in
+		// memory, as a record leaves it: the next Take closes the others,
+		// and a day Load read that is today's would otherwise be closed
+		// with them, to be decoded back by the next round's fold. (Not a
+		// day after today, written by a clock ahead of this one.)
+		if s.cur != nil && s.cur.from == dd.from || dd.from <= today && (s.cur == nil || dd.from > s.cur.from) {
 			s.cur = dd
 		}
 	}

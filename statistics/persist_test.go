@@ -335,6 +335,28 @@ func TestLoadedTodayStaysOpen(t *testing.T) {
 	if got := s2.Day(today.AddDate(0, 0, -1)); got.Count != 1 {
 		t.Fatalf("yesterday: %+v, want 1 outcome", got)
 	}
+
+	// A day after today, written by a clock ahead of this one, is kept
+	// but is not the day today's rounds count on.
+	tomorrow := today.AddDate(0, 0, 1)
+	ahead, _ := New("job", clockwork.NewFakeClockAt(tomorrow.Add(time.Hour)), DefaultSettings())
+	ahead.Record(Sample{TaskID: "d", Status: Success, Cost: time.Second})
+	if err := ahead.Flush(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	s3, _ := New("job", clk, DefaultSettings())
+	if w, err := s3.Load(ctx, st); err != nil || len(w) != 0 {
+		t.Fatalf("load: %v %v", w, err)
+	}
+	s3.mu.Lock()
+	cur := s3.cur
+	s3.mu.Unlock()
+	if cur == nil || cur.from != today.UnixNano() {
+		t.Fatalf("loaded with a day after today stored: the newest day counted on is %v, want today", cur)
+	}
+	if got := s3.Day(tomorrow); got.Count != 1 {
+		t.Fatalf("the day after today: %+v, want 1 outcome", got)
+	}
 }
 
 // A day over and written is kept closed (encoded): it reads as it did

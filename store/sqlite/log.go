@@ -527,7 +527,9 @@ func (s *Store) writeEntries(ctx context.Context, tx *sql.Tx, es []logEntry) ([]
 // remember makes entries, in row id, the newest of their keys.
 func (l *statsLog) remember(id uint32, entries []logEntry) {
 	if l.of == nil {
-		l.of = make(map[string][]logRef)
+		// Sized for the first flush's schedules (a day and a page each),
+		// rather than grown through them one doubling at a time.
+		l.of = make(map[string][]logRef, len(entries)/2)
 	}
 	live := 0
 	for i := range entries {

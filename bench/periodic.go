@@ -134,8 +134,9 @@ func fomSchedules() periodicLib {
 			plan := schedule.PlanFunc("every second", func(prev schedule.Round) (time.Time, bool) {
 				return prev.Start.Add(-off).Truncate(time.Second).Add(time.Second + off), true
 			})
-			// The task takes its lateness as every contender's job does.
-			task := schedule.TaskFunc(fmt.Sprintf("job-%d.run", i), func(context.Context) (any, error) {
+			// The task takes its lateness as every contender's job does. It
+			// is named after its schedule, as fom names a job's Run task.
+			task := schedule.TaskFunc(fmt.Sprintf("job-%d", i), func(context.Context) (any, error) {
 				now := time.Now()
 				l.add(now, latenessOf(now, off))
 				return nil, nil

@@ -327,12 +327,14 @@ func (s *Stats) Load(ctx context.Context, st store.Store) (warnings []string, er
 			dd.changed = cur.changed
 		}
 		s.days[k] = dd
-		// cur is the day merged into dd, or else the newest day in
-		// memory, as a record leaves it: the next Take closes the others,
-		// and a day Load read that is today's would otherwise be closed
-		// with them, to be decoded back by the next round's fold. (Not a
-		// day after today, written by a clock ahead of this one.)
-		if s.cur != nil && s.cur.from == dd.from || dd.from <= today && (s.cur == nil || dd.from > s.cur.from) {
+		// cur is the day merged into dd, or else today's, as a record
+		// today leaves it: the next Take closes the days that are not
+		// cur, and today's, read here, would otherwise be closed with
+		// them, to be decoded back by the next round's fold. An older
+		// day is closed, as before: an idle schedule keeps no open day
+		// it read. (Nor is a day after today, written by a clock ahead
+		// of this one, the day today's rounds count on.)
+		if s.cur != nil && s.cur.from == dd.from || s.cur == nil && dd.from == today {
 			s.cur = dd
 		}
 	}

@@ -357,6 +357,26 @@ func TestLoadedTodayStaysOpen(t *testing.T) {
 	if got := s3.Day(tomorrow); got.Count != 1 {
 		t.Fatalf("the day after today: %+v, want 1 outcome", got)
 	}
+
+	// Restarted on a later day, an idle schedule keeps no day it read
+	// open: the first flush closes them all.
+	later := clockwork.NewFakeClockAt(today.AddDate(0, 0, 3).Add(time.Hour))
+	s4, _ := New("job", later, DefaultSettings())
+	if w, err := s4.Load(ctx, st); err != nil || len(w) != 0 {
+		t.Fatalf("load: %v %v", w, err)
+	}
+	if err := s4.Flush(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	s4.mu.Lock()
+	open := len(s4.days)
+	s4.mu.Unlock()
+	if open != 0 {
+		t.Fatalf("restarted three days later, %d days read stay open after the first flush, want none", open)
+	}
+	if got := s4.Day(today); got.Count != 1 || got.ByStatus["failed"] != 1 {
+		t.Fatalf("today, closed and read three days later: %+v, want the one failure stored", got)
+	}
 }
 
 // A day over and written is kept closed (encoded): it reads as it did

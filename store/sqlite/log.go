@@ -127,6 +127,14 @@ type statsLog struct {
 	next uint32   // the next row's id
 	of   map[string][]logRef
 	bufs weak.Pointer[logBufs] // the last flush's, for the next (encodeLog)
+
+	// opened is the number of the newest page of each schedule whose
+	// pages the log held at open (foldLog), kept until the first flush
+	// or prune: every page goes through the log, so no page in the tables
+	// is newer, and LastRoundSeq, as an app registers its schedules, need
+	// not seek each slot's row in the table for it. Taken by the first
+	// LastRoundSeq of each schedule.
+	opened map[string]int64
 }
 
 // appendEntry encodes e onto b: its kind, schedule, key (and a page's
@@ -323,6 +331,7 @@ func (s *Store) saveLogged(ctx context.Context, flush uint64, days []store.Day, 
 	l := &s.log
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.opened = nil // what LastRoundSeq reads of this flush is in of
 	var blob []byte
 	var entries []logEntry
 	id := l.next
@@ -689,6 +698,12 @@ func (s *Store) foldLog(ctx context.Context) error {
 		return fmt.Errorf("fom: store %q: fold the statistics log: %w", s.path, err)
 	}
 	s.ids.learn(got)
+	l.opened = make(map[string]int64)
+	for _, e := range es {
+		if e.kind == logPage {
+			l.opened[e.schedule] = max(l.opened[e.schedule], e.seq)
+		}
+	}
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -487,5 +488,92 @@ func TestAFlushBuildsItsRowInTheLastOnesBuffers(t *testing.T) {
 	runtime.GC()
 	if s.log.bufs.Value() != nil {
 		t.Fatal("the buffers outlived a collection")
+	}
+}
+
+// TestLastRoundSeqAtOpenReadsTheLog: the pages the log held at open tell
+// LastRoundSeq a schedule's newest number, and it reads only the slots'
+// rowids from the index: every slot still learned, those only in the
+// tables too. A schedule whose pages had all left the log is read from
+// the tables. The first flush drops what no registration took.
+func TestLastRoundSeqAtOpenReadsTheLog(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := open(t, dir)
+	s.log.keep = 3
+	if err := s.SaveStats(ctx, flushOf(1, 4, "old", "fast")); err != nil {
+		t.Fatal(err)
+	}
+	for flush := 2; flush <= 6; flush++ { // old's row leaves the log at flush 4
+		if err := s.SaveStats(ctx, flushOf(flush, 4, "fast")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+
+	s = open(t, dir)
+	s.log.mu.Lock()
+	opened := maps.Clone(s.log.opened)
+	s.log.mu.Unlock()
+	if len(opened) != 1 || opened["fast"] != 6 {
+		t.Fatalf("newest pages the log held at open: %v, want fast's 6 only", opened)
+	}
+	if seq, err := s.LastRoundSeq(ctx, "fast"); err != nil || seq != 6 {
+		t.Fatalf("last round of fast %d, %v; want 6", seq, err)
+	}
+	if seq, err := s.LastRoundSeq(ctx, "old"); err != nil || seq != 1 {
+		t.Fatalf("last round of old %d, %v; want 1, from the tables", seq, err)
+	}
+	s.ids.mu.Lock()
+	fast, old := len(s.ids.of["fast"].slots), len(s.ids.of["old"].slots)
+	s.ids.mu.Unlock()
+	if fast != 4 || old != 1 {
+		t.Fatalf("slots learned: fast %d, old %d; want 4 (one of them only in the tables) and 1", fast, old)
+	}
+	s.log.mu.Lock()
+	_, left := s.log.opened["fast"]
+	s.log.mu.Unlock()
+	if left {
+		t.Fatal("fast's number is still kept after its registration read it")
+	}
+	if seq, err := s.LastRoundSeq(ctx, "fast"); err != nil || seq != 6 {
+		t.Fatalf("last round of fast, read again from the tables: %d, %v; want 6", seq, err)
+	}
+	if err := s.SaveStats(ctx, flushOf(7, 4, "fast")); err != nil {
+		t.Fatal(err)
+	}
+	s.log.mu.Lock()
+	dropped := s.log.opened == nil
+	s.log.mu.Unlock()
+	if !dropped {
+		t.Fatal("the numbers read at open are kept past the first flush")
+	}
+	if seq, err := s.LastRoundSeq(ctx, "fast"); err != nil || seq != 7 {
+		t.Fatalf("last round of fast after a flush %d, %v; want 7", seq, err)
+	}
+}
+
+// TestSlotRowIDsReadTheIndexOnly: the read of a schedule's slots is
+// answered by the primary key's index, with no seek in the table per row.
+func TestSlotRowIDsReadTheIndexOnly(t *testing.T) {
+	t.Parallel()
+	s := open(t, t.TempDir())
+	rows, err := s.db.Query("EXPLAIN QUERY PLAN "+slotRowIDsSQL, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	if len(plan) != 1 || !strings.Contains(plan[0], "COVERING INDEX") {
+		t.Fatalf("plan of %q: %q, want a covering index", slotRowIDsSQL, plan)
 	}
 }

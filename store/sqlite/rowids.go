@@ -23,9 +23,10 @@ import (
 // first page in a slot, its first row of a day) goes there, and is
 // remembered. The rows a schedule has from before the store opened are
 // learned from the reads an app makes when it registers the schedule
-// (LoadDays: its newest day; LastRoundSeq: every history slot), so that
-// its first flush after a restart rewrites them by rowid too; a store
-// keeps nothing for a schedule that has no rows yet.
+// (LoadDays: its newest day; LastRoundSeq: every history slot, from the
+// primary key's index alone when the log told it the newest number at
+// open), so that its first flush after a restart rewrites them by rowid
+// too; a store keeps nothing for a schedule that has no rows yet.
 //
 // A rowid is a hint, never trusted: the statement that writes by rowid
 // updates the row only if it holds the same schedule and key, and inserts

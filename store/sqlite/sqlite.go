@@ -489,6 +489,9 @@ func (s *Store) SaveStats(ctx context.Context, b store.StatsBatch) error {
 		// as LastPerSlot would keep it, without a map of every page.
 		return s.saveLogged(ctx, b.Flush, b.Days, b.Rounds, b.Failures)
 	}
+	s.log.mu.Lock()
+	s.log.opened = nil // written to the tables, past what the log held at open
+	s.log.mu.Unlock()
 	rounds := store.LastPerSlot(b.Rounds)
 	var got []learned
 	err := s.tx(ctx, func(tx *sql.Tx) error {
@@ -623,6 +626,9 @@ const (
 	loadDaysSQL     = "SELECT rowid, day, data FROM stats_days WHERE schedule = ? AND day >= ? ORDER BY day"
 	loadFailuresSQL = "SELECT at, task_id, status, error, stack, cost_ns, round FROM failures WHERE schedule = ? ORDER BY at DESC, id DESC LIMIT ?"
 	lastRoundSeqSQL = "SELECT rowid, slot, seq FROM rounds WHERE schedule = ?"
+	// The slots alone, from the primary key's index (which holds the
+	// rowid): no seek in the table for each row, as seq costs.
+	slotRowIDsSQL = "SELECT rowid, slot FROM rounds WHERE schedule = ?"
 )
 
 // query and queryRow run a read, prepared at open where q is among those.
@@ -656,7 +662,7 @@ func (s *Store) preparedTexts() []string {
 		s.rounds.byID.full, s.rounds.byID.one, s.rounds.byKey.full, s.rounds.byKey.one,
 		s.days.byID.full, s.days.byID.one, s.days.byKey.full, s.days.byKey.one,
 		s.failures.full, s.failures.one,
-		loadDaysSQL, loadFailuresSQL, getSettingSQL, lastRoundSeqSQL, loadConfigSQL,
+		loadDaysSQL, loadFailuresSQL, getSettingSQL, lastRoundSeqSQL, slotRowIDsSQL, loadConfigSQL,
 	}
 }
 
@@ -871,8 +877,16 @@ func (s *Store) LastRoundSeq(ctx context.Context, schedule string) (int64, error
 			last = max(last, ref.seq)
 		}
 	}
+	opened, fromLog := s.log.opened[schedule]
+	delete(s.log.opened, schedule)
 	s.log.mu.Unlock()
-	rows, err := s.query(ctx, lastRoundSeqSQL, schedule)
+	q := lastRoundSeqSQL
+	if fromLog {
+		// The log held the schedule's newest page at open: its number is
+		// the highest. The slots' rowids still come from the index.
+		last, q = max(last, opened), slotRowIDsSQL
+	}
+	rows, err := s.query(ctx, q, schedule)
 	if err != nil {
 		return 0, fmt.Errorf("load the run history of schedule %q: %w", schedule, err)
 	}
@@ -881,7 +895,13 @@ func (s *Store) LastRoundSeq(ctx context.Context, schedule string) (int64, error
 	for rows.Next() {
 		x := learned{schedule: schedule}
 		var seq int64
-		if err := rows.Scan(&x.id, &x.slot, &seq); err != nil {
+		var err error
+		if fromLog {
+			err = rows.Scan(&x.id, &x.slot)
+		} else {
+			err = rows.Scan(&x.id, &x.slot, &seq)
+		}
+		if err != nil {
 			return 0, fmt.Errorf("load the run history of schedule %q: %w", schedule, err)
 		}
 		last = max(last, seq)
@@ -932,6 +952,7 @@ func (s *Store) Prune(ctx context.Context, rules []store.Retention) error {
 	groups := store.GroupRetention(rules)
 	s.log.mu.Lock()
 	defer s.log.mu.Unlock()
+	s.log.opened = nil // pages may go: the query knows what is left
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		for _, g := range groups {
 			for chunk := range slices.Chunk(g.Schedules, namesPerStatement) {

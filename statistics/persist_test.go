@@ -307,27 +307,36 @@ func TestLoadedTodayStaysOpen(t *testing.T) {
 	s.Record(Sample{TaskID: "b", Status: Failed, Cost: time.Millisecond})
 	st = restart(t, s, st, dir)
 	defer st.Close()
+	// A new process's statistics of the schedule, as Load leaves them,
+	// flushed once or not.
+	loaded := func(clk clockwork.Clock, flush bool) *Stats {
+		t.Helper()
+		s, _ := New("job", clk, DefaultSettings())
+		if w, err := s.Load(ctx, st); err != nil || len(w) != 0 {
+			t.Fatalf("load: %v %v", w, err)
+		}
+		if flush {
+			if err := s.Flush(ctx, st); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return s
+	}
 
-	s2, _ := New("job", clk, DefaultSettings())
-	if w, err := s2.Load(ctx, st); err != nil || len(w) != 0 {
-		t.Fatalf("load: %v %v", w, err)
-	}
-	if err := s2.Flush(ctx, st); err != nil {
-		t.Fatal(err)
-	}
+	s2 := loaded(clk, true)
 	s2.mu.Lock()
-	loaded := s2.days[today]
+	read := s2.days[today]
 	yesterdayClosed, todayClosed := s2.closedAt(today.AddDate(0, 0, -1)) >= 0, s2.closedAt(today) >= 0
 	s2.mu.Unlock()
-	if loaded == nil || todayClosed || !yesterdayClosed {
-		t.Fatalf("after the first flush: today open %v, closed %v; yesterday closed %v; want open, not closed, closed", loaded != nil, todayClosed, yesterdayClosed)
+	if read == nil || todayClosed || !yesterdayClosed {
+		t.Fatalf("after the first flush: today open %v, closed %v; yesterday closed %v; want open, not closed, closed", read != nil, todayClosed, yesterdayClosed)
 	}
 	s2.Record(Sample{TaskID: "c", Status: Success, Cost: time.Second})
 	if got := s2.Day(today); got.Count != 2 || got.ByStatus["failed"] != 1 {
 		t.Fatalf("today after a round: %+v, want 2 outcomes, 1 failed", got)
 	}
 	s2.mu.Lock()
-	same := s2.days[today] == loaded
+	same := s2.days[today] == read
 	s2.mu.Unlock()
 	if !same {
 		t.Fatal("the round after the first flush counted on another copy of today than the one Load read")
@@ -344,10 +353,7 @@ func TestLoadedTodayStaysOpen(t *testing.T) {
 	if err := ahead.Flush(ctx, st); err != nil {
 		t.Fatal(err)
 	}
-	s3, _ := New("job", clk, DefaultSettings())
-	if w, err := s3.Load(ctx, st); err != nil || len(w) != 0 {
-		t.Fatalf("load: %v %v", w, err)
-	}
+	s3 := loaded(clk, false)
 	s3.mu.Lock()
 	cur := s3.cur
 	s3.mu.Unlock()
@@ -360,14 +366,7 @@ func TestLoadedTodayStaysOpen(t *testing.T) {
 
 	// Restarted on a later day, an idle schedule keeps no day it read
 	// open: the first flush closes them all.
-	later := clockwork.NewFakeClockAt(today.AddDate(0, 0, 3).Add(time.Hour))
-	s4, _ := New("job", later, DefaultSettings())
-	if w, err := s4.Load(ctx, st); err != nil || len(w) != 0 {
-		t.Fatalf("load: %v %v", w, err)
-	}
-	if err := s4.Flush(ctx, st); err != nil {
-		t.Fatal(err)
-	}
+	s4 := loaded(clockwork.NewFakeClockAt(today.AddDate(0, 0, 3).Add(time.Hour)), true)
 	s4.mu.Lock()
 	open := len(s4.days)
 	s4.mu.Unlock()

@@ -194,7 +194,7 @@ type DaySummary struct {
 // (foldLocked), a few at a time.
 type Stats struct {
 	mu       sync.Mutex
-	cur      *day     // the newest day counted on or loaded
+	cur      *day     // the newest day counted on, or today's as Load read it
 	hist     *history // the run history's numbering and rounds not yet written; made by the first round or Load
 	results  ring[resultEntry]
 	unfolded int32 // the newest results not yet counted in their days (fold)

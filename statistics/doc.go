@@ -35,7 +35,9 @@
 // outcomes counted in the since-start figures as a day that left memory.
 // Reads decode a copy. A late record (a round that began on that day and
 // ended after it) opens the day again, so that the next flush writes it
-// whole; a flush always writes a day whole, never a part of it.
+// whole; a flush always writes a day whole, never a part of it. After a
+// restart, today's day as Load reads it is the open one; the older days
+// it reads are closed by the first Take.
 //
 // # Writing
 //

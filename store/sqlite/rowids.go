@@ -57,14 +57,17 @@ type rowIDs struct {
 type scheduleRowIDs struct {
 	day   string  // dayKey of dayID: a flush writes mostly today
 	dayID int64   // 0: not known
-	slots []int64 // by slot, its row's rowid; 0: not known
+	slots []int64 // rowid<<slotBits | slot, for each slot known
 }
 
-// maxSlot is the highest history slot remembered (the statistics keep at
-// most 10 000 rounds, so as many slots): a slot past it, read from a file
-// edited behind the store's back, is written by key rather than sizing
-// the schedule's slots by it.
-const maxSlot = 1<<14 - 1
+// slotBits holds a history slot (the statistics keep at most 10 000
+// rounds, so as many slots); a rowid too large to pack with one is not
+// remembered, and its row is written by key.
+const (
+	slotBits = 14
+	maxSlot  = 1<<slotBits - 1
+	maxRowID = 1<<(63-slotBits) - 1
+)
 
 // learned is a row's rowid, learned by a write by key.
 type learned struct {
@@ -93,11 +96,17 @@ func (r *rowIDs) roundsHints(rounds []store.Round) []int64 {
 	defer r.mu.Unlock()
 	ids := make([]int64, len(rounds))
 	for i, x := range rounds {
-		if slots := r.of[x.Schedule].slots; x.Slot >= 0 && x.Slot < len(slots) {
-			ids[i] = slots[x.Slot]
+		slots := r.of[x.Schedule].slots
+		if j := slotIndex(slots, x.Slot); j >= 0 {
+			ids[i] = slots[j] >> slotBits
 		}
 	}
 	return ids
+}
+
+// slotIndex is where slot is in slots (rowid<<slotBits | slot), or -1.
+func slotIndex(slots []int64, slot int) int {
+	return slices.IndexFunc(slots, func(p int64) bool { return int(p&maxSlot) == slot })
 }
 
 // learn keeps rowids of a committed transaction.
@@ -117,11 +126,14 @@ func (r *rowIDs) learn(rows []learned) {
 			if x.day >= s.day { // the newest day a flush wrote
 				s.day, s.dayID = x.day, x.id
 			}
-		case x.slot >= 0 && x.slot <= maxSlot && x.id > 0:
-			if x.slot >= len(s.slots) {
-				s.slots = append(s.slots, make([]int64, x.slot+1-len(s.slots))...)
+		case x.slot >= 0 && x.slot <= maxSlot && x.id > 0 && x.id <= maxRowID:
+			p := x.id<<slotBits | int64(x.slot)
+			i := slotIndex(s.slots, x.slot)
+			if i < 0 {
+				s.slots = append(s.slots, p)
+			} else {
+				s.slots[i] = p
 			}
-			s.slots[x.slot] = x.id
 		}
 		r.of[x.schedule] = s
 	}

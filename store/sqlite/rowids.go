@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"slices"
@@ -57,7 +58,7 @@ type rowIDs struct {
 type scheduleRowIDs struct {
 	day   string  // dayKey of dayID: a flush writes mostly today
 	dayID int64   // 0: not known
-	slots []int64 // rowid<<slotBits | slot, for each slot known
+	slots []int64 // rowid<<slotBits | slot, for each slot known, by slot
 }
 
 // slotBits holds a history slot (the statistics keep at most 10 000
@@ -97,16 +98,19 @@ func (r *rowIDs) roundsHints(rounds []store.Round) []int64 {
 	ids := make([]int64, len(rounds))
 	for i, x := range rounds {
 		slots := r.of[x.Schedule].slots
-		if j := slotIndex(slots, x.Slot); j >= 0 {
+		if j, ok := slotIndex(slots, x.Slot); ok {
 			ids[i] = slots[j] >> slotBits
 		}
 	}
 	return ids
 }
 
-// slotIndex is where slot is in slots (rowid<<slotBits | slot), or -1.
-func slotIndex(slots []int64, slot int) int {
-	return slices.IndexFunc(slots, func(p int64) bool { return int(p&maxSlot) == slot })
+// slotIndex is where slot is in slots (rowid<<slotBits | slot, by slot),
+// or where it would go, and whether it is there. Searched rather than
+// scanned: a schedule keeps up to 10 000 slots, and learning each of them
+// by a scan was quadratic.
+func slotIndex(slots []int64, slot int) (int, bool) {
+	return slices.BinarySearchFunc(slots, slot, func(p int64, slot int) int { return cmp.Compare(int(p&maxSlot), slot) })
 }
 
 // learn keeps rowids of a committed transaction.
@@ -128,11 +132,10 @@ func (r *rowIDs) learn(rows []learned) {
 			}
 		case x.slot >= 0 && x.slot <= maxSlot && x.id > 0 && x.id <= maxRowID:
 			p := x.id<<slotBits | int64(x.slot)
-			i := slotIndex(s.slots, x.slot)
-			if i < 0 {
-				s.slots = append(s.slots, p)
-			} else {
+			if i, ok := slotIndex(s.slots, x.slot); ok {
 				s.slots[i] = p
+			} else {
+				s.slots = slices.Insert(s.slots, i, p) // at the end, mostly: slots are learned in their order
 			}
 		}
 		r.of[x.schedule] = s

@@ -2,11 +2,13 @@ package sqlite
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -521,5 +523,29 @@ func TestFlushPastItsDeadlineWritesNothing(t *testing.T) {
 		if len(days) != 0 || len(rounds) != 0 {
 			t.Fatalf("%s: %d days and %d rounds written by a flush that failed", name, len(days), len(rounds))
 		}
+	}
+}
+
+// TestRowIDsBySlot: a schedule's slots are remembered in slot order,
+// whatever order they are learned in, and found again; a slot past the
+// highest a history can have, or a rowid too large to keep beside a slot,
+// is not remembered (its row is written by key).
+func TestRowIDsBySlot(t *testing.T) {
+	t.Parallel()
+	var r rowIDs
+	r.learn([]learned{{schedule: "a", slot: 3, id: 7}, {schedule: "a", slot: 1, id: 5}, {schedule: "a", slot: 9, id: 2},
+		{schedule: "a", slot: maxSlot + 1, id: 9}, {schedule: "a", slot: 4, id: maxRowID + 1}})
+	hints := r.roundsHints([]store.Round{{Schedule: "a", Slot: 1}, {Schedule: "a", Slot: 2}, {Schedule: "a", Slot: 3}, {Schedule: "a", Slot: 9},
+		{Schedule: "a", Slot: 4}, {Schedule: "a", Slot: maxSlot + 1}, {Schedule: "b", Slot: 1}})
+	if want := []int64{5, 0, 7, 2, 0, 0, 0}; !slices.Equal(hints, want) {
+		t.Fatalf("hints %v, want %v", hints, want)
+	}
+	slots := r.of["a"].slots
+	if len(slots) != 3 || !slices.IsSortedFunc(slots, func(p, q int64) int { return cmp.Compare(p&maxSlot, q&maxSlot) }) {
+		t.Fatalf("a's slots %v: want three, by slot", slots)
+	}
+	r.learn([]learned{{schedule: "a", slot: 3, id: 8}, {schedule: "a", slot: 2, id: 6}})
+	if got := r.roundsHints([]store.Round{{Schedule: "a", Slot: 2}, {Schedule: "a", Slot: 3}}); !slices.Equal(got, []int64{6, 8}) {
+		t.Fatalf("slots 2 and 3 learned again: hints %v, want [6 8]", got)
 	}
 }

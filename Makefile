@@ -12,12 +12,12 @@ run: ## run the quickstart app with its admin page on http://127.0.0.1:8080/fom/
 test: ## all tests under the race detector
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 
-bench: ## benchmark suite (about 12 minutes): micro-benchmarks, then fom against its peers as markdown tables
+bench: ## benchmark suite (about 16 minutes): micro-benchmarks, then fom against its peers as markdown tables
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 300ms ./schedule/...
 	cd bench && $(GO) build -o ../bin/fombench .
 	@# One process per scenario, so that one's heap does not disturb the next.
 	./bin/fombench -only oneshot -pending 500000 -trials 2
-	./bin/fombench -only cost -passes 3 -cost-window 5s
+	./bin/fombench -only cost -passes 3
 	./bin/fombench -only flush
 	./bin/fombench -only memory
 	./bin/fombench -only periodic -trials 2

@@ -30,7 +30,7 @@ func main() {
 	tick := flag.Duration("tick", 100*time.Microsecond, "tick of fom's wheels in the periodic scenario")
 	jobsFlag := flag.String("jobs", "aligned,spread", "placements of the cost scenario's jobs: aligned (all on the same instant), spread (over the second), or both")
 	passes := flag.Int("passes", 3, "interleaved passes of the cost scenario")
-	costWindow := flag.Duration("cost-window", 5*time.Second, "measurement window of the cost scenario (10s with -full)")
+	costWindow := flag.Duration("cost-window", 10*time.Second, "measurement window of the cost scenario (20s with -full)")
 	costWarmup := flag.Duration("cost-warmup", 0, "how long the cost scenario's contenders run before the window, past its one warm-up second (a schedule's statistics settle after about a minute)")
 	liveFlush := flag.Int("live-flush", 1000, "schedules of the running App whose flush the flush scenario also measures (about 75 s; 0: skip; one of 100, 1000, 10000)")
 	oneShotChild := flag.Int("oneshot-lib", -1, "internal: run one try of one-shot library k in this process and print it as JSON")
@@ -219,7 +219,7 @@ func main() {
 		}
 		w := *costWindow
 		if *full {
-			w = 10 * time.Second
+			w = 20 * time.Second
 		}
 		log("CPU per fire at fixed N")
 		keep := map[string]bool{}

@@ -169,7 +169,7 @@ func (r *costRow) p99() time.Duration {
 // fom, app); the runtime is always measured, as the baseline. modes holds
 // the job placements measured: aligned, spread or both. profile, when set,
 // names the children's CPU profiles (costProcess).
-func costScenario(ns []int, modes []bool, passes int, warmup, window time.Duration, keep map[string]bool, profile string, log func(string)) string {
+func costScenario(ns []int, modes []bool, passes int, warmup, window, tick time.Duration, keep map[string]bool, profile string, log func(string)) string {
 	var shorts []string
 	for i, short := range costShorts() {
 		if i == 0 || len(keep) == 0 || keep[short] {
@@ -189,7 +189,7 @@ func costScenario(ns []int, modes []bool, passes int, warmup, window time.Durati
 		for _, n := range ns {
 			for _, spread := range modes {
 				for _, short := range shorts {
-					lib := costLib(short, "")
+					lib := costLib(short, "", tick)
 					if baseName == "" {
 						baseName = lib.name
 					}
@@ -216,7 +216,7 @@ func costScenario(ns []int, modes []bool, passes int, warmup, window time.Durati
 					}
 					steal0 := stealTime()
 					if err == nil {
-						r, err = costProcess(short, n, spread, dir, warmup, window, profile)
+						r, err = costProcess(short, n, spread, dir, warmup, window, tick, profile)
 					}
 					steal := stealTime() - steal0
 					if err != nil {
@@ -260,15 +260,15 @@ func costScenario(ns []int, modes []bool, passes int, warmup, window time.Durati
 func costShorts() []string { return []string{"runtime", "robfig", "fom", "app"} }
 
 // costLib is the cost scenario's contender short, one of costShorts; dir
-// is the app's data directory (prepareAppDir).
-func costLib(short, dir string) periodicLib {
+// is the app's data directory (prepareAppDir), tick the engine's wheels'.
+func costLib(short, dir string, tick time.Duration) periodicLib {
 	switch short {
 	case "runtime":
 		return runtimeTicker()
 	case "robfig":
 		return robfigCron()
 	case "fom":
-		lib := fomSchedules()
+		lib := fomSchedules(tick)
 		lib.name = "fom engine, store off"
 		return lib
 	default:
@@ -296,12 +296,9 @@ func (w costWire) run() periodicRun {
 
 // costChild is one measurement of the cost scenario in this process (the
 // program run with -cost-lib), written to stdout as JSON.
-func costChild(short string, n int, spread bool, dir string, warmup, window time.Duration) error {
+func costChild(short string, n int, spread bool, dir string, warmup, window, tick time.Duration, profile string) error {
 	if !slices.Contains(costShorts(), short) {
 		return fmt.Errorf("-cost-lib %q: not one of %s", short, strings.Join(costShorts(), ", "))
-	}
-	if windowProfile != "" {
-		windowProfile += "-" + short // the window's profile names its contender
 	}
 	if short == "app" && dir == "" { // run by hand, to profile it: the child prepares its store
 		var err error
@@ -310,7 +307,11 @@ func costChild(short string, n int, spread bool, dir string, warmup, window time
 		}
 		defer os.RemoveAll(dir)
 	}
-	r := measurePeriodic(costLib(short, dir), n, spread, warmup, window)
+	lib := costLib(short, dir, tick)
+	if profile != "" {
+		lib.profile = profile + "-" + short // the window's profile names its contender
+	}
+	r := measurePeriodic(lib, n, spread, warmup, window)
 	return json.NewEncoder(os.Stdout).Encode(r.wire())
 }
 
@@ -318,9 +319,9 @@ func costChild(short string, n int, spread bool, dir string, warmup, window time
 // (this program with -cost-lib) and reads its result. With profile set,
 // the child writes its CPU profile (the whole process: setup, window and
 // stop) to profile-short-n-spread, the last pass's remaining.
-func costProcess(short string, n int, spread bool, dir string, warmup, window time.Duration, profile string) (periodicRun, error) {
+func costProcess(short string, n int, spread bool, dir string, warmup, window, tick time.Duration, profile string) (periodicRun, error) {
 	args := []string{"-cost-lib", short, "-cost-n", strconv.Itoa(n), "-cost-spread=" + strconv.FormatBool(spread),
-		"-cost-dir", dir, "-cost-warmup", warmup.String(), "-cost-window", window.String(), "-tick", fomTick.String()}
+		"-cost-dir", dir, "-cost-warmup", warmup.String(), "-cost-window", window.String(), "-tick", tick.String()}
 	if profile != "" {
 		args = append(args, "-cpuprofile", fmt.Sprintf("%s-%s-%d-%v", profile, short, n, spread))
 	}

@@ -39,6 +39,9 @@ func main() {
 	costSpread := flag.Bool("cost-spread", false, "internal: a -cost-lib measurement's jobs are spread over the second")
 	costDir := flag.String("cost-dir", "", "internal: the app's data directory of a -cost-lib measurement (none: the child prepares one)")
 	flag.Parse()
+	// Each measurement window of the periodic scenarios is profiled to
+	// files with this prefix when it is set.
+	windowProfile := os.Getenv("FOM_BENCH_WINDOW_PROFILE")
 	oneShotLibs := []func() timerLib{runtimeTimers, func() timerLib { return wheelTimers(*wheelSize) },
 		func() timerLib { return appSubmitAfter(false) }, func() timerLib { return appSubmitAfter(true) }}
 	if *oneShotChild >= 0 {
@@ -49,7 +52,6 @@ func main() {
 		}
 		return
 	}
-	fomTick = *tick
 	for _, k := range strings.Split(*libsFlag, ",") { // a misspelt name would otherwise measure nothing of it
 		if k = strings.TrimSpace(k); k != "" && !slices.Contains([]string{"fom", "runtime", "robfig", "gocron", "app"}, k) {
 			fmt.Fprintf(os.Stderr, "-libs: %q is none of fom, runtime, robfig, gocron (periodic) and app (cost)\n", k)
@@ -79,7 +81,7 @@ func main() {
 		}()
 	}
 	if *costChildLib != "" {
-		if err := costChild(*costChildLib, *costN, *costSpread, *costDir, *costWarmup, *costWindow); err != nil {
+		if err := costChild(*costChildLib, *costN, *costSpread, *costDir, *costWarmup, *costWindow, *tick, windowProfile); err != nil {
 			pprof.StopCPUProfile()
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
@@ -152,7 +154,7 @@ func main() {
 
 	if strings.Contains(*only, "periodic") {
 		const limit = 10 * time.Millisecond
-		libs := []periodicLib{fomSchedules(), runtimeTicker(), robfigCron(), goCron()}
+		libs := []periodicLib{fomSchedules(*tick), runtimeTicker(), robfigCron(), goCron()}
 		if *libsFlag != "" {
 			keep := map[string]bool{}
 			for _, k := range strings.Split(*libsFlag, ",") {
@@ -165,6 +167,9 @@ func main() {
 				}
 			}
 			libs = sel
+		}
+		for i := range libs {
+			libs[i].profile = windowProfile
 		}
 		type row struct {
 			name            string
@@ -240,7 +245,7 @@ func main() {
 				os.Exit(2)
 			}
 		}
-		out.WriteString(costScenario(ns, modes, *passes, *costWarmup, w, keep, *cpuprofile, log))
+		out.WriteString(costScenario(ns, modes, *passes, *costWarmup, w, *tick, keep, *cpuprofile, log))
 		runtime.GC()
 	}
 

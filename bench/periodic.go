@@ -21,13 +21,6 @@ import (
 	"github.com/fom-go/fom/schedule/wheel"
 )
 
-// windowProfile, when set, profiles each measurement window to a file
-// with this prefix.
-var windowProfile = os.Getenv("FOM_BENCH_WINDOW_PROFILE")
-
-// fomTick is the tick of fom's wheels in the periodic scenario (-tick).
-var fomTick = 100 * time.Microsecond
-
 // lateness collects fire lateness samples from many goroutines. A sample
 // takes a slot of a buffer sized for the window with one atomic add: no
 // lock for the fires of a burst to queue on, and no slice grown (copied)
@@ -88,6 +81,9 @@ type periodicLib struct {
 	name      string
 	canSpread bool
 	start     func(n int, spread bool, l *lateness) (stop func(), err error)
+	// profile, when set, is the prefix of the files each measurement
+	// window is profiled to (FOM_BENCH_WINDOW_PROFILE).
+	profile string
 }
 
 // offset is job i's phase within the second.
@@ -107,7 +103,8 @@ func latenessOf(now time.Time, off time.Duration) time.Duration {
 	return d
 }
 
-func fomSchedules() periodicLib {
+// fomSchedules is fom's engine, its wheels ticking every tick (-tick).
+func fomSchedules(tick time.Duration) periodicLib {
 	return periodicLib{name: "fom", canSpread: true, start: func(n int, spread bool, l *lateness) (func(), error) {
 		conflicts := schedule.NewConflicts()
 		// As an App does: a wheel per P (coalescing fires to the millisecond), schedules assigned round-robin,
@@ -116,7 +113,7 @@ func fomSchedules() periodicLib {
 		runners := make([]*schedule.Runners, len(wheels))
 		for i := range wheels {
 			runners[i] = schedule.NewRunners(0, 4)
-			w, err := wheel.New(wheel.WithDispatchers(1), wheel.WithTick(fomTick), wheel.WithCoalesce(fom.DefaultFireCoalescing))
+			w, err := wheel.New(wheel.WithDispatchers(1), wheel.WithTick(tick), wheel.WithCoalesce(fom.DefaultFireCoalescing))
 			if err != nil {
 				return nil, err
 			}
@@ -258,14 +255,14 @@ func measurePeriodic(lib periodicLib, n int, spread bool, warmup, window time.Du
 	from := time.Now().Truncate(time.Second).Add(2*time.Second + warmup)
 	l.window(from, window)
 	time.Sleep(time.Until(from))
-	if windowProfile != "" {
-		f, _ := os.Create(fmt.Sprintf("%s-%d-%v", windowProfile, n, spread))
+	if lib.profile != "" {
+		f, _ := os.Create(fmt.Sprintf("%s-%d-%v", lib.profile, n, spread))
 		// 100 Hz gives too few samples of a window to tell the buckets
 		// apart; StartCPUProfile then complains once that the rate is set.
 		runtime.SetCPUProfileRate(2000)
 		pprof.StartCPUProfile(f)
 		runtime.GC() // the allocs profile is as of the last collection
-		if f, err := os.Create(fmt.Sprintf("%s-%d-%v.allocs0", windowProfile, n, spread)); err == nil {
+		if f, err := os.Create(fmt.Sprintf("%s-%d-%v.allocs0", lib.profile, n, spread)); err == nil {
 			pprof.Lookup("allocs").WriteTo(f, 0)
 			f.Close()
 		}
@@ -277,12 +274,12 @@ func measurePeriodic(lib periodicLib, n int, spread bool, warmup, window time.Du
 	cpu1, sw1 := usage()
 	gc1, alloc1, gor1 := gcCycles()
 	time.Sleep(200 * time.Millisecond) // the window's last fires finish
-	if windowProfile != "" {
+	if lib.profile != "" {
 		pprof.StopCPUProfile()
 		runtime.GC()
 		// What the window allocated, by site: go tool pprof
 		// -sample_index=alloc_space -diff_base FILE.allocs0 FILE.allocs.
-		if f, err := os.Create(fmt.Sprintf("%s-%d-%v.allocs", windowProfile, n, spread)); err == nil {
+		if f, err := os.Create(fmt.Sprintf("%s-%d-%v.allocs", lib.profile, n, spread)); err == nil {
 			pprof.Lookup("allocs").WriteTo(f, 0)
 			f.Close()
 		}

@@ -41,12 +41,22 @@ func TestClockReadingsPerFire(t *testing.T) {
 			fake := clockwork.NewFakeClockAt(t0)
 			clk := &countingClock{FakeClock: fake}
 			ran := make(chan struct{}, n)
-			w, _ := onRunners(t, fake, clk, n, ran)
+			w, cs := onRunners(t, fake, clk, n, ran)
 			const laps = 10
 			var reads int64
 			for range laps {
 				for w.Pending() < n { // every schedule asleep, armed again
 					runtime.Gosched()
+				}
+				// A round arms its next fire under its schedule's lock and
+				// lets go of it just after: taking each lock once here means
+				// every wake-up below finds its lock free, as on a real clock
+				// a second later. (One that waits for it reads its start
+				// again, by design: TestAWakeUpThatWaitsForTheLockReadsTheStartAfter.)
+				for _, c := range cs {
+					c.mu.Lock()
+					//lint:ignore SA2001 taking the lock is the point: it waits for the round that holds it
+					c.mu.Unlock()
 				}
 				before := clk.reads.Load()
 				fake.Advance(time.Second)

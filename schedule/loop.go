@@ -355,7 +355,10 @@ func (c *Context) runRounds(l *loop, planned time.Time, rn *runner, woke time.Ti
 		l.prev, l.pinned = timesOf(r), false
 		manual = again // an exec-now re-run is not a planned fire
 		switch {
-		case c.execRequested: // asked for while the next fire was computed
+		case c.execRequested && !again: // asked for while the next fire was computed
+			// After a re-run (again) the next round is already now: a
+			// request that came meanwhile is its own round, left queued
+			// for the loop to take after this one, not merged into it.
 			c.execRequested = false
 			next, ok, manual = c.clk.Now(), true, true
 			now = next

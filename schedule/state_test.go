@@ -330,3 +330,41 @@ func TestManagedPoolRestartAfterClose(t *testing.T) {
 		t.Fatalf("batch after restart %+v", r)
 	}
 }
+
+// Every exec-now that returns nil is one round that starts after the call:
+// a request folded into a re-run already queued is refused with
+// ErrExecAlreadyRequested, never accepted and then merged.
+func TestExecNowAcceptedMeansARound(t *testing.T) {
+	t.Parallel()
+	var rounds atomic.Int32
+	h := newHarness(t, map[string]string{"cron": "@hourly", "ignoreExecRequestWhenRunning": "false"},
+		Job{Tasks: tasksOf(ok("t")), OnComplete: func(context.Context, Round) { rounds.Add(1) }})
+	if err := h.c.Startup(); err != nil {
+		t.Fatal(err)
+	}
+	var accepted atomic.Int32
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 200 {
+				switch err := h.c.ExecNow(); {
+				case err == nil:
+					accepted.Add(1)
+				case errors.Is(err, ErrExecAlreadyRequested):
+				default:
+					t.Errorf("unexpected %v", err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	h.waitFor("every accepted round ran", func() bool {
+		return h.c.State() == Sleeping && rounds.Load() >= accepted.Load()
+	})
+	if a, r := accepted.Load(), rounds.Load(); a != r {
+		t.Fatalf("%d exec-now calls returned nil, %d rounds ran", a, r)
+	}
+}

@@ -603,12 +603,6 @@ func (a *App) Register(job any, opts ...RegisterOption) (*ScheduleContext, error
 	if len(problems) > 0 {
 		return nil, fail()
 	}
-	// deadTime is fixed in code: one already past would stop the
-	// schedule at every start, silently.
-	if dead := cfg.Settings().DeadTime; !dead.IsZero() && !a.o.clock.Now().Before(dead) {
-		return nil, fail(fmt.Sprintf("key \"deadTime\" value %q: already past (now %s): the schedule would stop at once; remove the key or set a later time",
-			cfg.Get(config.KeyDeadTime), a.o.clock.Now().UTC().Format(time.RFC3339)))
-	}
 	for _, w := range cfg.Warnings() {
 		a.log.Warn(w)
 	}
@@ -671,7 +665,7 @@ func (a *App) Register(job any, opts ...RegisterOption) (*ScheduleContext, error
 	a.typeOf[d.name] = jt.typeName
 	a.log.Info("registered", zap.String("schedule", d.name), zap.String("type", jt.typeName), zap.String("plan", sc.Info().Plan))
 	if a.running && cfg.Settings().Enable {
-		if err := sc.Startup(); err != nil {
+		if err := sc.Startup(); err != nil && !errors.Is(err, schedule.ErrPastDeadTime) {
 			return sc, err
 		}
 	}
@@ -719,7 +713,10 @@ func (a *App) Start(ctx context.Context) error {
 			a.log.Info("not started", zap.String("schedule", sc.Name()), zap.Bool("stoppedByOperator", ok))
 			continue
 		}
-		if err := sc.Startup(); err != nil && !errors.Is(err, schedule.ErrAlreadyStarted) {
+		// A deadTime already past leaves the schedule STOPPED with its
+		// reason (Info.StopReason, logged): a campaign that ended is no
+		// reason for the app not to start.
+		if err := sc.Startup(); err != nil && !errors.Is(err, schedule.ErrAlreadyStarted) && !errors.Is(err, schedule.ErrPastDeadTime) {
 			errs = append(errs, err)
 		}
 	}

@@ -123,14 +123,39 @@ type expiredJob struct {
 
 func (*expiredJob) Run(context.Context) (any, error) { return nil, nil }
 
-func TestDeadTimeAlreadyPastIsRefused(t *testing.T) {
+// A deadTime already past is not a failed start: the App starts, the
+// schedule stays STOPPED with the reason, and an explicit start is
+// refused with an error naming the schedule and the time.
+func TestDeadTimeAlreadyPastLeavesTheScheduleStopped(t *testing.T) {
 	t.Parallel()
 	app := newTestApp(t)
-	_, err := app.Register(&expiredJob{})
-	if err == nil || !strings.Contains(err.Error(), `key "deadTime" value "2020-01-01T00:00:00Z": already past`) {
-		t.Fatalf("got %v", err)
+	sc, err := app.Register(&expiredJob{})
+	if err != nil {
+		t.Fatalf("register: %v", err)
+	}
+	if err := app.Start(context.Background()); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	i := sc.Info()
+	if i.State != Stopped || i.StopReason != "deadTime 2020-01-01T00:00:00Z passed" {
+		t.Fatalf("state %s, reason %q", i.State, i.StopReason)
+	}
+	err = sc.Startup()
+	if !errors.Is(err, ErrPastDeadTime) || !strings.Contains(err.Error(), "schedule expired is past its deadTime 2020-01-01T00:00:00Z") {
+		t.Fatalf("startup: %v", err)
+	}
+	// Registered into a running app: the same, and the app goes on.
+	sc2, err := app.Register(&expiredCronJob{})
+	if err != nil || sc2.State() != Stopped {
+		t.Fatalf("register while running: %v, state %v", err, sc2.State())
 	}
 }
+
+type expiredCronJob struct {
+	Schedule `name:"expired2" cron:"@hourly" deadTime:"2021-01-01T00:00:00Z"`
+}
+
+func (*expiredCronJob) Run(context.Context) (any, error) { return nil, nil }
 
 // flushRecorder is a store that notes the flush number of every batch.
 type flushRecorder struct {

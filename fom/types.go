@@ -58,6 +58,7 @@ var (
 	ErrStopping             = schedule.ErrStopping
 	ErrAlreadyRunning       = schedule.ErrAlreadyRunning
 	ErrExecAlreadyRequested = schedule.ErrExecAlreadyRequested
+	ErrPastDeadTime         = schedule.ErrPastDeadTime
 	ErrNoTasks              = schedule.ErrNoTasks
 	ErrTimeout              = schedule.ErrTimeout
 	ErrRejected             = schedule.ErrRejected

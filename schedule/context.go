@@ -32,7 +32,8 @@ type Context struct {
 	mu            sync.Mutex
 	state         State
 	debugOn       atomic.Bool // the level is debug (setLevel)
-	planVer       uint32      // bumped by each plan edit; compared, never ordered, so wrapping is harmless
+	planVer       uint16      // bumped by each plan edit; compared, never ordered, so wrapping is harmless (65 536 edits during one round)
+	stopCause     stopCause   // why the schedule stopped by itself (or did not start), 0 for an operator or none
 	execRequested bool        // RUNNING: one re-run queued
 	resumeMissed  bool
 	lending       bool          // RUNNING: the round goroutine runs tasks as a worker
@@ -367,6 +368,17 @@ func (c *Context) Startup() error {
 	}
 	s := c.cfg.Current()
 	now := c.clk.Now()
+	if c.dead != 0 && now.UnixNano() >= c.dead {
+		// Not an error of the app's start: the schedule stays STOPPED,
+		// with the reason in its Info and the log.
+		c.stopCause = stopDeadTime
+		if c.state != Stopped {
+			c.setState(Stopped)
+		}
+		c.log.Warn("not started: deadTime already past", zap.Time("deadTime", time.Unix(0, c.dead)), zap.Time("now", now))
+		return &Error{Schedule: c.name, Err: fmt.Errorf("%w %s", ErrPastDeadTime, time.Unix(0, c.dead).UTC().Format(time.RFC3339))}
+	}
+	c.stopCause = stopNone
 	var first time.Time
 	var ok bool
 	switch {

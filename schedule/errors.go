@@ -16,6 +16,7 @@ var (
 	ErrAlreadyRunning       = errors.New("is already running")
 	ErrExecAlreadyRequested = errors.New("already has an exec request queued")
 	ErrNoTasks              = errors.New("was given no tasks")
+	ErrPastDeadTime         = errors.New("is past its deadTime")
 
 	ErrTimeout   = errors.New("task timed out")
 	ErrRejected  = errors.New("task rejected: queue is full")

@@ -42,6 +42,10 @@ type Info struct {
 	LastOutcome Outcome
 	LastSuccess time.Time
 	LastLate    time.Duration
+	// StopReason says why a STOPPED schedule stopped by itself or was
+	// not started ("deadTime 2026-01-01T00:00:00Z passed", "the plan has
+	// no further fire"); "" when an operator stopped it or it runs.
+	StopReason string
 }
 
 // Outcome sums up a round.
@@ -89,6 +93,7 @@ func (c *Context) Info() Info {
 		Name: c.name, State: c.state, Plan: c.planString(), Remark: c.cfg.Current().Remark,
 		Loaded: c.loaded, Last: c.last, Next: c.next, Rounds: c.rounds, Batches: c.batches,
 		LastOutcome: c.lastOutcome.outcome(), LastSuccess: c.lastSuccess, LastLate: c.lastLate,
+		StopReason: c.stopReasonLocked(),
 	}
 	gen := c.gen
 	c.mu.Unlock()
@@ -169,4 +174,27 @@ func (c *Context) currentGen() *generation {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.gen
+}
+
+// stopCause is why a schedule stopped by itself, in a byte of the Context.
+type stopCause uint8
+
+const (
+	stopNone      stopCause = iota
+	stopDeadTime            // its deadTime passed, or had passed at Startup
+	stopPlanEnded           // its plan has no further fire
+)
+
+// stopReasonLocked is Info's StopReason; called with c.mu held.
+func (c *Context) stopReasonLocked() string {
+	if c.state != Stopped && c.state != Stopping {
+		return ""
+	}
+	switch c.stopCause {
+	case stopDeadTime:
+		return "deadTime " + time.Unix(0, c.dead).UTC().Format(time.RFC3339) + " passed"
+	case stopPlanEnded:
+		return "the plan has no further fire"
+	}
+	return ""
 }

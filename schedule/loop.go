@@ -63,12 +63,14 @@ func (c *Context) decideLocked(l *loop, now, next time.Time, ok bool) step {
 			return stepInited
 		}
 		c.log.Info("plan has no further fire; stopping")
+		c.stopCause = stopPlanEnded
 		c.selfStopLocked(l)
 		return stepStop
 	}
 	// Comparisons follow clockx.Until: monotonic for a fire derived from a
 	// clock reading (fixedRate, fixedDelay), wall time for a calendar one.
 	if c.dead != 0 && now.UnixNano() >= c.dead { // wall time, as the config's deadTime
+		c.stopCause = stopDeadTime
 		c.selfStopLocked(l)
 		return stepStop
 	}

@@ -266,6 +266,13 @@ func TestDeadTimeStopsSleeping(t *testing.T) {
 	if s.Rounds != 1 || !s.Last.Equal(t0.Add(time.Hour)) {
 		t.Fatalf("summary %+v", s)
 	}
+	if r := h.c.Info().StopReason; r != "deadTime 2026-01-05T01:30:00Z passed" {
+		t.Fatalf("stop reason %q", r)
+	}
+	// Started again after it: refused, and STOPPED stays.
+	if err := h.c.Startup(); !errors.Is(err, ErrPastDeadTime) || h.c.State() != Stopped {
+		t.Fatalf("startup after the dead time: %v, %s", err, h.c.State())
+	}
 }
 
 func TestShutdownDuringRound(t *testing.T) {

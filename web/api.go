@@ -67,6 +67,9 @@ type scheduleView struct {
 	Abandoned int    `json:"abandoned"`
 	Stalled   bool   `json:"stalled"`
 	LogLevel  string `json:"logLevel"`
+	// StopReason: why a STOPPED schedule stopped by itself or did not
+	// start (a deadTime past, a plan with no further fire).
+	StopReason string `json:"stopReason,omitempty"`
 }
 
 type entryView struct {
@@ -106,7 +109,7 @@ func viewOf(sc *fom.ScheduleContext) scheduleView {
 	return scheduleView{
 		Name: i.Name, State: i.State.String(), Plan: i.Plan, Remark: i.Remark,
 		Loaded: timePtr(i.Loaded), Last: timePtr(i.Last), Next: timePtr(i.Next),
-		Rounds: i.Rounds, Batches: i.Batches, Waiting: i.Waiting, Active: i.Active, Abandoned: i.Abandoned, Stalled: i.Stalled, LogLevel: sc.LogLevel().String(),
+		Rounds: i.Rounds, Batches: i.Batches, Waiting: i.Waiting, Active: i.Active, Abandoned: i.Abandoned, Stalled: i.Stalled, LogLevel: sc.LogLevel().String(), StopReason: i.StopReason,
 		Counts: map[string]int64{"success": c.Success, "failed": c.Failed, "timeout": c.Timeout, "rejected": c.Rejected, "conflict": c.Conflict, "canceled": c.Canceled},
 	}
 }

@@ -1,12 +1,14 @@
 package web
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/fom-go/fom/fom"
 	"github.com/fom-go/fom/statistics"
 )
 
@@ -230,5 +232,32 @@ func TestCrossOriginAndCSRF(t *testing.T) {
 	// Mutations are never accepted on GET.
 	if r := f.do("GET", "/fom/schedules/alpha/exec", ""); r.status != http.StatusMethodNotAllowed {
 		t.Fatalf("GET mutation: %d", r.status)
+	}
+}
+
+type ended struct {
+	fom.Schedule `name:"ended" cron:"@hourly" deadTime:"2020-01-01T00:00:00Z"`
+}
+
+func (*ended) Run(context.Context) (any, error) { return nil, nil }
+
+// A schedule whose deadTime had passed at start is STOPPED with the
+// reason, in the API, the table and its page; starting it is refused.
+func TestDeadTimePastIsShownWithItsReason(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Options{})
+	if _, err := f.app.Register(&ended{}); err != nil {
+		t.Fatal(err)
+	}
+	var v scheduleView
+	f.do("GET", "/fom/api/schedules/ended", "").expect(t, 200, "ok").data(t, &v)
+	if v.State != "STOPPED" || v.StopReason != "deadTime 2020-01-01T00:00:00Z passed" {
+		t.Fatalf("view %+v", v)
+	}
+	f.do("POST", "/fom/api/schedules/ended/start", "").expect(t, 409, "schedule ended is past its deadTime 2020-01-01T00:00:00Z")
+	for _, page := range []string{"/fom/", "/fom/schedules/ended"} {
+		if body := f.do("GET", page, "").body; !strings.Contains(body, "deadTime 2020-01-01T00:00:00Z passed") {
+			t.Fatalf("%s does not say why ended is stopped", page)
+		}
 	}
 }

@@ -72,6 +72,7 @@ type rowView struct {
 	// the relative Last and Next; Outcome is the last round's.
 	LastTitle, NextTitle, Outcome string
 	Owner                         string // the instance that runs it, in a cluster
+	StopReason                    string // why a STOPPED schedule stopped by itself
 	nextAt                        time.Time
 }
 
@@ -157,7 +158,7 @@ func (h *handler) rowOf(sc *fom.ScheduleContext) rowView {
 		Last: relTime(i.Last, now), Next: relTime(i.Next, now), LogLevel: sc.LogLevel().String(),
 		LastTitle: lastTitle(i), NextTitle: absTime(i.Next), Outcome: string(i.LastOutcome), nextAt: i.Next,
 		Rounds: i.Rounds, Success: i.Counts.Success, Failed: i.Counts.Total() - i.Counts.Success, Waiting: i.Waiting, Active: i.Active,
-		Abandoned: i.Abandoned, Stalled: i.Stalled,
+		Abandoned: i.Abandoned, Stalled: i.Stalled, StopReason: i.StopReason,
 	}
 }
 

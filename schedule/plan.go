@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -43,31 +44,141 @@ func (p cronPlan) Next(prev Round) (time.Time, bool) {
 
 const allHours = 1<<24 - 1
 
-// next is robfig's Next with daylight-saving changes handled the way cron
-// users expect of a job at a fixed hour (as Vixie cron does): a fire whose
-// wall time falls in a spring-forward gap runs once at the end of the gap
-// instead of being skipped, and a wall time that repeats in a fall-back
-// runs only at its first occurrence. Specs whose hour is a wildcard, and
-// @every, follow elapsed time and are left as they are.
+// next is the first fire of the spec after from, with clock changes
+// handled the way cron users expect of a job at a fixed hour (as Vixie
+// cron does): a fire whose wall time falls in a spring-forward gap runs
+// once at the end of the gap instead of being skipped, and a wall time
+// that repeats in a fall-back runs only at its first occurrence. Specs
+// whose hour is a wildcard follow elapsed time: every wall time that
+// exists fires, a repeated one twice. @every is robfig's, as it is.
+//
+// robfig's Next steps through hours as elapsed time, which goes wrong
+// across a change of other than a whole hour (Australia/Lord_Howe's 30
+// minutes: a 03:00 fire skipped, a 01:30 one run twice). So while a clock
+// change lies between from and robfig's answer, the fire is found on the
+// wall clock instead: the spec's matching wall times, enumerated in UTC
+// where robfig's arithmetic is exact, each mapped to the instants that
+// show it in the zone.
 func (p cronPlan) next(from time.Time) time.Time {
 	spec, ok := p.s.(*cron.SpecSchedule)
-	if !ok || spec.Hour&allHours == allHours {
+	if !ok {
 		return p.s.Next(from)
 	}
-	for range 4 {
-		t := p.s.Next(from)
-		if t.IsZero() {
-			return t
-		}
-		if g, ok := gapFire(spec, from, t); ok {
-			return g
-		}
-		if !repeatedWallTime(t, zoneOf(spec, from)) {
-			return t
-		}
-		from = t
+	loc := zoneOf(spec, from)
+	// Without a change of offset between from and robfig's fire (two
+	// changes within two days are not in the tz database), robfig's
+	// answer is the wall clock's: the common path, one Next.
+	if t := p.s.Next(from); !t.IsZero() && t.Sub(from) <= 48*time.Hour && offsetAt(from, loc) == offsetAt(t, loc) {
+		return t
 	}
-	return p.s.Next(from)
+	return wallNext(spec, from, loc)
+}
+
+// wallNext finds the spec's first fire after from on loc's wall clock
+// (see next).
+func wallNext(spec *cron.SpecSchedule, from time.Time, loc *time.Location) time.Time {
+	fixedHour := spec.Hour&allHours != allHours
+	shadow := *spec
+	shadow.Location = time.UTC
+	// Wall times are enumerated from the earliest any instant after from
+	// can show: from read in the smallest offset of the next two days.
+	minOff, _ := offsetRange(from, 48*time.Hour, loc)
+	w := shadow.Next(from.UTC().Add(time.Duration(minOff)*time.Second - time.Second))
+	var best time.Time
+	for n := 0; !w.IsZero() && n < 10000; n++ {
+		if !best.IsZero() {
+			// No later wall time can show an instant before best.
+			_, maxOff := offsetRange(best.Add(-48*time.Hour), 48*time.Hour, loc)
+			if w.Sub(best.UTC()) > time.Duration(maxOff)*time.Second {
+				break
+			}
+		}
+		for _, at := range instantsOf(w, loc, fixedHour) {
+			if at.After(from) && (best.IsZero() || at.Before(best)) {
+				best = at
+			}
+		}
+		w = shadow.Next(w)
+	}
+	if best.IsZero() {
+		return best
+	}
+	return best.In(from.Location())
+}
+
+// instantsOf returns the instants at which loc's clock shows the wall time
+// w (given as a UTC time), earliest first: one, two in a fall-back's
+// repeated hour (only the first when firstOnly), none in a spring-forward
+// gap, where the end of the gap stands in when firstOnly.
+func instantsOf(w time.Time, loc *time.Location, firstOnly bool) []time.Time {
+	guess := time.Date(w.Year(), w.Month(), w.Day(), w.Hour(), w.Minute(), w.Second(), 0, loc)
+	var out []time.Time
+	var offs [3]int
+	for i, d := range []time.Duration{-6 * time.Hour, 0, 6 * time.Hour} {
+		offs[i] = offsetAt(guess.Add(d), loc)
+	}
+	for i, off := range offs {
+		if (i > 0 && off == offs[i-1]) || (i == 2 && off == offs[0]) {
+			continue
+		}
+		at := w.Add(-time.Duration(off) * time.Second)
+		if wallOf(at.In(loc)).Equal(w) && !slices.ContainsFunc(out, at.Equal) {
+			out = append(out, at)
+		}
+	}
+	slices.SortFunc(out, func(a, b time.Time) int { return a.Compare(b) })
+	if len(out) > 0 {
+		if firstOnly {
+			return out[:1]
+		}
+		return out
+	}
+	if !firstOnly {
+		return nil
+	}
+	// A gap: the clock jumps from before w to after it. Its end is the
+	// first instant in the later offset.
+	before, after := offs[0], offs[2]
+	if after <= before {
+		return nil
+	}
+	lo, hi := w.Add(-time.Duration(after)*time.Second), w.Add(-time.Duration(before)*time.Second)
+	for hi.Sub(lo) > time.Second {
+		mid := lo.Add(hi.Sub(lo) / 2)
+		if offsetAt(mid, loc) == before {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	// Offsets change on whole seconds.
+	if t := hi.Truncate(time.Second); offsetAt(t, loc) != before {
+		hi = t
+	} else {
+		hi = t.Add(time.Second)
+	}
+	return []time.Time{hi}
+}
+
+// wallOf is t's wall clock as a UTC time, to the second.
+func wallOf(t time.Time) time.Time {
+	return time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), 0, time.UTC)
+}
+
+func offsetAt(t time.Time, loc *time.Location) int {
+	_, off := t.In(loc).Zone()
+	return off
+}
+
+// offsetRange is the smallest and largest offset of loc from t to t+d,
+// read every six hours (no two changes are closer in the tz database).
+func offsetRange(t time.Time, d time.Duration, loc *time.Location) (lo, hi int) {
+	lo, hi = offsetAt(t, loc), offsetAt(t, loc)
+	for s := 6 * time.Hour; s <= d; s += 6 * time.Hour {
+		o := offsetAt(t.Add(s), loc)
+		lo, hi = min(lo, o), max(hi, o)
+	}
+	return lo, hi
 }
 
 // zoneOf is the zone spec's wall times are read in: its CRON_TZ, else the
@@ -77,66 +188,6 @@ func zoneOf(spec *cron.SpecSchedule, from time.Time) *time.Location {
 		return from.Location()
 	}
 	return spec.Location
-}
-
-// gapFire finds a spring-forward gap between from and t in which spec
-// would have fired, and returns the end of that gap.
-func gapFire(spec *cron.SpecSchedule, from, t time.Time) (time.Time, bool) {
-	loc := zoneOf(spec, from)
-	from, t = from.In(loc), t.In(loc)
-	_, off0 := from.Zone()
-	_, off1 := t.Zone()
-	if off1 <= off0 {
-		return time.Time{}, false
-	}
-	// Binary search for the first instant with a new offset.
-	lo, hi := from, t
-	for hi.Sub(lo) > time.Second {
-		mid := lo.Add(hi.Sub(lo) / 2)
-		if _, o := mid.Zone(); o == off0 {
-			lo = mid
-		} else {
-			hi = mid
-		}
-	}
-	// Offsets change on whole seconds: hi is within a second after it.
-	if tr := hi.Truncate(time.Second); func() bool { _, o := tr.Zone(); return o != off0 }() {
-		hi = tr
-	} else {
-		hi = tr.Add(time.Second)
-	}
-	_, offAfter := hi.Zone()
-	gap := time.Duration(offAfter-off0) * time.Second
-	if gap <= 0 {
-		return time.Time{}, false
-	}
-	// Would spec fire at a wall time inside the gap, read in the old offset?
-	fixed := time.FixedZone("", off0)
-	shadow := *spec
-	shadow.Location = fixed
-	start := hi.In(fixed).Truncate(time.Second)
-	w := shadow.Next(start.Add(-time.Second))
-	if !w.IsZero() && w.Before(start.Add(gap)) && hi.Before(t) {
-		return hi, true
-	}
-	return time.Time{}, false
-}
-
-// repeatedWallTime reports whether t is the second occurrence of its wall
-// time in loc, in the hour a fall-back repeats. robfig returns times in the
-// caller's zone (UTC on most servers), so t is read in the spec's zone
-// first.
-func repeatedWallTime(t time.Time, loc *time.Location) bool {
-	t = t.In(loc)
-	_, off := t.Zone()
-	_, before := t.Add(-3 * time.Hour).Zone()
-	if before <= off {
-		return false
-	}
-	earlier := t.Add(-time.Duration(before-off) * time.Second)
-	y1, m1, d1 := t.Date()
-	y0, m0, d0 := earlier.Date()
-	return y1 == y0 && m1 == m0 && d1 == d0 && t.Hour() == earlier.Hour() && t.Minute() == earlier.Minute() && t.Second() == earlier.Second()
 }
 func (p cronPlan) String() string { return "cron " + p.spec }
 

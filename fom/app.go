@@ -50,6 +50,7 @@ type App struct {
 	missed    map[string]time.Time // last fires of schedules taken before they started; guarded by mu
 	desired   map[string]bool      // desired states last applied (cluster); guarded by mu
 	running   bool
+	releasing chan struct{} // closed once the tasks a timed-out Stop left have returned and the store is released
 	flushStop chan struct{} // closes the statistics flush loop
 	flushDone chan struct{}
 
@@ -764,29 +765,65 @@ func (a *App) Stop(ctx context.Context) error {
 	// The last flush gets deadlines of its own: statistics are worth saving
 	// even when the caller's context ran out waiting for a stuck task.
 	if err := errors.Join(errs...); err != nil {
-		// A task did not return: the store stays open for it and for a
-		// later Stop, which flushes again.
+		// A task did not return: what is known is flushed now, and the
+		// embedded store stays open until the last such task returns,
+		// then takes its outcome and is closed (releaseWhenDone), so that
+		// another App may open the data dir.
 		if ferr := a.flush(context.WithoutCancel(ctx), 10*time.Second); ferr != nil {
 			err = errors.Join(err, ferr)
 		}
+		a.releaseWhenDone(scs)
 		return fmt.Errorf("fom: stop: %w", err)
 	}
 	// Everything stopped: a failed last flush is reported, and the
 	// embedded store is closed either way (nothing could write it later).
+	if err := a.flushAndRelease(ctx); err != nil {
+		return fmt.Errorf("fom: stop: %w", err)
+	}
+	return nil
+}
+
+// flushAndRelease writes the last statistics and closes the embedded store
+// unless the App was started again meanwhile.
+func (a *App) flushAndRelease(ctx context.Context) error {
 	ferr := a.flush(context.WithoutCancel(ctx), 10*time.Second)
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.ownStore && a.st != nil {
+	if a.ownStore && a.st != nil && !a.running {
 		cerr := a.st.Close()
 		a.st, a.ownStore = nil, false
 		if cerr != nil {
 			ferr = errors.Join(ferr, fmt.Errorf("close store: %w", cerr))
 		}
 	}
-	if ferr != nil {
-		return fmt.Errorf("fom: stop: %w", ferr)
+	return ferr
+}
+
+// releaseWhenDone waits, on a goroutine that lives as long as the tasks
+// a timed-out Stop left running, for every schedule to end, then flushes
+// and closes the embedded store. A later Stop waits for it.
+func (a *App) releaseWhenDone(scs []*ScheduleContext) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.releasing != nil {
+		return
 	}
-	return nil
+	done := make(chan struct{})
+	a.releasing = done
+	go func() {
+		defer close(done)
+		for _, sc := range scs {
+			_ = sc.Close(context.Background()) // returns when its last task has
+		}
+		if err := a.flushAndRelease(context.Background()); err != nil {
+			a.log.Warn("the last flush after a timed-out stop failed", zap.Error(err))
+		} else {
+			a.log.Info("the tasks a timed-out stop left running have returned; store released")
+		}
+		a.mu.Lock()
+		a.releasing = nil
+		a.mu.Unlock()
+	}()
 }
 
 // flushEvery is how often statistics are written.

@@ -598,3 +598,61 @@ func startJob(t *testing.T, job any, opts ...Option) *ScheduleContext {
 	}
 	return sc
 }
+
+// After a Stop that timed out on a task ignoring its context, the data dir
+// is released once that task returns: a new App in the same process opens
+// it, and finds the stuck round's outcome saved.
+func TestTimedOutStopReleasesTheStoreWhenTheTaskReturns(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	app, err := New(WithDataDir(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := &stuckJob{started: make(chan struct{}), release: make(chan struct{})}
+	if _, err := app.Register(job); err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	<-job.started
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := app.Stop(ctx); err == nil {
+		t.Fatal("stop returned while a task was stuck")
+	}
+	// While the task runs the store is still this App's.
+	other, err := New(WithDataDir(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Register(&runJob{}); err == nil || !strings.Contains(err.Error(), "in use") {
+		t.Fatalf("a second App opened the store while a task of the first could still write: %v", err)
+	}
+	close(job.release)
+	// No second Stop: the store is released once the task returned.
+	var next *App
+	var sc *ScheduleContext
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		if next, err = New(WithDataDir(dir)); err != nil {
+			t.Fatal(err)
+		}
+		if sc, err = next.Register(&stuckJob{started: make(chan struct{}), release: make(chan struct{})}); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a new App after the task returned: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := app.Stop(context.Background()); err != nil {
+		t.Fatalf("a later stop of the first App: %v", err)
+	}
+	if n := sc.Stats().Days(); len(n) == 0 || n[len(n)-1].Count != 1 {
+		t.Fatalf("the stuck round's outcome was not saved: %+v", n)
+	}
+	if err := next.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,21 +1,28 @@
-// Command cluster runs three instances of one app on PostgreSQL, in one
-// process for the demonstration (in production each is a replica of your
-// service): every fire of every job runs on one instance, once; stop an
-// instance's admin page or the whole process and watch the others take
-// over. Each instance serves its admin page: http://127.0.0.1:8081/fom/,
-// :8082 and :8083.
+// Command cluster is one instance of an app whose jobs run on several
+// replicas through PostgreSQL: start it three times and every fire of every
+// job runs on one of them, once. Kill one (Ctrl-C, or kill -9) and watch
+// the others take its schedules over on their admin pages.
 //
-//	go run ./examples/cluster   # FOM_DATABASE_URL defaults to the local PostgreSQL
+//	go run ./examples/cluster -id a -addr 127.0.0.1:8081 &
+//	go run ./examples/cluster -id b -addr 127.0.0.1:8082 &
+//	go run ./examples/cluster -id c -addr 127.0.0.1:8083 &
+//
+// FOM_DATABASE_URL (default: the local PostgreSQL's database "test") says
+// where; the tables go in a schema of the example's own, fom_example_cluster
+// (-schema to change it).
 package main
 
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -47,85 +54,92 @@ func (s *Sync) Run(ctx context.Context) (any, error) {
 	return s.instance, nil
 }
 
-// instance is one App with its admin page.
-type instance struct {
-	app *fom.App
-	srv *http.Server
-	st  *postgres.Store
+// settings are what the command line says.
+type settings struct {
+	dsn, schema, id, addr string
+	leaseTTL              time.Duration
 }
 
-// start builds and starts an instance listening on addr.
-func start(ctx context.Context, dsn, schema, id, addr string, log *zap.Logger) (*instance, error) {
-	st, err := postgres.Open(ctx, dsn, postgres.WithSchema(schema))
+func parse(args []string, stderr io.Writer) (settings, error) {
+	s := settings{dsn: os.Getenv("FOM_DATABASE_URL")}
+	if s.dsn == "" {
+		s.dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	host, _ := os.Hostname()
+	fs := flag.NewFlagSet("cluster", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&s.id, "id", fmt.Sprintf("%s-%d", host, os.Getpid()), "this instance's id")
+	fs.StringVar(&s.addr, "addr", "127.0.0.1:8081", "where the admin page listens (port 0: any free port)")
+	fs.StringVar(&s.schema, "schema", "fom_example_cluster", "the PostgreSQL schema of the example's tables")
+	fs.DurationVar(&s.leaseTTL, "lease-ttl", 15*time.Second, "how long a killed instance's schedules wait for another owner")
+	if err := fs.Parse(args); err != nil {
+		return s, err
+	}
+	if fs.NArg() > 0 {
+		return s, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	return s, nil
+}
+
+// run is one instance until ctx ends. It prints the admin page's address
+// on out once it serves it.
+func run(ctx context.Context, s settings, out io.Writer, log *zap.Logger) (err error) {
+	st, err := postgres.Open(ctx, s.dsn, postgres.WithSchema(s.schema))
 	if err != nil {
-		return nil, err
+		return err
 	}
-	app, err := fom.New(fom.WithStore(st), fom.WithInstanceID(id), fom.WithLogger(log.With(zap.String("instance", id))))
-	if err == nil {
-		_, err = app.Register(&Report{instance: id})
-	}
-	if err == nil {
-		_, err = app.Register(&Sync{instance: id})
-	}
-	if err == nil {
-		err = app.Start(ctx)
-	}
-	var h http.Handler
-	if err == nil {
-		h, err = web.NewHandler(app, web.Options{Title: "fom cluster: " + id})
-	}
-	var ln net.Listener
-	if err == nil {
-		ln, err = net.Listen("tcp", addr)
-	}
+	defer st.Close()
+	app, err := fom.New(fom.WithStore(st), fom.WithInstanceID(s.id), fom.WithLeaseTTL(s.leaseTTL), fom.WithLogger(log))
 	if err != nil {
-		st.Close()
-		return nil, err
+		return err
+	}
+	if _, err := app.Register(&Report{instance: s.id}); err != nil {
+		return err
+	}
+	if _, err := app.Register(&Sync{instance: s.id}); err != nil {
+		return err
+	}
+	h, err := web.NewHandler(app, web.Options{Title: "fom cluster: " + s.id})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", s.addr)
+	if err != nil {
+		return err
+	}
+	if err := app.Start(ctx); err != nil {
+		ln.Close()
+		return err
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(ln)
-	log.Info("instance started", zap.String("instance", id), zap.String("admin", "http://"+ln.Addr().String()+"/fom/"))
-	return &instance{app: app, srv: srv, st: st}, nil
-}
-
-func (i *instance) stop(ctx context.Context) error {
-	err := errors.Join(i.srv.Shutdown(ctx), i.app.Stop(ctx))
-	i.st.Close()
-	return err
-}
-
-// run starts three instances and stops them when ctx ends.
-func run(ctx context.Context, dsn, schema string, addrs []string, log *zap.Logger) error {
-	var started []*instance
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		for _, i := range started {
-			if err := i.stop(sctx); err != nil {
-				log.Warn("stop", zap.Error(err))
-			}
-		}
-	}()
-	for n, addr := range addrs {
-		i, err := start(ctx, dsn, schema, fmt.Sprintf("instance-%d", n+1), addr, log)
-		if err != nil {
-			return err
-		}
-		started = append(started, i)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	fmt.Fprintf(out, "instance %s: admin page http://%s/fom/\n", s.id, ln.Addr())
+	select {
+	case <-ctx.Done():
+	case err = <-served:
 	}
-	<-ctx.Done()
-	return nil
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if serr := srv.Shutdown(sctx); serr != nil && !errors.Is(serr, http.ErrServerClosed) {
+		err = errors.Join(err, serr)
+	}
+	return errors.Join(err, app.Stop(sctx))
 }
 
 func main() {
-	dsn := os.Getenv("FOM_DATABASE_URL")
-	if dsn == "" {
-		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	s, err := parse(os.Args[1:], os.Stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return
+		}
+		fmt.Fprintln(os.Stderr, "cluster example:", err)
+		os.Exit(2)
 	}
-	log := zap.Must(zap.NewDevelopment())
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
+	log := zap.Must(zap.NewDevelopment()).With(zap.String("instance", s.id))
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	if err := run(ctx, dsn, "fom_example", []string{"127.0.0.1:8081", "127.0.0.1:8082", "127.0.0.1:8083"}, log); err != nil {
+	if err := run(ctx, s, os.Stdout, log); err != nil {
 		log.Fatal("cluster example", zap.Error(err))
 	}
 }

@@ -66,7 +66,7 @@ type Context struct {
 	cfg      *config.Config
 	log      *zap.Logger
 	level    zap.AtomicLevel
-	onLevel  func(zapcore.Level) error
+	hooks    *hooks // what the app that built the context plugs in
 	canceled *delayedOut // the outcome canceled delayed batches share; made by the first SubmitAt, guarded by mu
 	execBy   *string     // who queued the re-run (a pointer: 8 bytes a schedule, not 16)
 	loaded   time.Time
@@ -214,7 +214,7 @@ func New(cfg *config.Config, job Job, opts Options) (*Context, error) {
 	c := &Context{
 		name: name, cfg: cfg, job: job,
 		clk: opts.Clock, conflicts: opts.Conflicts, rec: opts.Recorder, stats: opts.Stats, wheel: opts.Wheel, runners: opts.Runners, gate: opts.Gate,
-		level: zap.NewAtomicLevelAt(zapcore.InfoLevel),
+		level: zap.NewAtomicLevelAt(zapcore.InfoLevel), hooks: &hooks{control: opts.Control},
 	}
 	if c.clk == nil {
 		c.clk = clockwork.NewRealClock()
@@ -350,14 +350,31 @@ func sizeOf(s *config.Settings) poolSize {
 	return poolSize{core: s.ThreadCore, max: s.ThreadMax, queue: s.QueueSize, alive: s.ThreadAliveTime}
 }
 
-// Startup starts the schedule: it arms its first fire (or runs it now).
-// Allowed in INITED and STOPPED.
+// hooks are what the app that built a Context plugs in, kept apart from
+// the fields a fire reads.
+type hooks struct {
+	onLevel func(zapcore.Level) error // saves a log level
+	control Control                   // carries out Startup, Shutdown and ExecNow, or nil
+}
+
+// Startup starts the schedule. With Options.Control (a cluster) it starts
+// the schedule on every instance, whichever this is; otherwise it is
+// StartupHere.
+func (c *Context) Startup() error {
+	if ctl := c.hooks.control; ctl != nil {
+		return ctl.Control(c.name, ActionStart, "")
+	}
+	return c.StartupHere()
+}
+
+// StartupHere starts this process's copy of the schedule: it arms its
+// first fire (or runs it now). Allowed in INITED and STOPPED.
 //
 // The first round fires after initialDelay when execOnLoad or initialDelay
 // is set, else at the plan's first fire. A schedule without a plan is a
 // managed pool for Submit: it runs that one first round if asked, and
 // otherwise stays INITED.
-func (c *Context) Startup() error {
+func (c *Context) StartupHere() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch c.state {
@@ -407,11 +424,22 @@ func (c *Context) Startup() error {
 	return nil
 }
 
-// Shutdown stops the schedule: it moves to STOPPING at once; the scheduler
+// Shutdown stops the schedule. With Options.Control (a cluster) it stops
+// the schedule on every instance, whichever this is; otherwise it is
+// ShutdownHere.
+func (c *Context) Shutdown() error {
+	if ctl := c.hooks.control; ctl != nil {
+		return ctl.Control(c.name, ActionStop, "")
+	}
+	return c.ShutdownHere()
+}
+
+// ShutdownHere stops this process's copy of the schedule: it moves to
+// STOPPING at once; the scheduler
 // goroutine then calls OnCancel for and cancels the running tasks, records
 // the queued ones as canceled, waits for every task to return, calls
 // OnTerminate and ends in STOPPED. Use Wait to block until then.
-func (c *Context) Shutdown() error {
+func (c *Context) ShutdownHere() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch c.state {
@@ -531,8 +559,19 @@ func nameOf(who *string) string {
 }
 
 // ExecNowBy is ExecNow on behalf of by (an operator, a service): the
-// round's history names them.
+// round's history names them. With Options.Control (a cluster) the
+// request goes to the instance that runs the schedule, whose answer this
+// is; otherwise it is ExecNowHere.
 func (c *Context) ExecNowBy(by string) error {
+	if ctl := c.hooks.control; ctl != nil {
+		return ctl.Control(c.name, ActionExec, by)
+	}
+	return c.ExecNowHere(by)
+}
+
+// ExecNowHere asks this process's copy of the schedule for a round now,
+// on behalf of by ("" for nobody named).
+func (c *Context) ExecNowHere(by string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch c.state {

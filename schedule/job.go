@@ -78,7 +78,29 @@ type Options struct {
 	// schedules through one (package cluster). Rounds asked for by ExecNow
 	// and ad-hoc batches are not gated. Default: every round runs.
 	Gate Gate
+	// Control, when set, carries out Startup, Shutdown and ExecNow: the
+	// instances of an app that share the schedule act on it as one, so a
+	// ScheduleContext held anywhere means the schedule, not a local copy
+	// (package fom routes them through its cluster). StartupHere,
+	// ShutdownHere and ExecNowHere act on this process's copy. Default:
+	// each call is its Here form.
+	Control Control
 }
+
+// Control carries out an action on a schedule wherever it runs: action
+// is ActionStart, ActionStop or ActionExec, by who asked ("" for nobody
+// named). Its errors are the state machine's refusals (ErrAlreadyStarted,
+// ...) or why the action could not be carried out.
+type Control interface {
+	Control(schedule, action, by string) error
+}
+
+// Actions a Control carries out.
+const (
+	ActionStart = "start"
+	ActionStop  = "stop"
+	ActionExec  = "exec"
+)
 
 // Gate admits planned rounds. A refused round does not run here (another
 // instance runs it, or none may now); the plan goes on from its planned

@@ -16,8 +16,8 @@ func (c *Context) SetLogLevel(l zapcore.Level) error {
 	if l < zapcore.DebugLevel || l > zapcore.FatalLevel {
 		return fmt.Errorf("schedule %s: log level %q is not one of debug, info, warn, error, dpanic, panic, fatal", c.name, l)
 	}
-	if c.onLevel != nil {
-		if err := c.onLevel(l); err != nil {
+	if save := c.hooks.onLevel; save != nil {
+		if err := save(l); err != nil {
 			return fmt.Errorf("schedule %s: save log level: %w", c.name, err)
 		}
 	}
@@ -28,7 +28,7 @@ func (c *Context) SetLogLevel(l zapcore.Level) error {
 // BindLogLevel sets the initial level and a function that saves changes.
 func (c *Context) BindLogLevel(initial zapcore.Level, save func(zapcore.Level) error) {
 	c.setLevel(initial)
-	c.onLevel = save
+	c.hooks.onLevel = save
 }
 
 // ApplyLogLevel puts l in force without saving it: a level another

@@ -1,0 +1,315 @@
+package fom
+
+// Cluster wiring: what an App on a PostgreSQL store does for its
+// coordinator (leases taken, edits and desired states saved elsewhere,
+// actions forwarded to the owner) and what it shows of the cluster.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/fom-go/fom/cluster"
+	"github.com/fom-go/fom/config"
+	"github.com/fom-go/fom/schedule"
+	"github.com/fom-go/fom/statistics"
+	"github.com/fom-go/fom/store/postgres"
+)
+
+// acquired continues a schedule whose lease this instance just took from
+// the last fire the cluster recorded; a schedule not started yet does so
+// when it starts.
+func (a *App) acquired(name string, last time.Time) {
+	if last.IsZero() {
+		return
+	}
+	sc := a.Schedule(name)
+	if sc != nil && sc.Resume(last, sc.Config().Current().Misfire != config.MisfireSkip) {
+		return
+	}
+	a.mu.Lock()
+	a.missed[name] = last
+	a.mu.Unlock()
+}
+
+// resumeMissed applies the last fires noted before their schedules started.
+func (a *App) resumeMissed() {
+	a.mu.Lock()
+	missed := a.missed
+	a.missed = map[string]time.Time{}
+	a.mu.Unlock()
+	for name, last := range missed {
+		if sc := a.Schedule(name); sc != nil {
+			sc.Resume(last, sc.Config().Current().Misfire != config.MisfireSkip)
+		}
+	}
+}
+
+// notified applies an edit another instance saved: a schedule's config
+// edits or its settings (log level, statistics settings).
+func (a *App) notified(payload string) {
+	pg, _ := a.o.store.(*postgres.Store)
+	kind, name := "", ""
+	for _, k := range []string{postgres.NotifyConfig, postgres.NotifySettings} {
+		if rest, ok := strings.CutPrefix(payload, k); ok {
+			kind, name = k, rest
+		}
+	}
+	sc := a.Schedule(name)
+	if pg == nil || sc == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	switch kind {
+	case postgres.NotifyConfig:
+		edits, err := pg.LoadConfig(ctx, name)
+		if err != nil {
+			a.log.Warn("reloading an edit saved elsewhere failed", zap.String("schedule", name), zap.Error(err))
+			return
+		}
+		a.reload(sc, edits)
+	case postgres.NotifySettings:
+		if v, ok, err := pg.GetSetting(ctx, name, settingLogLevel); err == nil && ok {
+			a.applyLevel(sc, v)
+		}
+		if err := sc.Stats().ReloadSettings(ctx, pg); err != nil {
+			a.log.Warn("reloading statistics settings saved elsewhere failed", zap.String("schedule", name), zap.Error(err))
+		}
+	}
+}
+
+// resync re-reads every schedule's edits and log level in two queries:
+// the fallback for a notification lost while not listening.
+func (a *App) resync(ctx context.Context) {
+	pg, _ := a.o.store.(*postgres.Store)
+	scs := a.Schedules()
+	if pg == nil || len(scs) == 0 {
+		return
+	}
+	names := make([]string, len(scs))
+	for i, sc := range scs {
+		names[i] = sc.Name()
+	}
+	configs, err := pg.LoadConfigs(ctx, names)
+	if err != nil {
+		a.log.Warn("re-reading edits failed", zap.Error(err))
+		return
+	}
+	levels, err := pg.LoadSettings(ctx, settingLogLevel, names)
+	if err != nil {
+		a.log.Warn("re-reading log levels failed", zap.Error(err))
+		return
+	}
+	if desired, err := a.coord.Desired(ctx, names); err == nil {
+		for name, running := range desired {
+			a.follow(name, running)
+		}
+	}
+	for _, sc := range scs {
+		edits := configs[sc.Name()]
+		if edits == nil {
+			edits = map[string]string{}
+		}
+		if !maps.Equal(edits, sc.Config().Edits()) {
+			a.reload(sc, edits)
+		}
+		if v, ok := levels[sc.Name()]; ok {
+			a.applyLevel(sc, v)
+		}
+	}
+}
+
+func (a *App) reload(sc *ScheduleContext, edits map[string]string) {
+	warnings, err := sc.Config().Reload(edits)
+	for _, w := range warnings {
+		a.log.Warn(w)
+	}
+	if err != nil {
+		a.log.Warn("an edit saved elsewhere does not hold here; ignored", zap.String("schedule", sc.Name()), zap.Error(err))
+	}
+}
+
+func (a *App) applyLevel(sc *ScheduleContext, v string) {
+	var l zapcore.Level
+	if err := l.Set(v); err == nil && l != sc.LogLevel() {
+		sc.ApplyLogLevel(l)
+	}
+}
+
+func (a *App) busy(name string) bool {
+	sc := a.Schedule(name)
+	return sc != nil && sc.State() == schedule.Running
+}
+
+// Act carries out an operator's action on a schedule: "start", "stop" or
+// "exec" (a round now). On a PostgreSQL store start and stop become the
+// schedule's desired state on every instance (kept across restarts), and
+// exec goes to the instance that owns the schedule, whose answer is
+// returned. The state machine's refusals (ErrAlreadyStarted, ...) come
+// back as errors.
+func (a *App) Act(ctx context.Context, name, action string) error {
+	switch action {
+	case "start", "stop":
+		if err := a.actLocally(name, action, schedule.ActorOf(ctx)); err != nil {
+			return err
+		}
+		if a.coord != nil {
+			a.mu.Lock()
+			a.desired[name] = action == "start"
+			a.mu.Unlock()
+			return a.coord.SetDesired(ctx, name, action == "start")
+		}
+		return nil
+	case "exec":
+		if a.coord != nil && a.Schedule(name) != nil && !a.coord.Owner(name) {
+			return a.coord.Forward(ctx, name, action, schedule.ActorOf(ctx))
+		}
+		return a.actLocally(name, action, schedule.ActorOf(ctx))
+	}
+	return fmt.Errorf("fom: unknown action %q (start, stop or exec)", action)
+}
+
+// actLocally carries out an action on this instance's schedule context,
+// on behalf of by.
+func (a *App) actLocally(name, action, by string) error {
+	sc := a.Schedule(name)
+	if sc == nil {
+		return fmt.Errorf("fom: %w: %s", ErrUnknownSchedule, name)
+	}
+	switch action {
+	case "start":
+		return sc.Startup()
+	case "stop":
+		return sc.Shutdown()
+	case "exec":
+		return sc.ExecNowBy(by)
+	}
+	return fmt.Errorf("fom: unknown action %q (start, stop or exec)", action)
+}
+
+// desiredChanged follows a desired state another instance saved.
+func (a *App) desiredChanged(name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	d, err := a.coord.Desired(ctx, []string{name})
+	if err != nil {
+		a.log.Warn("reading a desired state failed", zap.String("schedule", name), zap.Error(err))
+		return
+	}
+	if running, ok := d[name]; ok {
+		a.follow(name, running)
+	}
+}
+
+// follow brings a schedule to its desired state, once per change.
+func (a *App) follow(name string, running bool) {
+	a.mu.Lock()
+	prev, known := a.desired[name]
+	a.desired[name] = running
+	up := a.running
+	a.mu.Unlock()
+	if (known && prev == running) || !up {
+		return
+	}
+	sc := a.Schedule(name)
+	if sc == nil {
+		return
+	}
+	var err error
+	switch st := sc.State(); {
+	case running && st != schedule.Running && st != schedule.Sleeping:
+		err = sc.Startup()
+	case !running && (st == schedule.Running || st == schedule.Sleeping):
+		err = sc.Shutdown()
+	}
+	if err != nil && !errors.Is(err, schedule.ErrAlreadyStarted) && !errors.Is(err, schedule.ErrStopping) {
+		a.log.Warn("following the desired state failed", zap.String("schedule", name), zap.Bool("running", running), zap.Error(err))
+	}
+}
+
+// ClusterView is what an App on a PostgreSQL store knows of its cluster.
+type ClusterView struct {
+	Instance  string             `json:"instance"`  // this App's id
+	Status    cluster.Status     `json:"status"`    // this App's standing
+	Instances []cluster.Instance `json:"instances"` // live ones first
+	Owners    map[string]string  `json:"owners"`    // schedule -> instance holding its lease
+	// Orphaned are schedules no live instance registered (apps with
+	// different job sets on one database, or every instance that had them
+	// gone): nothing runs them. They are shown, never dropped.
+	Orphaned []string `json:"orphaned"`
+}
+
+// Cluster returns the cluster's instances and owners; ok is false when the
+// App's store is not shared.
+func (a *App) Cluster(ctx context.Context) (v ClusterView, ok bool, err error) {
+	if a.coord == nil {
+		return v, false, nil
+	}
+	v.Instance, v.Status = a.coord.ID(), a.coord.Status()
+	if v.Instances, err = a.coord.Instances(ctx); err != nil {
+		return v, true, err
+	}
+	all, err := a.coord.AllSchedules(ctx)
+	if err != nil {
+		return v, true, err
+	}
+	if v.Owners, err = a.coord.Owners(ctx, all); err != nil {
+		return v, true, err
+	}
+	runnable := map[string]bool{}
+	for _, in := range v.Instances {
+		for _, s := range in.Schedules {
+			runnable[s] = runnable[s] || in.Live
+		}
+	}
+	for _, s := range all {
+		if !runnable[s] {
+			v.Orphaned = append(v.Orphaned, s)
+		}
+	}
+	return v, true, nil
+}
+
+// ClusterCounters returns what this instance's coordinator sent to the
+// database; ok is false when the App is not one of a cluster.
+func (a *App) ClusterCounters() (c cluster.Counters, ok bool) {
+	if a.coord == nil {
+		return c, false
+	}
+	return a.coord.Counters(), true
+}
+
+// ClusterDays returns a schedule's daily statistics summed over every
+// instance that ran it (the same as its Stats().Days() when the store is
+// not shared).
+func (a *App) ClusterDays(ctx context.Context, name string) ([]statistics.DaySummary, error) {
+	sc := a.Schedule(name)
+	if sc == nil {
+		return nil, fmt.Errorf("fom: %w: %s", ErrUnknownSchedule, name)
+	}
+	pg, ok := a.o.store.(*postgres.Store)
+	if !ok {
+		return sc.Stats().Days(), nil
+	}
+	set := sc.Stats().Settings()
+	today := a.o.clock.Now()
+	from := today.AddDate(0, 0, -(set.RetentionDays - 1))
+	days, err := pg.LoadClusterDays(ctx, name, from)
+	if err != nil {
+		return nil, err
+	}
+	others := days[:0] // this instance's own count live, not as last written
+	for _, d := range days {
+		if d.Instance != a.coord.ID() {
+			others = append(others, d)
+		}
+	}
+	return statistics.MergedDays(sc.Stats(), others, today)
+}

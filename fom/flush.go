@@ -1,0 +1,204 @@
+package fom
+
+// Statistics persistence: the flush loop and what one flush writes.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+	"weak"
+
+	"github.com/jonboulle/clockwork"
+	"go.uber.org/zap"
+
+	"github.com/fom-go/fom/statistics"
+	"github.com/fom-go/fom/store"
+)
+
+// Statistics persistence. A flush takes every schedule's changes (bounded:
+// changed days plus at most the last `failures` failures of each) and
+// writes them in transactions of at most flushRows rows, each with its
+// own deadline, so a backlog is written in pieces and one slow piece does
+// not starve the rest. Retention by age is applied for every schedule in
+// one transaction at most once per pruneInterval; a schedule that wrote
+// failures has them cut to its count in the same flush, so a failure storm
+// cannot grow the table between two prunes.
+const (
+	flushInterval = 5 * time.Second // how often statistics are written
+	flushRows     = 20000           // rows per transaction
+	pruneInterval = time.Hour
+)
+
+// A flush gives way to rounds: while rounds wait for a runner (schedules
+// due together, more than the runners run at once), it pauses between
+// schedules, up to flushYield in all. A flush of ten thousand schedules
+// is tens of milliseconds of one core, and, landing on their whole-second
+// burst, it took that core from the burst: the burst's p99 lateness
+// doubled, or not, by the phase of the flush against the second. The
+// pause is in real time: it shares the processor, it does not time
+// anything the clock drives.
+const (
+	flushYield     = time.Second
+	flushYieldStep = 200 * time.Microsecond
+	yieldEvery     = 64 // schedules taken between two looks at the runners
+)
+
+// flushEvery is how often statistics are written.
+func (a *App) flushEvery() time.Duration {
+	if a.o.flushEvery > 0 {
+		return a.o.flushEvery
+	}
+	return flushInterval
+}
+
+// flushLoop writes statistics on every tick of t until stop is closed,
+// then stops t.
+func (a *App) flushLoop(t clockwork.Ticker, stop, done chan struct{}) {
+	defer close(done)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.Chan():
+			if err := a.flush(context.Background(), a.flushEvery()); err != nil {
+				a.log.Warn("statistics flush failed; will retry", zap.Error(err))
+			}
+		}
+	}
+}
+
+// FlushStats writes every schedule's statistics to the store now, as the
+// app does every 5 s and at Stop.
+func (a *App) FlushStats(ctx context.Context) error {
+	return a.flush(ctx, flushInterval)
+}
+
+// flush writes every schedule's pending statistics, each transaction
+// within per; what fails to be written is kept for the next flush.
+func (a *App) flush(ctx context.Context, per time.Duration) error {
+	a.flushMu.Lock()
+	defer a.flushMu.Unlock()
+	a.mu.Lock()
+	st := a.st
+	scs := append([]*ScheduleContext(nil), a.schedules...)
+	a.mu.Unlock()
+	if st == nil {
+		return nil
+	}
+	var errs []error
+	chunk, batch := a.flushChunk[:0], a.flushBatch
+	a.flushes++
+	batch.Flush = a.flushes
+	taken := a.flushTaken.Value()
+	if taken == nil || cap(*taken) < len(scs) {
+		taken = &[]statistics.Changes{}
+		*taken = make([]statistics.Changes, len(scs))
+	}
+	slab := (*taken)[:len(scs)]
+	defer func() {
+		for i := range slab {
+			slab[i].Reset() // what they held goes, their encodings' room stays
+		}
+		a.flushTaken = weak.Make(taken)
+	}()
+	var byCount []store.Retention // schedules that wrote failures
+	yieldUntil := time.Now().Add(flushYield)
+	write := func() {
+		if len(chunk) == 0 {
+			return
+		}
+		a.yieldToRounds(yieldUntil)
+		wctx, cancel := context.WithTimeout(ctx, per)
+		err := st.SaveStats(wctx, batch)
+		cancel()
+		for _, ch := range chunk {
+			if err != nil {
+				ch.Failed()
+			} else {
+				ch.Done()
+			}
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("save statistics of %d schedules: %w", len(chunk), err))
+		}
+		// Emptied, not dropped, for the next chunk and flush; cleared, so
+		// that they hold no data until then.
+		clear(chunk)
+		clear(batch.Days)
+		clear(batch.Failures)
+		clear(batch.Rounds)
+		chunk = chunk[:0]
+		batch = store.StatsBatch{Days: batch.Days[:0], Failures: batch.Failures[:0], Rounds: batch.Rounds[:0], Flush: batch.Flush}
+	}
+	for i, sc := range scs {
+		if i%yieldEvery == 0 {
+			a.yieldToRounds(yieldUntil)
+		}
+		ch := &slab[i]
+		sc.Stats().TakeInto(ch)
+		if ch.Empty() {
+			continue
+		}
+		chunk = append(chunk, ch)
+		if len(ch.Failures) > 0 {
+			r := sc.Stats().Retention()
+			r.Before, r.KeepRounds = time.Time{}, 0 // rounds are bounded by their slots
+			byCount = append(byCount, r)
+		}
+		batch.Days = append(batch.Days, ch.Days...)
+		batch.Failures = append(batch.Failures, ch.Failures...)
+		batch.Rounds = append(batch.Rounds, ch.Rounds...)
+		if len(batch.Days)+len(batch.Failures)+len(batch.Rounds) >= a.flushRows {
+			write()
+		}
+	}
+	write()
+	a.flushChunk, a.flushBatch = chunk, batch
+	rules := byCount
+	now := a.o.clock.Now()
+	byAge := a.lastPrune.IsZero() || now.Sub(a.lastPrune) >= pruneInterval
+	if byAge {
+		rules = make([]store.Retention, len(scs))
+		for i, sc := range scs {
+			rules[i] = sc.Stats().Retention()
+		}
+	}
+	if len(rules) > 0 {
+		pctx, cancel := context.WithTimeout(ctx, per)
+		err := st.Prune(pctx, rules)
+		cancel()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("apply statistics retention: %w", err))
+		} else if byAge {
+			a.lastPrune = now
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// yieldToRounds pauses a flush while rounds wait for a runner, until
+// until at the latest.
+func (a *App) yieldToRounds(until time.Time) { yieldWhile(a.roundsQueued, until, a.yielding) }
+
+// yieldWhile sleeps a step at a time while busy holds, until until at the
+// latest, calling yielding (if set) before each step.
+func yieldWhile(busy func() bool, until time.Time, yielding func()) {
+	for busy() && time.Now().Before(until) {
+		if yielding != nil {
+			yielding()
+		}
+		time.Sleep(flushYieldStep)
+	}
+}
+
+// roundsQueued reports whether rounds wait for a runner.
+func (a *App) roundsQueued() bool {
+	for _, rs := range a.runners {
+		if rs.Queued() > 0 {
+			return true
+		}
+	}
+	return false
+}

@@ -77,6 +77,13 @@ type Options struct {
 	// Busy reports whether a schedule is in a round here; a busy
 	// schedule's lease is not given back to rebalance. Default: never.
 	Busy func(schedule string) bool
+	// Wants reports whether this instance would run a schedule now (its
+	// desired state is running and its copy here has not stopped by
+	// itself): a lease is taken only for such a schedule, and given back
+	// when it no longer is, so that no instance holds a schedule it
+	// does not run. Called without the coordinator's lock. Default:
+	// every schedule added.
+	Wants func(schedule string) bool
 	// Channel, when set, is LISTENed to; Notified gets each payload (from
 	// the coordinator's listening goroutine).
 	Channel  string
@@ -110,6 +117,7 @@ type Coordinator struct {
 	listening  bool
 	pending    map[int64]chan string // forwarded requests awaiting an answer
 	admits     chan admission        // fires to record (admitLoop)
+	kick       chan struct{}         // a tick now (Kick)
 
 	tickStatements, fires atomic.Int64 // counters (see Counters)
 	batches               atomic.Int64 // numbers fire batches; from the clock at New, so a restarted instance of the same id does not reuse a number
@@ -151,7 +159,7 @@ func New(pool *pgxpool.Pool, schema string, o Options) (*Coordinator, error) {
 		// room for the local clock to run slower than the database's.
 		margin: o.LeaseTTL / 5,
 		names:  map[string]bool{}, owned: map[string]int64{}, pending: map[int64]chan string{},
-		admits: make(chan admission, 256),
+		admits: make(chan admission, 256), kick: make(chan struct{}, 1),
 	}
 	c.batches.Store(time.Now().UnixNano())
 	return c, nil
@@ -323,8 +331,36 @@ func (c *Coordinator) loop(stop, done chan struct{}) {
 				c.o.Resync(ctx)
 			}
 			cancel()
+		case <-c.kick:
+			ctx, cancel := context.WithTimeout(context.Background(), c.o.RenewEvery)
+			c.tick(ctx)
+			cancel()
 		}
 	}
+}
+
+// Kick asks for a tick now, rather than at the next renewal: a schedule
+// this instance now wants (or no longer wants) takes (or gives back) its
+// lease at once.
+func (c *Coordinator) Kick() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// wanted filters names by Options.Wants.
+func (c *Coordinator) wanted(names []string) []string {
+	if c.o.Wants == nil {
+		return names
+	}
+	out := names[:0:0]
+	for _, n := range names {
+		if c.o.Wants(n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // tick heartbeats, renews the leases held, then takes or gives back
@@ -366,10 +402,21 @@ func (c *Coordinator) tick(ctx context.Context) {
 	c.owned, c.live = owned, live
 	c.trustUntil = sent.Add(c.o.LeaseTTL - c.margin)
 	c.renewed, c.renewErr = time.Now(), ""
-	names := c.namesLocked()
-	share := (len(names) + live - 1) / live
-	have := len(owned)
+	all := c.namesLocked()
 	c.mu.Unlock()
+	names := c.wanted(all)
+	want := make(map[string]bool, len(names))
+	for _, n := range names {
+		want[n] = true
+	}
+	var unwanted []string
+	for s := range owned {
+		if !want[s] {
+			unwanted = append(unwanted, s)
+		}
+	}
+	share := (len(names) + live - 1) / live
+	have := len(owned) - len(unwanted)
 	if lost > 0 {
 		c.log.Info("leases taken by other instances", zap.Int("count", lost))
 	}
@@ -381,11 +428,14 @@ func (c *Coordinator) tick(ctx context.Context) {
 	if _, err := c.pool.Exec(ctx, "DELETE FROM "+c.t("requests")+" WHERE created_at < now() - interval '1 hour'"); err != nil {
 		c.log.Warn("pruning requests failed", zap.Error(err))
 	}
+	if len(unwanted) > 0 {
+		c.release(ctx, unwanted, len(unwanted), "not run here")
+	}
 	switch {
 	case have < share:
 		c.acquire(ctx, names, share-have)
 	case have > share+1:
-		c.release(ctx, have-share)
+		c.release(ctx, names, have-share, "to rebalance")
 	}
 }
 
@@ -455,25 +505,36 @@ func (c *Coordinator) acquire(ctx context.Context, names []string, n int) {
 	}
 }
 
-// release gives back n leases that are not in a round here. They stop
-// being admitted here before the database hears of it.
-func (c *Coordinator) release(ctx context.Context, n int) {
+// release gives back up to n of the leases held among from that are not
+// in a round here. They stop being admitted here before the database
+// hears of it.
+func (c *Coordinator) release(ctx context.Context, from []string, n int, why string) {
 	c.mu.Lock()
+	var held []string
+	for _, s := range from {
+		if _, ok := c.owned[s]; ok {
+			held = append(held, s)
+		}
+	}
+	c.mu.Unlock()
+	// Busy reaches into the App: asked without the coordinator's lock.
 	var give []string
-	for s := range c.owned {
+	for _, s := range held {
 		if len(give) == n {
 			break
 		}
-		if c.o.Busy != nil && c.o.Busy(s) {
-			continue
+		if c.o.Busy == nil || !c.o.Busy(s) {
+			give = append(give, s)
 		}
-		give = append(give, s)
-		delete(c.owned, s)
 	}
-	c.mu.Unlock()
 	if len(give) == 0 {
 		return
 	}
+	c.mu.Lock()
+	for _, s := range give {
+		delete(c.owned, s)
+	}
+	c.mu.Unlock()
 	c.tickStatements.Add(1)
 	// Expired now rather than never owned: the next owner resumes the plan
 	// from this instant when no fire was recorded yet.
@@ -481,7 +542,7 @@ func (c *Coordinator) release(ctx context.Context, n int) {
 		c.log.Warn("giving leases back failed; they expire instead", zap.Error(err))
 		return
 	}
-	c.log.Info("leases given back to rebalance", zap.Strings("schedules", give))
+	c.log.Info("leases given back "+why, zap.Strings("schedules", give))
 }
 
 // Admit implements schedule.Gate: the owner, within its trust window,

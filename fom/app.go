@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"runtime"
 	"sync"
@@ -119,9 +120,9 @@ func New(opts ...Option) (*App, error) {
 	if pg, ok := o.store.(*postgres.Store); ok {
 		coord, err := cluster.New(pg.Pool(), pg.Schema(), cluster.Options{
 			InstanceID: o.instanceID, LeaseTTL: o.leaseTTL, Logger: o.logger,
-			Acquired: a.acquired, Busy: a.busy,
+			Acquired: a.acquired, Busy: a.busy, Wants: a.wants,
 			Channel: pg.Channel(), Notified: a.notified, Resync: a.resync,
-			DesiredChanged: a.desiredChanged, Execute: a.actLocally,
+			DesiredChanged: a.desiredChanged, Execute: a.actHere,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("fom: new app: %w", err)
@@ -298,7 +299,7 @@ func (a *App) Register(job any, opts ...RegisterOption) (*ScheduleContext, error
 	}
 	so := schedule.Options{Clock: a.o.clock, Logger: a.o.logger, Conflicts: a.conflicts, Stats: stats, Wheel: a.wheels[len(a.schedules)%len(a.wheels)], Runners: a.runners[len(a.schedules)%len(a.wheels)]}
 	if a.coord != nil {
-		so.Gate = a.coord
+		so.Gate, so.Control = a.coord, appControl{a}
 		if err := a.coord.Add(ctx, d.name); err != nil {
 			return nil, fmt.Errorf("fom: register %s: %w", jt.typeName, err)
 		}
@@ -344,7 +345,7 @@ func (a *App) Register(job any, opts ...RegisterOption) (*ScheduleContext, error
 	a.typeOf[d.name] = jt.typeName
 	a.log.Info("registered", zap.String("schedule", d.name), zap.String("type", jt.typeName), zap.String("plan", sc.Info().Plan))
 	if a.running && cfg.Settings().Enable {
-		if err := sc.Startup(); err != nil && !errors.Is(err, schedule.ErrPastDeadTime) {
+		if err := sc.StartupHere(); err != nil && !errors.Is(err, schedule.ErrPastDeadTime) {
 			return sc, err
 		}
 	}
@@ -357,20 +358,23 @@ func (a *App) Start(ctx context.Context) error {
 	if _, err := a.store(ctx); err != nil {
 		return err
 	}
-	if a.coord != nil {
-		// Leases first, so that the schedules this instance owns run from
-		// their first fire.
-		if err := a.coord.Start(ctx); err != nil && !errors.Is(err, cluster.ErrStarted) {
-			return err
-		}
-	}
 	var desired map[string]bool
 	if a.coord != nil {
+		// The desired states first: they decide which leases this
+		// instance takes (wants).
 		d, err := a.coord.Desired(ctx, a.names())
 		if err != nil {
 			return err
 		}
 		desired = d
+		a.mu.Lock()
+		maps.Copy(a.desired, d)
+		a.mu.Unlock()
+		// Then the leases, so that the schedules this instance owns run
+		// from their first fire.
+		if err := a.coord.Start(ctx); err != nil && !errors.Is(err, cluster.ErrStarted) {
+			return err
+		}
 	}
 	a.mu.Lock()
 	a.running = true
@@ -395,7 +399,7 @@ func (a *App) Start(ctx context.Context) error {
 		// A deadTime already past leaves the schedule STOPPED with its
 		// reason (Info.StopReason, logged): a campaign that ended is no
 		// reason for the app not to start.
-		if err := sc.Startup(); err != nil && !errors.Is(err, schedule.ErrAlreadyStarted) && !errors.Is(err, schedule.ErrPastDeadTime) {
+		if err := sc.StartupHere(); err != nil && !errors.Is(err, schedule.ErrAlreadyStarted) && !errors.Is(err, schedule.ErrPastDeadTime) {
 			errs = append(errs, err)
 		}
 	}

@@ -153,43 +153,134 @@ func (a *App) busy(name string) bool {
 // schedule's desired state on every instance (kept across restarts), and
 // exec goes to the instance that owns the schedule, whose answer is
 // returned. The state machine's refusals (ErrAlreadyStarted, ...) come
-// back as errors.
+// back as errors. A ScheduleContext's Startup, Shutdown and ExecNow do
+// the same, on any instance.
 func (a *App) Act(ctx context.Context, name, action string) error {
+	return a.control(ctx, name, action, schedule.ActorOf(ctx))
+}
+
+// appControl is the schedule.Control of an App's schedules on a shared
+// store: their Startup, Shutdown and ExecNow act on the cluster.
+type appControl struct{ a *App }
+
+func (c appControl) Control(name, action, by string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), controlTimeout)
+	defer cancel()
+	return c.a.control(ctx, name, action, by)
+}
+
+// controlTimeout bounds an action asked through a ScheduleContext, which
+// has no context of its own: the lease TTL bounds a forwarded exec-now
+// within it.
+const controlTimeout = time.Minute
+
+func (a *App) control(ctx context.Context, name, action, by string) error {
+	if a.Schedule(name) == nil {
+		return fmt.Errorf("fom: %w: %s", ErrUnknownSchedule, name)
+	}
+	if a.coord == nil {
+		return a.actHere(name, action, by)
+	}
 	switch action {
-	case "start", "stop":
-		if err := a.actLocally(name, action, schedule.ActorOf(ctx)); err != nil {
+	case schedule.ActionStart, schedule.ActionStop:
+		return a.setDesired(ctx, name, action == schedule.ActionStart, by)
+	case schedule.ActionExec:
+		if a.coord.Owner(name) {
+			return a.actHere(name, action, by)
+		}
+		running, err := a.desiredOf(ctx, name)
+		if err != nil {
 			return err
 		}
-		if a.coord != nil {
-			a.mu.Lock()
-			a.desired[name] = action == "start"
-			a.mu.Unlock()
-			return a.coord.SetDesired(ctx, name, action == "start")
+		if !running { // stopped on every instance: nobody would answer
+			return &schedule.Error{Schedule: name, Err: schedule.ErrNotStarted}
 		}
-		return nil
-	case "exec":
-		if a.coord != nil && a.Schedule(name) != nil && !a.coord.Owner(name) {
-			return a.coord.Forward(ctx, name, action, schedule.ActorOf(ctx))
-		}
-		return a.actLocally(name, action, schedule.ActorOf(ctx))
+		return a.coord.Forward(ctx, name, action, by)
 	}
 	return fmt.Errorf("fom: unknown action %q (start, stop or exec)", action)
 }
 
-// actLocally carries out an action on this instance's schedule context,
+// setDesired starts or stops a schedule on every instance: its desired
+// state in the database, which every instance follows, and this instance's
+// copy at once. Asked for the state it already has, the copy's refusal
+// (ErrAlreadyStarted, ErrAlreadyStopped) is the answer.
+func (a *App) setDesired(ctx context.Context, name string, running bool, by string) error {
+	action := schedule.ActionStop
+	if running {
+		action = schedule.ActionStart
+	}
+	was, err := a.desiredOf(ctx, name)
+	if err != nil {
+		return err
+	}
+	if was == running {
+		// The cluster already wants it so: this copy is brought in step,
+		// or refuses as a single process would.
+		return a.actHere(name, action, by)
+	}
+	if err := a.coord.SetDesired(ctx, name, running); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.desired[name] = running
+	a.mu.Unlock()
+	err = a.actHere(name, action, by)
+	if errors.Is(err, schedule.ErrAlreadyStarted) || errors.Is(err, schedule.ErrAlreadyStopped) || errors.Is(err, schedule.ErrNotStarted) {
+		err = nil
+	}
+	a.coord.Kick() // take or give back the lease now, not at the next renewal
+	return err
+}
+
+// desiredOf is whether the cluster wants name to run: its desired state
+// in the database, else its enable key.
+func (a *App) desiredOf(ctx context.Context, name string) (bool, error) {
+	d, err := a.coord.Desired(ctx, []string{name})
+	if err != nil {
+		return false, err
+	}
+	if running, ok := d[name]; ok {
+		return running, nil
+	}
+	sc := a.Schedule(name)
+	return sc != nil && sc.Config().Current().Enable, nil
+}
+
+// wants tells the coordinator whether this instance would run name now:
+// its desired state (as last read, else its enable key) is running and
+// its copy here has not stopped by itself (a deadTime past). No instance
+// holds the lease of a schedule it would not run.
+func (a *App) wants(name string) bool {
+	a.mu.Lock()
+	sc := a.byName[name]
+	running, known := a.desired[name]
+	a.mu.Unlock()
+	if sc == nil {
+		return false
+	}
+	if !known {
+		running = sc.Config().Current().Enable
+	}
+	if st := sc.State(); st == schedule.Stopped || st == schedule.Stopping {
+		return false
+	}
+	return running
+}
+
+// actHere carries out an action on this instance's copy of the schedule,
 // on behalf of by.
-func (a *App) actLocally(name, action, by string) error {
+func (a *App) actHere(name, action, by string) error {
 	sc := a.Schedule(name)
 	if sc == nil {
 		return fmt.Errorf("fom: %w: %s", ErrUnknownSchedule, name)
 	}
 	switch action {
-	case "start":
-		return sc.Startup()
-	case "stop":
-		return sc.Shutdown()
-	case "exec":
-		return sc.ExecNowBy(by)
+	case schedule.ActionStart:
+		return sc.StartupHere()
+	case schedule.ActionStop:
+		return sc.ShutdownHere()
+	case schedule.ActionExec:
+		return sc.ExecNowHere(by)
 	}
 	return fmt.Errorf("fom: unknown action %q (start, stop or exec)", action)
 }
@@ -225,13 +316,14 @@ func (a *App) follow(name string, running bool) {
 	var err error
 	switch st := sc.State(); {
 	case running && st != schedule.Running && st != schedule.Sleeping:
-		err = sc.Startup()
+		err = sc.StartupHere()
 	case !running && (st == schedule.Running || st == schedule.Sleeping):
-		err = sc.Shutdown()
+		err = sc.ShutdownHere()
 	}
-	if err != nil && !errors.Is(err, schedule.ErrAlreadyStarted) && !errors.Is(err, schedule.ErrStopping) {
+	if err != nil && !errors.Is(err, schedule.ErrAlreadyStarted) && !errors.Is(err, schedule.ErrStopping) && !errors.Is(err, schedule.ErrPastDeadTime) {
 		a.log.Warn("following the desired state failed", zap.String("schedule", name), zap.Bool("running", running), zap.Error(err))
 	}
+	a.coord.Kick()
 }
 
 // ClusterView is what an App on a PostgreSQL store knows of its cluster.

@@ -3,6 +3,7 @@ package fom
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -814,4 +815,139 @@ func TestClusterStatisticsPerInstanceAndMerged(t *testing.T) {
 	if got := again.Schedule("pool").Stats().Days(); got[len(got)-1].Count != 4 {
 		t.Fatalf("s1 after a restart: %d of its own outcomes, want 4", got[len(got)-1].Count)
 	}
+}
+
+// TestClusterScheduleContextActsOnTheSchedule: the ScheduleContext a user
+// holds acts on the schedule on any instance. Shutdown on a non-owner stops
+// it everywhere (and no instance keeps its lease), so the owner fires no
+// more; Startup on another instance starts it everywhere and it fires
+// again; ExecNow on a non-owner runs on the owner, never beside it.
+func TestClusterScheduleContextActsOnTheSchedule(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
+	jobs := map[string]map[string]string{"cron1s": {"cron": "* * * * * *"}}
+	log := newFireLog()
+	apps := startInstances(t, schema, "u", 3, log, jobs)
+	defer func() {
+		for _, a := range apps {
+			stopInstance(t, a)
+		}
+	}()
+	waitListening(t, apps)
+	owner := func() *App {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			for _, a := range apps {
+				if a.coord.Owner("cron1s") {
+					return a
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("no owner")
+			}
+		}
+	}
+	other := func(not *App) *App {
+		for _, a := range apps {
+			if a != not {
+				return a
+			}
+		}
+		return nil
+	}
+	o := owner()
+	n := other(o)
+	if err := n.Schedule("cron1s").Shutdown(); err != nil {
+		t.Fatalf("shutdown on the non-owner %s: %v", n.InstanceID(), err)
+	}
+	for _, a := range apps {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := a.Schedule("cron1s").Wait(ctx)
+		cancel()
+		if err != nil || a.Schedule("cron1s").State() != Stopped {
+			t.Fatalf("%s after a Shutdown on %s: %s, %v", a.InstanceID(), n.InstanceID(), a.Schedule("cron1s").State(), err)
+		}
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		held := 0
+		for _, a := range apps {
+			if a.Schedule("cron1s").State() != Stopped {
+				t.Fatalf("%s: %s after a Shutdown on %s", a.InstanceID(), a.Schedule("cron1s").State(), n.InstanceID())
+			}
+			if a.coord.Owner("cron1s") {
+				held++
+			}
+		}
+		if held == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("an instance keeps the lease of a schedule stopped everywhere")
+		}
+	}
+	stopped := time.Now()
+	time.Sleep(2500 * time.Millisecond)
+	log.mu.Lock()
+	for p := range log.runs["cron1s"] {
+		if p.After(stopped) {
+			t.Errorf("a fire planned %s ran after the schedule was stopped", p.Format("15:04:05.000"))
+		}
+	}
+	log.mu.Unlock()
+	// The non-owner's copy refuses a second Shutdown as a single process would.
+	if err := n.Schedule("cron1s").Shutdown(); !errors.Is(err, ErrAlreadyStopped) {
+		t.Fatalf("second shutdown: %v", err)
+	}
+	// Startup on a third instance: every instance follows, one owns it.
+	third := apps[2]
+	if third == o || third == n {
+		third = apps[0]
+		if third == o || third == n {
+			third = apps[1]
+		}
+	}
+	if err := third.Schedule("cron1s").Startup(); err != nil {
+		t.Fatalf("startup on %s: %v", third.InstanceID(), err)
+	}
+	restarted := time.Now()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		log.mu.Lock()
+		ran := 0
+		for p := range log.runs["cron1s"] {
+			if p.After(restarted) {
+				ran++
+			}
+		}
+		log.mu.Unlock()
+		if ran >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no fire ran after Startup on another instance")
+		}
+	}
+	if err := third.Schedule("cron1s").Startup(); !errors.Is(err, ErrAlreadyStarted) {
+		t.Fatalf("second startup: %v", err)
+	}
+	// ExecNow on a non-owner: one round, on the owner.
+	o = owner()
+	n = other(o)
+	before := map[*App]int64{}
+	for _, a := range apps {
+		before[a] = a.Schedule("cron1s").Info().Rounds
+	}
+	if err := n.Schedule("cron1s").ExecNow(); err != nil {
+		t.Fatalf("exec-now on the non-owner %s: %v", n.InstanceID(), err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	for _, a := range apps {
+		if a != o && a.Schedule("cron1s").Info().Rounds != before[a] {
+			t.Fatalf("the non-owner %s ran a round", a.InstanceID())
+		}
+	}
+	if o.Schedule("cron1s").Info().Rounds == before[o] {
+		t.Fatal("the owner ran no round")
+	}
+	log.check(t, restarted, time.Now(), 1)
 }

@@ -66,7 +66,7 @@ type Context struct {
 	cfg      *config.Config
 	log      *zap.Logger
 	level    zap.AtomicLevel
-	hooks    *hooks // what the app that built the context plugs in
+	hooks    *hooks      // what the app that built the context plugs in
 	canceled *delayedOut // the outcome canceled delayed batches share; made by the first SubmitAt, guarded by mu
 	execBy   *string     // who queued the re-run (a pointer: 8 bytes a schedule, not 16)
 	loaded   time.Time

@@ -313,7 +313,9 @@ func (s *Stats) Load(ctx context.Context, st store.Store) (warnings []string, er
 	for _, d := range days {
 		dd, err := decodeDay(d.Data)
 		if err != nil {
-			warnings = append(warnings, fmt.Sprintf("schedule %q: statistics of %s unreadable (%v); skipped", s.schedule, d.Day.Format(time.DateOnly), err))
+			o := s.outsideLocked()
+			o.unreadable = append(o.unreadable, dayOf(d.Day).UnixNano())
+			warnings = append(warnings, fmt.Sprintf("schedule %q: statistics of %s unreadable (%v); the stored row is left as it is, and this process's counts of that day are kept in memory only", s.schedule, d.Day.Format(time.DateOnly), err))
 			continue
 		}
 		k := dayOf(d.Day)
@@ -451,6 +453,10 @@ func (s *Stats) TakeInto(ch *Changes) {
 	s.foldLocked()
 	ch.Days, ch.days = ch.oneDay[:0], ch.oneD[:0]
 	take := func(k time.Time, d *day) {
+		if o := s.outside; o != nil && slices.Contains(o.unreadable, k.UnixNano()) {
+			d.changed = false // its stored row is one this build cannot read: left untouched
+			return
+		}
 		at := len(ch.enc)
 		ch.enc = appendDay(ch.enc, d)
 		d.changed = false

@@ -228,6 +228,10 @@ type outside struct {
 	loaded tally       // the stored days Load read, as read
 	gone   tally       // the days dropped from memory or closed, as they were then
 	closed []closedDay // no two of one day
+	// unreadable are the stored days (Unix ns of their midnight) Load
+	// could not read: their rows are left as they are, never overwritten
+	// by this process's counts of the same day, which stay in memory.
+	unreadable []int64
 }
 
 // closedDay is a day that is over and written, kept in appendDay's form:

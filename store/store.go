@@ -12,6 +12,14 @@ import (
 	"time"
 )
 
+// DataFormat is the version of the encodings this build writes into a
+// store's rows (statistics days, pages of rounds, the embedded store's
+// log). Each store keeps the highest it was written in and refuses to be
+// opened by a build that knows a lower one (ErrNewerSchema): a row such a
+// build cannot read would be skipped and then overwritten. Bump it with
+// every change of an encoding (statistics' format test pins the bytes).
+const DataFormat = 1
+
 // ErrNewerSchema is returned when a store was written by a newer fom.
 var ErrNewerSchema = errors.New("fom: store was written by a newer version of fom")
 

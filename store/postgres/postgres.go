@@ -18,6 +18,7 @@ import (
 	"io/fs"
 	"net"
 	"sort"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -261,6 +262,9 @@ func (s *Store) migrateOne(ctx context.Context, ms []string) (done bool, err err
 	}
 	s.version = v
 	if v == len(ms) {
+		if err := s.checkFormat(ctx, tx); err != nil {
+			return false, err
+		}
 		return true, tx.Commit(ctx)
 	}
 	if _, err := tx.Exec(ctx, strings.ReplaceAll(ms[v], "{{schema}}", s.schema)); err != nil {
@@ -274,6 +278,27 @@ func (s *Store) migrateOne(ctx context.Context, ms []string) (done bool, err err
 	}
 	s.version = v + 1
 	return false, nil
+}
+
+// checkFormat refuses a schema written in a data format newer than this
+// build's, and records this build's when it is newer.
+func (s *Store) checkFormat(ctx context.Context, tx pgx.Tx) error {
+	var v string
+	if err := tx.QueryRow(ctx, "SELECT value FROM "+s.schema+".meta WHERE key = 'data_format'").Scan(&v); err != nil {
+		return s.wrap("read data format", err)
+	}
+	n, err := strconv.Atoi(v)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: schema %s records data format %q; it was left untouched", store.ErrCorrupt, s.name, v)
+	case n > store.DataFormat:
+		return fmt.Errorf("%w: schema %s holds rows in data format %d, this build reads up to %d; it was left untouched", store.ErrNewerSchema, s.name, n, store.DataFormat)
+	case n < store.DataFormat:
+		if _, err := tx.Exec(ctx, "UPDATE "+s.schema+".meta SET value = $1 WHERE key = 'data_format'", strconv.Itoa(store.DataFormat)); err != nil {
+			return s.wrap("record data format", err)
+		}
+	}
+	return nil
 }
 
 func (s *Store) wrap(action string, err error) error {

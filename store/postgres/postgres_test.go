@@ -117,3 +117,23 @@ func TestNewUsesAGivenPoolAndLeavesItOpen(t *testing.T) {
 		t.Fatalf("nil pool: %v", err)
 	}
 }
+
+// A schema whose rows are in a newer data format than this build's is
+// refused with both formats named.
+func TestNewerDataFormatIsRefused(t *testing.T) {
+	t.Parallel()
+	admin := adminPool(t)
+	schema := testSchema(t, admin)
+	s, err := Open(context.Background(), testDSN(), WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if _, err := admin.Exec(context.Background(), "UPDATE "+schema+".meta SET value = '2' WHERE key = 'data_format'"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(context.Background(), testDSN(), WithSchema(schema))
+	if !errors.Is(err, store.ErrNewerSchema) || !strings.Contains(err.Error(), "data format 2, this build reads up to 1") {
+		t.Fatalf("got %v", err)
+	}
+}

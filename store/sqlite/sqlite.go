@@ -20,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -100,6 +101,15 @@ func migrations() []string {
 			id   INTEGER PRIMARY KEY,
 			data BLOB NOT NULL
 		);`,
+		// The data format of the rows (store.DataFormat): a build that
+		// knows an older one refuses the store rather than skip and then
+		// overwrite what it cannot read. This migration itself makes the
+		// builds from before it refuse a store written since.
+		`CREATE TABLE meta (
+			key   TEXT PRIMARY KEY,
+			value TEXT NOT NULL
+		);
+		INSERT INTO meta (key, value) VALUES ('data_format', '1');`,
 	}
 }
 
@@ -291,7 +301,7 @@ func (s *Store) migrate(ctx context.Context) error {
 			return fmt.Errorf("%w: %s has schema version %d, this build knows up to %d; it was left untouched", store.ErrNewerSchema, s.path, v, len(ms))
 		}
 		if v == len(ms) {
-			return tx.Rollback()
+			return s.checkFormat(ctx, tx)
 		}
 		if _, err := tx.ExecContext(ctx, ms[v]); err != nil {
 			tx.Rollback()
@@ -305,6 +315,29 @@ func (s *Store) migrate(ctx context.Context) error {
 			return fmt.Errorf("fom: store %q: migrate to schema version %d: %w", s.path, v+1, err)
 		}
 	}
+}
+
+// checkFormat refuses a store written in a data format newer than this
+// build's and records this build's when it is newer; it ends tx.
+func (s *Store) checkFormat(ctx context.Context, tx *sql.Tx) error {
+	defer tx.Rollback()
+	var v string
+	if err := tx.QueryRowContext(ctx, "SELECT value FROM meta WHERE key = 'data_format'").Scan(&v); err != nil {
+		return s.readErr(err)
+	}
+	n, err := strconv.Atoi(v)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: %s records data format %q; it was left untouched", store.ErrCorrupt, s.path, v)
+	case n > store.DataFormat:
+		return fmt.Errorf("%w: %s holds rows in data format %d, this build reads up to %d; it was left untouched", store.ErrNewerSchema, s.path, n, store.DataFormat)
+	case n == store.DataFormat:
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, "UPDATE meta SET value = ? WHERE key = 'data_format'", strconv.Itoa(store.DataFormat)); err != nil {
+		return fmt.Errorf("fom: store %q: record data format %d: %w", s.path, store.DataFormat, err)
+	}
+	return tx.Commit()
 }
 
 func (s *Store) quickCheck(ctx context.Context) error {

@@ -139,7 +139,7 @@ func TestMigratesFromVersionOne(t *testing.T) {
 		if err != nil {
 			return nil, err
 		}
-		_, err = st.db.Exec(`DROP TABLE stats_days; DROP TABLE failures; DROP TABLE audit; DROP TABLE rounds; DROP TABLE stats_log; PRAGMA user_version = 1;`)
+		_, err = st.db.Exec(`DROP TABLE stats_days; DROP TABLE failures; DROP TABLE audit; DROP TABLE rounds; DROP TABLE stats_log; DROP TABLE meta; PRAGMA user_version = 1;`)
 		return st, err
 	}()
 	if err != nil {

@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
-	"strings"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 

@@ -48,6 +48,7 @@ type App struct {
 	coord     *cluster.Coordinator // on a PostgreSQL store: this instance's part in the cluster
 	missed    map[string]time.Time // last fires of schedules taken before they started; guarded by mu
 	desired   map[string]bool      // desired states last applied (cluster); guarded by mu
+	disagree  string               // the declarations' differences last logged (cluster); guarded by mu
 	running   bool
 	releasing chan struct{} // closed once the tasks a timed-out Stop left have returned and the store is released
 	flushStop chan struct{} // closes the statistics flush loop
@@ -344,6 +345,11 @@ func (a *App) Register(job any, opts ...RegisterOption) (*ScheduleContext, error
 	a.byName[d.name] = sc
 	a.typeOf[d.name] = jt.typeName
 	a.log.Info("registered", zap.String("schedule", d.name), zap.String("type", jt.typeName), zap.String("plan", sc.Info().Plan))
+	if a.running && a.coord != nil {
+		a.mu.Unlock() // declare reads every schedule
+		a.declare(ctx)
+		a.mu.Lock()
+	}
 	if a.running && cfg.Settings().Enable {
 		if err := sc.StartupHere(); err != nil && !errors.Is(err, schedule.ErrPastDeadTime) {
 			return sc, err
@@ -375,6 +381,7 @@ func (a *App) Start(ctx context.Context) error {
 		if err := a.coord.Start(ctx); err != nil && !errors.Is(err, cluster.ErrStarted) {
 			return err
 		}
+		a.declare(ctx)
 	}
 	a.mu.Lock()
 	a.running = true

@@ -107,6 +107,7 @@ func (a *App) resync(ctx context.Context) {
 		a.log.Warn("re-reading log levels failed", zap.Error(err))
 		return
 	}
+	a.checkDeclarations(ctx)
 	if desired, err := a.coord.Desired(ctx, names); err == nil {
 		for name, running := range desired {
 			a.follow(name, running)
@@ -326,6 +327,50 @@ func (a *App) follow(name string, running bool) {
 	a.coord.Kick()
 }
 
+// declare records this instance's code declaration of its schedules and
+// logs how live instances disagree.
+func (a *App) declare(ctx context.Context) {
+	decls := map[string]map[string]string{}
+	for _, sc := range a.Schedules() {
+		d := map[string]string{}
+		for _, e := range sc.Config().Entries() {
+			d[e.Key] = e.Default
+		}
+		decls[sc.Name()] = d
+	}
+	if err := a.coord.Declare(ctx, decls); err != nil {
+		a.log.Warn("recording this instance's declarations failed", zap.Error(err))
+		return
+	}
+	a.checkDeclarations(ctx)
+}
+
+// checkDeclarations logs the schedules that live instances declare
+// differently, once per change of what differs.
+func (a *App) checkDeclarations(ctx context.Context) {
+	ds, err := a.coord.Disagreements(ctx)
+	if err != nil {
+		a.log.Warn("comparing the instances' declarations failed", zap.Error(err))
+		return
+	}
+	var b strings.Builder
+	for _, d := range ds {
+		b.WriteString(d.String())
+		b.WriteByte('\n')
+	}
+	a.mu.Lock()
+	changed := a.disagree != b.String()
+	a.disagree = b.String()
+	a.mu.Unlock()
+	if !changed {
+		return
+	}
+	for _, d := range ds {
+		a.log.Warn(d.String()+"; the instance holding the lease runs its own, and operator edits saved in the database override every instance's",
+			zap.String("schedule", d.Schedule), zap.Strings("keys", d.Keys))
+	}
+}
+
 // ClusterView is what an App on a PostgreSQL store knows of its cluster.
 type ClusterView struct {
 	Instance  string             `json:"instance"`  // this App's id
@@ -336,6 +381,9 @@ type ClusterView struct {
 	// different job sets on one database, or every instance that had them
 	// gone): nothing runs them. They are shown, never dropped.
 	Orphaned []string `json:"orphaned"`
+	// Disagreements are schedules live instances declare differently
+	// (different code: a rolling deploy), each with its variants.
+	Disagreements []cluster.Disagreement `json:"disagreements"`
 }
 
 // Cluster returns the cluster's instances and owners; ok is false when the
@@ -365,6 +413,9 @@ func (a *App) Cluster(ctx context.Context) (v ClusterView, ok bool, err error) {
 		if !runnable[s] {
 			v.Orphaned = append(v.Orphaned, s)
 		}
+	}
+	if v.Disagreements, err = a.coord.Disagreements(ctx); err != nil {
+		return v, true, err
 	}
 	return v, true, nil
 }

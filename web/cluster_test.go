@@ -17,6 +17,14 @@ type lonely struct {
 
 func (*lonely) Run(context.Context) (any, error) { return nil, nil }
 
+// alphaV2 is alpha as a newer release declares it.
+type alphaV2 struct {
+	fom.Schedule `name:"alpha" fixedRate:"2h" remark:"<script>alert('remark')</script>"`
+	Size         fom.Value[int] `fom:"size" default:"20"`
+}
+
+func (*alphaV2) Run(context.Context) (any, error) { return "ok", nil }
+
 // TestClusterPageAndAPI: the page and API show the instances, who owns
 // each schedule, and a schedule no live instance can run.
 func TestClusterPageAndAPI(t *testing.T) {
@@ -50,8 +58,10 @@ func TestClusterPageAndAPI(t *testing.T) {
 	}
 	a := newApp("web-1", &alpha{}, &beta{})
 	b := newApp("web-2", &alpha{}, &beta{})
+	c := newApp("web-3", &alphaV2{}, &beta{}) // a rolling deploy: the newest code declares alpha differently
 	defer a.Stop(ctx)
 	defer b.Stop(ctx)
+	defer c.Stop(ctx)
 	h, err := NewHandler(a, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -65,10 +75,17 @@ func TestClusterPageAndAPI(t *testing.T) {
 			live++
 		}
 	}
-	if v.Instance != "web-1" || live != 2 || v.Owners["alpha"] == "" || len(v.Orphaned) != 1 || v.Orphaned[0] != "lonely" {
+	if v.Instance != "web-1" || live != 3 || v.Owners["alpha"] == "" || len(v.Orphaned) != 1 || v.Orphaned[0] != "lonely" {
 		t.Fatalf("cluster view %+v", v)
 	}
+	if len(v.Disagreements) != 1 || v.Disagreements[0].Schedule != "alpha" || strings.Join(v.Disagreements[0].Keys, ",") != "fixedRate,size" {
+		t.Fatalf("disagreements %+v", v.Disagreements)
+	}
+	const said = `schedule alpha is declared differently: 1 instance on the newest declaration (web-3: fixedRate &#34;2h&#34;, size &#34;20&#34;); 2 instances on an older declaration (web-1, web-2: fixedRate &#34;1h&#34;, size &#34;10&#34;)`
 	page := f.do("GET", "/fom/", "").body
+	if !strings.Contains(page, said) {
+		t.Errorf("the cluster card does not say how the instances disagree:\n%s", page)
+	}
 	for _, want := range []string{`data-testid="cluster"`, `data-testid="instance-web-1"`, `data-testid="instance-web-2"`, `data-testid="orphaned"`, "lonely", `data-testid="owner"> on web-`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %s", want)

@@ -200,6 +200,9 @@ type clusterView struct {
 	Self     string
 	Rows     []instanceRow
 	Orphaned []string
+	// Disagreements say which schedules live instances declare
+	// differently, one sentence each.
+	Disagreements []string
 }
 
 type instanceRow struct {
@@ -213,6 +216,9 @@ func (h *handler) clusterOf(r *http.Request) clusterView {
 		return clusterView{}
 	}
 	cv := clusterView{Shown: true, Self: v.Instance, Orphaned: v.Orphaned}
+	for _, d := range v.Disagreements {
+		cv.Disagreements = append(cv.Disagreements, d.String()+". The instance holding the lease runs its own; edits saved here override every instance's.")
+	}
 	if !v.Status.Trusted {
 		cv.Error = "this instance cannot renew its leases (last renewal " + fmtTime(v.Status.LastRenewal) + "): it runs none of its schedules until the database answers again"
 		if v.Status.Error != "" {

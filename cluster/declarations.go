@@ -1,0 +1,170 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Declarations: several instances of one app may declare one schedule
+// differently (a rolling deploy is the normal case: some run the old
+// code, some the new). The lease holder runs the schedule with its own
+// declaration, under the operator's edits saved in the database, which
+// override every instance's; the others' code is not consulted. So each
+// instance records its declaration, and the differences between live
+// instances are reported rather than followed silently.
+
+// Declare records this instance's code declaration of each schedule (key
+// -> code default), replacing what it recorded before.
+func (c *Coordinator) Declare(ctx context.Context, decls map[string]map[string]string) error {
+	names := slices.Sorted(maps.Keys(decls))
+	docs := make([]string, len(names))
+	for i, n := range names {
+		b, err := json.Marshal(decls[n])
+		if err != nil {
+			return fmt.Errorf("fom: cluster: declaration of schedule %q: %w", n, err)
+		}
+		docs[i] = string(b)
+	}
+	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "DELETE FROM "+c.t("declarations")+" WHERE instance = $1 AND NOT (schedule = ANY($2))", c.o.InstanceID, names); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, "INSERT INTO "+c.t("declarations")+` (instance, schedule, decl)
+			SELECT $1, n, d::jsonb FROM unnest($2::text[], $3::text[]) AS x(n, d)
+			ON CONFLICT (instance, schedule) DO UPDATE SET decl = excluded.decl`, c.o.InstanceID, names, docs)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("fom: cluster: record the declarations of instance %s: %w", c.o.InstanceID, err)
+	}
+	return nil
+}
+
+// Disagreement is a schedule that live instances declare differently.
+type Disagreement struct {
+	Schedule string    `json:"schedule"`
+	Keys     []string  `json:"keys"`     // the keys whose code defaults differ
+	Variants []Variant `json:"variants"` // one per declaration, the newest (its latest-started instance) first
+}
+
+// Variant is one declaration of a schedule and the instances on it.
+type Variant struct {
+	Instances []string          `json:"instances"`
+	Values    map[string]string `json:"values"` // the differing keys' values
+	Newest    bool              `json:"newest"` // an instance on it started last
+}
+
+// String says it in a sentence, as logs and pages show it.
+func (d Disagreement) String() string {
+	var parts []string
+	for _, v := range d.Variants {
+		var kv []string
+		for _, k := range d.Keys {
+			kv = append(kv, fmt.Sprintf("%s %q", k, v.Values[k]))
+		}
+		which := "an older declaration"
+		if v.Newest {
+			which = "the newest declaration"
+		}
+		n := "instances"
+		if len(v.Instances) == 1 {
+			n = "instance"
+		}
+		parts = append(parts, fmt.Sprintf("%d %s on %s (%s: %s)", len(v.Instances), n, which, strings.Join(v.Instances, ", "), strings.Join(kv, ", ")))
+	}
+	return fmt.Sprintf("schedule %s is declared differently: %s", d.Schedule, strings.Join(parts, "; "))
+}
+
+// Disagreements lists the schedules live instances declare differently.
+func (c *Coordinator) Disagreements(ctx context.Context) ([]Disagreement, error) {
+	rows, err := c.pool.Query(ctx, `SELECT d.schedule, d.instance, d.decl::text, i.started_at
+		FROM `+c.t("declarations")+` d JOIN `+c.t("instances")+` i ON i.id = d.instance
+		WHERE NOT i.stopped AND i.heartbeat_at > now() - $1::interval
+		ORDER BY d.schedule, d.instance`, c.o.LeaseTTL)
+	if err != nil {
+		return nil, fmt.Errorf("fom: cluster: read declarations: %w", err)
+	}
+	type decl struct {
+		instance string
+		values   map[string]string
+		started  time.Time
+	}
+	by := map[string][]decl{}
+	var sched, inst, doc string
+	var started time.Time
+	_, err = pgx.ForEachRow(rows, []any{&sched, &inst, &doc, &started}, func() error {
+		d := decl{instance: inst, started: started}
+		if err := json.Unmarshal([]byte(doc), &d.values); err != nil {
+			return fmt.Errorf("declaration of %s by %s: %w", sched, inst, err)
+		}
+		by[sched] = append(by[sched], d)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("fom: cluster: read declarations: %w", err)
+	}
+	var out []Disagreement
+	for _, s := range slices.Sorted(maps.Keys(by)) {
+		ds := by[s]
+		keys := map[string]bool{}
+		for _, d := range ds[1:] {
+			for k := range mergedKeys(ds[0].values, d.values) {
+				if ds[0].values[k] != d.values[k] {
+					keys[k] = true
+				}
+			}
+		}
+		if len(keys) == 0 {
+			continue
+		}
+		dis := Disagreement{Schedule: s, Keys: slices.Sorted(maps.Keys(keys))}
+		var newest time.Time
+		for _, d := range ds {
+			if d.started.After(newest) {
+				newest = d.started
+			}
+		}
+		for _, d := range ds {
+			vals := map[string]string{}
+			for _, k := range dis.Keys {
+				vals[k] = d.values[k]
+			}
+			i := slices.IndexFunc(dis.Variants, func(v Variant) bool { return maps.Equal(v.Values, vals) })
+			if i < 0 {
+				dis.Variants = append(dis.Variants, Variant{Values: vals})
+				i = len(dis.Variants) - 1
+			}
+			dis.Variants[i].Instances = append(dis.Variants[i].Instances, d.instance)
+			dis.Variants[i].Newest = dis.Variants[i].Newest || d.started.Equal(newest)
+		}
+		slices.SortStableFunc(dis.Variants, func(a, b Variant) int {
+			switch {
+			case a.Newest && !b.Newest:
+				return -1
+			case b.Newest && !a.Newest:
+				return 1
+			}
+			return 0
+		})
+		out = append(out, dis)
+	}
+	return out, nil
+}
+
+func mergedKeys(a, b map[string]string) map[string]bool {
+	out := make(map[string]bool, len(a))
+	for k := range a {
+		out[k] = true
+	}
+	for k := range b {
+		out[k] = true
+	}
+	return out
+}

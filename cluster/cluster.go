@@ -434,7 +434,7 @@ func (c *Coordinator) tick(ctx context.Context) {
 	switch {
 	case have < share:
 		c.acquire(ctx, names, share-have)
-	case have > share+1:
+	case have > share:
 		c.release(ctx, names, have-share, "to rebalance")
 	}
 }
@@ -538,7 +538,19 @@ func (c *Coordinator) release(ctx context.Context, from []string, n int, why str
 	c.tickStatements.Add(1)
 	// Expired now rather than never owned: the next owner resumes the plan
 	// from this instant when no fire was recorded yet.
-	if _, err := c.pool.Exec(ctx, "UPDATE "+c.t("leases")+" SET owner = '', expires_at = now() WHERE owner = $1 AND schedule = ANY($2)", c.o.InstanceID, give); err != nil {
+	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "UPDATE "+c.t("leases")+" SET owner = '', expires_at = now() WHERE owner = $1 AND schedule = ANY($2)", c.o.InstanceID, give); err != nil {
+			return err
+		}
+		if c.o.Channel == "" {
+			return nil
+		}
+		// The others take them at once, not at their next renewal: a
+		// lease left free is a fire nobody admits.
+		_, err := tx.Exec(ctx, "SELECT pg_notify($1, $2)", c.o.Channel, notifyFree)
+		return err
+	})
+	if err != nil {
 		c.log.Warn("giving leases back failed; they expire instead", zap.Error(err))
 		return
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"go.uber.org/zap"
 )
 
@@ -18,14 +19,15 @@ import (
 // schedule is forwarded to the owner, whose state machine answers.
 //
 // Notifications on the shared channel carry "desired:<schedule>",
-// "request:<id>:<schedule>" and "answer:<id>"; other payloads go to
-// Options.Notified.
+// "request:<id>:<schedule>", "answer:<id>" and "leases:free"; other
+// payloads go to Options.Notified.
 
 // Notification prefixes of the control messages.
 const (
 	notifyDesired = "desired:"
 	notifyRequest = "request:"
 	notifyAnswer  = "answer:"
+	notifyFree    = "leases:free" // leases were given back: take your share now
 )
 
 // ErrNoOwner is returned when no instance answered a forwarded request in time.
@@ -116,6 +118,8 @@ func (c *Coordinator) control(payload string) bool {
 		if err == nil && c.Owner(schedule) && c.o.Execute != nil {
 			go c.serve(id)
 		}
+	case payload == notifyFree:
+		c.Kick()
 	case strings.HasPrefix(payload, notifyAnswer):
 		id, err := strconv.ParseInt(strings.TrimPrefix(payload, notifyAnswer), 10, 64)
 		c.mu.Lock()
@@ -177,25 +181,29 @@ type Instance struct {
 	Started   time.Time `json:"started"`
 	Heartbeat time.Time `json:"heartbeat"`
 	Live      bool      `json:"live"` // heartbeat within the lease TTL, not stopped
-	Stopped   bool      `json:"stopped"`
-	Owned     int       `json:"owned"`     // unexpired leases
-	Schedules []string  `json:"schedules"` // what it can run
+	// Answering: heartbeat within two renewal intervals. A live instance
+	// that is not answering has missed renewals: it may have died, and
+	// its leases are taken over once they expire.
+	Answering bool     `json:"answering"`
+	Stopped   bool     `json:"stopped"`
+	Owned     int      `json:"owned"`     // unexpired leases
+	Schedules []string `json:"schedules"` // what it can run
 }
 
 // Instances lists the instances that heartbeat within the last hour, live
 // ones first.
 func (c *Coordinator) Instances(ctx context.Context) ([]Instance, error) {
 	rows, err := c.pool.Query(ctx, `SELECT i.id, i.host, i.version, i.started_at, i.heartbeat_at,
-			NOT i.stopped AND i.heartbeat_at > now() - $1::interval, i.stopped,
+			NOT i.stopped AND i.heartbeat_at > now() - $1::interval, NOT i.stopped AND i.heartbeat_at > now() - $2::interval, i.stopped,
 			(SELECT count(*) FROM `+c.t("leases")+` l WHERE l.owner = i.id AND l.expires_at > now()), i.schedules
 		FROM `+c.t("instances")+` i WHERE i.heartbeat_at > now() - interval '1 hour'
-		ORDER BY 6 DESC, i.id`, c.o.LeaseTTL)
+		ORDER BY 6 DESC, i.id`, c.o.LeaseTTL, 2*c.o.RenewEvery)
 	if err != nil {
 		return nil, fmt.Errorf("fom: cluster: list instances: %w", err)
 	}
 	var out []Instance
 	var in Instance
-	_, err = pgx.ForEachRow(rows, []any{&in.ID, &in.Host, &in.Version, &in.Started, &in.Heartbeat, &in.Live, &in.Stopped, &in.Owned, &in.Schedules}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&in.ID, &in.Host, &in.Version, &in.Started, &in.Heartbeat, &in.Live, &in.Answering, &in.Stopped, &in.Owned, &in.Schedules}, func() error {
 		out = append(out, in)
 		return nil
 	})
@@ -219,6 +227,60 @@ func (c *Coordinator) Owners(ctx context.Context, schedules []string) (map[strin
 		return nil, fmt.Errorf("fom: cluster: list owners: %w", err)
 	}
 	return out, nil
+}
+
+// Lease is a schedule's lease as the database knows it, with its owner's
+// standing and the schedule's last recorded fire.
+type Lease struct {
+	Owner     string    `json:"owner,omitempty"` // "" when no instance holds it
+	Expires   time.Time `json:"expires,omitzero"`
+	Heartbeat time.Time `json:"ownerHeartbeat,omitzero"` // the owner's last heartbeat
+	Answering bool      `json:"ownerAnswering"`          // the owner heartbeat within two renewal intervals
+	// TakeoverBy is when another instance takes the schedule over at the
+	// latest, should the owner not answer again: the lease's expiry and
+	// one renewal interval.
+	TakeoverBy time.Time `json:"takeoverBy,omitzero"`
+	LastFire   time.Time `json:"lastFire,omitzero"` // the last fire recorded, by any instance
+}
+
+// Leases returns the lease of each of schedules that has a row, in one
+// statement.
+func (c *Coordinator) Leases(ctx context.Context, schedules []string) (map[string]Lease, error) {
+	rows, err := c.pool.Query(ctx, `SELECT l.schedule, CASE WHEN l.expires_at > now() THEN l.owner ELSE '' END, l.expires_at,
+			coalesce(i.heartbeat_at, '-infinity'), coalesce(NOT i.stopped AND i.heartbeat_at > now() - $2::interval, false),
+			(SELECT max(f.planned) FROM `+c.t("fires")+` f WHERE f.schedule = l.schedule)
+		FROM `+c.t("leases")+` l LEFT JOIN `+c.t("instances")+` i ON i.id = l.owner
+		WHERE l.schedule = ANY($1)`, schedules, 2*c.o.RenewEvery)
+	if err != nil {
+		return nil, fmt.Errorf("fom: cluster: read leases: %w", err)
+	}
+	out := map[string]Lease{}
+	var s string
+	var l Lease
+	var expires, heartbeat, last pgtype.Timestamptz
+	_, err = pgx.ForEachRow(rows, []any{&s, &l.Owner, &expires, &heartbeat, &l.Answering, &last}, func() error {
+		v := Lease{Owner: l.Owner, Answering: l.Answering}
+		if v.Owner != "" {
+			v.Expires, v.Heartbeat = finite(expires), finite(heartbeat)
+			v.TakeoverBy = v.Expires.Add(c.o.RenewEvery)
+		} else {
+			v.Answering = false
+		}
+		v.LastFire = finite(last)
+		out[s] = v
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("fom: cluster: read leases: %w", err)
+	}
+	return out, nil
+}
+
+func finite(t pgtype.Timestamptz) time.Time {
+	if !t.Valid || t.InfinityModifier != pgtype.Finite {
+		return time.Time{}
+	}
+	return t.Time
 }
 
 // AllSchedules lists every schedule any instance ever registered (every

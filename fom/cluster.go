@@ -456,3 +456,35 @@ func (a *App) ClusterDays(ctx context.Context, name string) ([]statistics.DaySum
 	}
 	return statistics.MergedDays(sc.Stats(), others, today)
 }
+
+// Leases returns the leases of schedules as the cluster knows them (owner,
+// its standing, when another instance takes over, the last fire
+// recorded); ok is false when the App is not one of a cluster.
+func (a *App) Leases(ctx context.Context, names []string) (l map[string]cluster.Lease, ok bool, err error) {
+	if a.coord == nil {
+		return nil, false, nil
+	}
+	l, err = a.coord.Leases(ctx, names)
+	return l, true, err
+}
+
+// ClusterTotals are a schedule's rounds and task outcomes over its
+// statistics' retention window, summed over every instance.
+type ClusterTotals struct {
+	Rounds, Tasks, Success int64
+}
+
+// ClusterTotals sums a schedule's days over every instance (ClusterDays).
+func (a *App) ClusterTotals(ctx context.Context, name string) (ClusterTotals, error) {
+	days, err := a.ClusterDays(ctx, name)
+	if err != nil {
+		return ClusterTotals{}, err
+	}
+	var t ClusterTotals
+	for _, d := range days {
+		t.Rounds += d.Rounds
+		t.Tasks += d.Count
+		t.Success += d.ByStatus["success"]
+	}
+	return t, nil
+}

@@ -38,6 +38,7 @@ type Context struct {
 	resumeMissed  bool
 	lending       bool          // RUNNING: the round goroutine runs tasks as a worker
 	lastOutcome   outcomeCode   // of the last scheduled round
+	catchUp       bool          // the next plan round runs fires missed before a Resume (CauseCatchUp)
 	tasks         atomic.Uint64 // the settings every task's path reads, packed (taskSettings)
 	plan          Plan
 	gen           *generation
@@ -671,6 +672,7 @@ func (c *Context) resumeNextLocked(l *loop, lastFire time.Time, runMissed bool) 
 	if ok {
 		l.prev = timesOf(prev)
 	}
+	c.catchUp = ok && runMissed && !next.After(now)
 	return next, ok
 }
 

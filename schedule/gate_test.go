@@ -35,10 +35,11 @@ func TestGateDecidesPlannedRoundsOnly(t *testing.T) {
 	t.Parallel()
 	gate := &oddGate{}
 	var ran atomic.Int32
+	var causes sync.Map // round number -> cause
 	h := newHarness(t, map[string]string{"fixedRate": "1s"}, Job{Tasks: func(context.Context) ([]Task, error) {
 		ran.Add(1)
 		return nil, nil
-	}}, func(o *Options) { o.Gate = gate })
+	}, OnComplete: func(_ context.Context, r Round) { causes.Store(r.Number, r.Cause) }}, func(o *Options) { o.Gate = gate })
 	if err := h.c.Startup(); err != nil {
 		t.Fatal(err)
 	}
@@ -67,6 +68,9 @@ func TestGateDecidesPlannedRoundsOnly(t *testing.T) {
 	if gate.count() != 5 {
 		t.Fatal("the missed fire was not gated")
 	}
+	if c, _ := causes.Load(int64(4)); c != CauseCatchUp {
+		t.Fatalf("the missed fire's round is labelled %v, want catchup", c)
+	}
 	// With misfires skipped, t0+2s and t0+3s are passed over; t0+4s is
 	// due now (not missed) and runs, then the rate goes on.
 	if !h.c.Resume(t0.Add(time.Second), false) {
@@ -78,6 +82,9 @@ func TestGateDecidesPlannedRoundsOnly(t *testing.T) {
 	})
 	if gate.count() != 6 {
 		t.Fatalf("asked %d times, want 6: the skipped fires are not asked", gate.count())
+	}
+	if c, _ := causes.Load(int64(5)); c != CausePlan {
+		t.Fatalf("a fire due now after skipped misfires is labelled %v, want plan", c)
 	}
 }
 

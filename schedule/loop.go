@@ -434,6 +434,12 @@ func (c *Context) runRound(l *loop, gen *generation, planned time.Time, cause Ca
 		c.mu.Unlock()
 		return Round{}, nil, false
 	}
+	if c.catchUp {
+		if cause == CausePlan {
+			cause = CauseCatchUp
+		}
+		c.catchUp = false
+	}
 	c.setState(Running)
 	c.rounds++
 	n := c.rounds

@@ -107,6 +107,7 @@ const (
 	CauseExec                // ExecNow while the schedule slept
 	CauseRerun               // an ExecNow queued while a round ran, run right after it
 	CauseSubmit              // an ad-hoc batch (Submit, SubmitAt)
+	CauseCatchUp             // the plan's fire run late for fires missed while no process ran the schedule (a failover, misfire "once")
 )
 
 func (c Cause) String() string {
@@ -121,6 +122,8 @@ func (c Cause) String() string {
 		return "rerun"
 	case CauseSubmit:
 		return "submit"
+	case CauseCatchUp:
+		return "catchup"
 	}
 	return "unknown"
 }

@@ -36,7 +36,7 @@ func TestStoredEncodingsAreThoseOfTheDataFormat(t *testing.T) {
 		t.Fatalf("%d days and %d pages taken", len(ch.Days), len(ch.Rounds))
 	}
 	const (
-		format = 1
+		format = 2
 		day    = "030402020000000080a7e92c80d0acf30e80f795a00f809bee02809bee0202020000000003021478b009a03802c60102580201870102"
 		page   = "010101809b98e8f6c996ec31020200809bee0281a7e92c020200000000020001027400809bee0280a7e92c000001027501809bee0280d0acf30e04626f6f6d000000"
 	)

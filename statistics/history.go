@@ -82,7 +82,9 @@ type TaskRecord struct {
 }
 
 // causeNames are the causes a round can have, as schedule.Cause names them.
-func causeNames() [5]string { return [5]string{"plan", "start", "exec", "rerun", "submit"} }
+func causeNames() [6]string {
+	return [6]string{"plan", "start", "exec", "rerun", "submit", "catchup"}
+}
 
 // history is a schedule's rounds not yet in the store, each encoded as a
 // page holds it (appendRound): the newest Settings.Rounds of them wait for
@@ -630,6 +632,8 @@ func causeIndex(cause string) byte {
 		return 3
 	case "submit":
 		return 4
+	case "catchup":
+		return 5
 	}
 	return 0
 }

@@ -18,7 +18,10 @@ import (
 // opened by a build that knows a lower one (ErrNewerSchema): a row such a
 // build cannot read would be skipped and then overwritten. Bump it with
 // every change of an encoding (statistics' format test pins the bytes).
-const DataFormat = 1
+//
+// Format 2: a round's cause may be "catchup" (index 5), which a build of
+// format 1 cannot read.
+const DataFormat = 2
 
 // ErrNewerSchema is returned when a store was written by a newer fom.
 var ErrNewerSchema = errors.New("fom: store was written by a newer version of fom")

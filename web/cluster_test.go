@@ -102,3 +102,115 @@ func TestClusterPageAndAPI(t *testing.T) {
 		t.Fatal("a single-process page shows a cluster")
 	}
 }
+
+type everySecond struct {
+	fom.Schedule `name:"tick" cron:"* * * * * *"`
+}
+
+func (*everySecond) Run(context.Context) (any, error) { return nil, nil }
+
+type everySecondToo struct {
+	fom.Schedule `name:"tock" cron:"* * * * * *"`
+}
+
+func (*everySecondToo) Run(context.Context) (any, error) { return nil, nil }
+
+// TestClusterPageTellsTheClustersTruth: every instance's page shows the
+// cluster's figures, not its own: a non-owner's table counts the rounds
+// every instance ran and shows the cluster's last fire; history rows name
+// their instance; an owner that stopped heartbeating is shown as not
+// answering, with when another instance takes over; and with more
+// instances than schedules no instance holds two leases.
+func TestClusterPageTellsTheClustersTruth(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
+	ctx := context.Background()
+	var apps []*fom.App
+	for _, id := range []string{"t-1", "t-2", "t-3"} {
+		st, err := postgres.Open(ctx, pgtest.DSN(), postgres.WithSchema(schema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		app, err := fom.New(fom.WithStore(st), fom.WithInstanceID(id), fom.WithLeaseTTL(1500*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range []any{&everySecond{}, &everySecondToo{}} {
+			if _, err := app.Register(j); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := app.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		defer app.Stop(ctx)
+		apps = append(apps, app)
+	}
+	// Leases spread: two schedules, three instances, none holds both.
+	owners := func() map[string]string {
+		v, _, err := apps[0].Cluster(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.Owners
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		o := owners()
+		if o["tick"] != "" && o["tock"] != "" && o["tick"] != o["tock"] {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("leases not spread: %v", o)
+		}
+	}
+	owner := owners()["tick"]
+	var bystander *fom.App
+	for _, a := range apps {
+		if a.InstanceID() != owner && a.InstanceID() != owners()["tock"] {
+			bystander = a
+		}
+	}
+	time.Sleep(2200 * time.Millisecond) // a few fires
+	for _, a := range apps {
+		if err := a.FlushStats(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, err := NewHandler(bystander, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{t: t, app: bystander, h: h}
+	if own := bystander.Schedule("tick").Info().Rounds; own != 0 {
+		t.Fatalf("the bystander ran %d rounds itself", own)
+	}
+	page := f.do("GET", "/fom/", "").body
+	row := page[strings.Index(page, `data-testid="row-tick"`):]
+	row = row[:strings.Index(row, "</tr>")]
+	if strings.Contains(row, `data-testid="rounds" title="rounds every instance ran, over the statistics&#39; retention days">0<`) || !strings.Contains(row, "rounds every instance ran") {
+		t.Fatalf("the bystander's table does not count the cluster's rounds:\n%s", row)
+	}
+	if strings.Contains(row, `data-testid="last" title="">—`) {
+		t.Fatalf("the bystander's table shows no last fire:\n%s", row)
+	}
+	sp := f.do("GET", "/fom/schedules/tick", "").body
+	if !strings.Contains(sp, owner+" #1") {
+		t.Errorf("the history does not name rounds by instance (%s #1)", owner)
+	}
+	// An owner that stops heartbeating (as a killed process would) is
+	// shown as not answering, and its schedule with when it is taken over.
+	if _, err := pool.Exec(ctx, "INSERT INTO "+schema+".instances (id, host, version, started_at, heartbeat_at) VALUES ('ghost', 'h', '', now() - interval '1 minute', now() - interval '3 seconds')"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "UPDATE "+schema+".leases SET owner = 'ghost', term = term + 1, expires_at = now() + interval '30 seconds' WHERE schedule = 'tock'"); err != nil {
+		t.Fatal(err)
+	}
+	page = f.do("GET", "/fom/", "").body
+	for _, want := range []string{`data-testid="instance-state">not answering since`, "owner ghost not answering since", "another instance takes over by"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+}

@@ -48,11 +48,19 @@ func (h *handler) historyRows(ctx context.Context, sc *fom.ScheduleContext, now 
 		if r.Instance != "" {
 			q += "?instance=" + url.QueryEscape(r.Instance)
 		}
+		// Each instance numbers its own rounds: in a cluster a round is
+		// named by its instance too, so that no two read "#1".
 		number := "#" + strconv.FormatInt(r.Number, 10)
+		if r.Instance != "" {
+			number = r.Instance + " " + number
+		}
 		if r.Batch {
 			number = "batch " + number
 		}
 		cause := r.Cause
+		if cause == "catchup" {
+			cause = "catch-up of missed fires"
+		}
 		if r.By != "" {
 			cause += " by " + r.By
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"go.uber.org/zap"
 
+	"github.com/fom-go/fom/cluster"
 	"github.com/fom-go/fom/config"
 	"github.com/fom-go/fom/fom"
 )
@@ -73,6 +74,9 @@ type rowView struct {
 	LastTitle, NextTitle, Outcome string
 	Owner                         string // the instance that runs it, in a cluster
 	StopReason                    string // why a STOPPED schedule stopped by itself
+	OwnerNote                     string // the owner is not answering, and when another takes over
+	ClusterCounts                 bool   // Rounds, Success and Failed are every instance's
+	lastAt                        time.Time
 	nextAt                        time.Time
 }
 
@@ -156,7 +160,7 @@ func (h *handler) rowOf(sc *fom.ScheduleContext) rowView {
 	return rowView{
 		Name: i.Name, URL: h.scheduleURL(i.Name), State: i.State.String(), Plan: i.Plan, Remark: i.Remark,
 		Last: relTime(i.Last, now), Next: relTime(i.Next, now), LogLevel: sc.LogLevel().String(),
-		LastTitle: lastTitle(i), NextTitle: absTime(i.Next), Outcome: string(i.LastOutcome), nextAt: i.Next,
+		LastTitle: lastTitle(i), NextTitle: absTime(i.Next), Outcome: string(i.LastOutcome), nextAt: i.Next, lastAt: i.Last,
 		Rounds: i.Rounds, Success: i.Counts.Success, Failed: i.Counts.Total() - i.Counts.Success, Waiting: i.Waiting, Active: i.Active,
 		Abandoned: i.Abandoned, Stalled: i.Stalled, StopReason: i.StopReason,
 	}
@@ -165,26 +169,70 @@ func (h *handler) rowOf(sc *fom.ScheduleContext) rowView {
 // rows is the page of the table a request asks for.
 func (h *handler) rows(r *http.Request) ([]rowView, pager) {
 	var out []rowView
-	owners := h.owners(r.Context())
-	for _, sc := range h.app.Schedules() {
+	scs := h.app.Schedules()
+	leases := h.leases(r.Context(), scs)
+	for _, sc := range scs {
 		row := h.rowOf(sc)
-		row.Owner = owners[sc.Name()]
+		if l, ok := leases[sc.Name()]; ok {
+			row.withLease(l)
+		}
 		out = append(out, row)
 	}
 	f := filterOf(r)
-	return f.pageOf(f.apply(out))
+	rows, pg := f.pageOf(f.apply(out))
+	if leases != nil {
+		h.clusterCounts(r.Context(), rows)
+	}
+	return rows, pg
 }
 
-// owners is who owns each schedule in a cluster (one query), or nil.
-func (h *handler) owners(ctx context.Context) map[string]string {
-	if h.app.InstanceID() == "" {
+// roundsTitle says what the rounds and outcome counts count.
+func (r rowView) roundsTitle() string {
+	if r.ClusterCounts {
+		return "rounds every instance ran, over the statistics' retention days"
+	}
+	return "scheduled rounds started since this process started"
+}
+
+// withLease shows the cluster's view of a row's schedule: its owner and
+// the owner's standing, and the cluster's last fire, whichever instance
+// ran it.
+func (r *rowView) withLease(l cluster.Lease) {
+	r.Owner = l.Owner
+	if l.Owner != "" && !l.Answering {
+		r.OwnerNote = "owner " + l.Owner + " not answering since " + fmtTime(l.Heartbeat) + "; another instance takes over by " + fmtTime(l.TakeoverBy)
+	}
+	if l.LastFire.After(r.lastAt) {
+		r.lastAt = l.LastFire
+		r.Last, r.LastTitle = relTime(l.LastFire, time.Now()), absTime(l.LastFire)
+	}
+}
+
+// leases are the schedules' leases in a cluster (one query), or nil.
+func (h *handler) leases(ctx context.Context, scs []*fom.ScheduleContext) map[string]cluster.Lease {
+	names := make([]string, len(scs))
+	for i, sc := range scs {
+		names[i] = sc.Name()
+	}
+	l, ok, err := h.app.Leases(ctx, names)
+	if !ok || err != nil {
 		return nil
 	}
-	v, _, err := h.app.Cluster(ctx)
-	if err != nil {
-		return nil
+	return l
+}
+
+// clusterCounts shows the rows' rounds and outcomes summed over every
+// instance (the statistics' retention window), rather than this
+// instance's since it started: a non-owner runs none of them.
+func (h *handler) clusterCounts(ctx context.Context, rows []rowView) {
+	for i := range rows {
+		t, err := h.app.ClusterTotals(ctx, rows[i].Name)
+		if err != nil {
+			h.log.Warn("cluster statistics unavailable; showing this instance's", zap.String("schedule", rows[i].Name), zap.Error(err))
+			continue
+		}
+		rows[i].Rounds, rows[i].Success, rows[i].Failed, rows[i].ClusterCounts = t.Rounds, t.Success, t.Tasks-t.Success, true
 	}
-	return v.Owners
 }
 
 func (h *handler) pageIndex(w http.ResponseWriter, r *http.Request) {
@@ -207,6 +255,7 @@ type clusterView struct {
 
 type instanceRow struct {
 	ID, Host, Heartbeat, State string
+	Bad                        bool // not answering
 	Owned                      int
 }
 
@@ -232,14 +281,15 @@ func (h *handler) clusterOf(r *http.Request) clusterView {
 		return cv
 	}
 	for _, in := range v.Instances {
-		st := "live"
+		st, bad := "live", false
 		switch {
 		case in.Stopped:
 			st = "stopped"
-		case !in.Live:
-			st = "no heartbeat"
+		case !in.Answering:
+			// Two renewals missed: shown at once, not after the lease TTL.
+			st, bad = "not answering since "+fmtTime(in.Heartbeat), true
 		}
-		cv.Rows = append(cv.Rows, instanceRow{ID: in.ID, Host: in.Host, Heartbeat: fmtTime(in.Heartbeat), State: st, Owned: in.Owned})
+		cv.Rows = append(cv.Rows, instanceRow{ID: in.ID, Host: in.Host, Heartbeat: fmtTime(in.Heartbeat), State: st, Bad: bad, Owned: in.Owned})
 	}
 	return cv
 }
@@ -308,7 +358,12 @@ func (h *handler) detail(ctx context.Context, sc *fom.ScheduleContext, typed map
 	i := sc.Info()
 	c := i.Counts
 	row := h.rowOf(sc)
-	row.Owner = h.owners(ctx)[sc.Name()]
+	if leases := h.leases(ctx, []*fom.ScheduleContext{sc}); leases != nil {
+		row.withLease(leases[sc.Name()])
+		one := []rowView{row}
+		h.clusterCounts(ctx, one)
+		row = one[0]
+	}
 	v := detailView{Row: row, Loaded: fmtTime(i.Loaded), Batches: i.Batches, ExportBase: h.base + "/api/schedules/" + url.PathEscape(i.Name) + "/export",
 		Unsaved: sc.Stats().Unsaved(), KeptFailures: sc.Stats().Settings().Failures,
 		AuditURL: h.base + "/api/schedules/" + url.PathEscape(i.Name) + "/audit", HistoryURL: h.base + "/api/schedules/" + url.PathEscape(i.Name) + "/rounds",
@@ -318,7 +373,10 @@ func (h *handler) detail(ctx context.Context, sc *fom.ScheduleContext, typed map
 	} else {
 		v.HistoryError = err.Error()
 	}
-	v.Outcomes = "success " + strconv.FormatInt(c.Success, 10) + " · failed " + strconv.FormatInt(c.Failed, 10) + " · timeout " + strconv.FormatInt(c.Timeout, 10) +
+	if row.ClusterCounts {
+		v.Outcomes = "every instance: " + strconv.FormatInt(row.Success, 10) + " ok, " + strconv.FormatInt(row.Failed, 10) + " not ok · this instance since it started: "
+	}
+	v.Outcomes += "success " + strconv.FormatInt(c.Success, 10) + " · failed " + strconv.FormatInt(c.Failed, 10) + " · timeout " + strconv.FormatInt(c.Timeout, 10) +
 		" · rejected " + strconv.FormatInt(c.Rejected, 10) + " · conflict " + strconv.FormatInt(c.Conflict, 10) + " · canceled " + strconv.FormatInt(c.Canceled, 10)
 	for _, e := range entriesOf(sc) {
 		ce := cfgEntry{entryView: e, Shown: e.Value, Error: errs[e.Key]}

@@ -129,11 +129,11 @@ func TestNewerDataFormatIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	if _, err := admin.Exec(context.Background(), "UPDATE "+schema+".meta SET value = '2' WHERE key = 'data_format'"); err != nil {
+	if _, err := admin.Exec(context.Background(), "UPDATE "+schema+".meta SET value = '3' WHERE key = 'data_format'"); err != nil {
 		t.Fatal(err)
 	}
 	_, err = Open(context.Background(), testDSN(), WithSchema(schema))
-	if !errors.Is(err, store.ErrNewerSchema) || !strings.Contains(err.Error(), "data format 2, this build reads up to 1") {
+	if !errors.Is(err, store.ErrNewerSchema) || !strings.Contains(err.Error(), "data format 3, this build reads up to 2") {
 		t.Fatalf("got %v", err)
 	}
 }

@@ -23,7 +23,7 @@ func TestLogRowEncodingIsThatOfTheDataFormat(t *testing.T) {
 		[]store.Day{{Schedule: "job", Day: day, Data: []byte{3, 1, 2}}},
 		[]store.Round{{Schedule: "job", Slot: 4, First: 7, Seq: 9, Start: day.Add(time.Hour), Data: []byte{1, 5}}})
 	const want = "0101036a6f62e2c4020303010202036a6f62040e128080bdfdffeb87ec31020105"
-	if store.DataFormat != 1 {
+	if store.DataFormat != 2 {
 		t.Fatalf("store.DataFormat is %d: pin this format's log row below", store.DataFormat)
 	}
 	if got := hex.EncodeToString(b); got != want {
@@ -38,13 +38,13 @@ func TestNewerDataFormatIsRefused(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	s := open(t, dir)
-	if _, err := s.db.Exec("UPDATE meta SET value = '2' WHERE key = 'data_format'"); err != nil {
+	if _, err := s.db.Exec("UPDATE meta SET value = '3' WHERE key = 'data_format'"); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
 	before, _ := os.ReadFile(filepath.Join(dir, FileName))
 	_, err := Open(context.Background(), dir)
-	if !errors.Is(err, store.ErrNewerSchema) || !strings.Contains(err.Error(), "data format 2, this build reads up to 1") {
+	if !errors.Is(err, store.ErrNewerSchema) || !strings.Contains(err.Error(), "data format 3, this build reads up to 2") {
 		t.Fatalf("got %v", err)
 	}
 	after, _ := os.ReadFile(filepath.Join(dir, FileName))

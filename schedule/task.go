@@ -102,12 +102,12 @@ type Round struct {
 type Cause uint8
 
 const (
-	CausePlan   Cause = iota // the plan's fire
-	CauseStart               // the first round of a start, by execOnLoad or initialDelay
-	CauseExec                // ExecNow while the schedule slept
-	CauseRerun               // an ExecNow queued while a round ran, run right after it
-	CauseSubmit              // an ad-hoc batch (Submit, SubmitAt)
-	CauseCatchUp             // the plan's fire run late for fires missed while no process ran the schedule (a failover, misfire "once")
+	CausePlan    Cause = iota // the plan's fire
+	CauseStart                // the first round of a start, by execOnLoad or initialDelay
+	CauseExec                 // ExecNow while the schedule slept
+	CauseRerun                // an ExecNow queued while a round ran, run right after it
+	CauseSubmit               // an ad-hoc batch (Submit, SubmitAt)
+	CauseCatchUp              // the plan's fire run late for fires missed while no process ran the schedule (a failover, misfire "once")
 )
 
 func (c Cause) String() string {

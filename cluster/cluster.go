@@ -320,8 +320,27 @@ func (c *Coordinator) loop(stop, done chan struct{}) {
 	}
 	t := time.NewTicker(c.o.RenewEvery)
 	defer t.Stop()
+	// Fire records are pruned an hour at a time, off the renewal path.
+	prune := time.NewTicker(firesPruneEvery)
+	defer prune.Stop()
+	pruneCtx, cancelPrune := context.WithCancel(context.Background())
+	pruned := make(chan struct{}, 1)
+	pruned <- struct{}{} // a token: one prune at a time
+	defer func() {
+		cancelPrune()
+		<-pruned
+	}()
 	for {
 		select {
+		case <-prune.C:
+			select {
+			case <-pruned:
+				go func() {
+					defer func() { pruned <- struct{}{} }()
+					c.pruneFires(pruneCtx)
+				}()
+			default: // the last one still runs
+			}
 		case <-stop:
 			return
 		case <-t.C:
@@ -436,6 +455,32 @@ func (c *Coordinator) tick(ctx context.Context) {
 		c.acquire(ctx, names, share-have)
 	case have > share:
 		c.release(ctx, names, have-share, "to rebalance")
+	}
+}
+
+// firesPruneEvery is how often an instance prunes the fire records, and
+// firesKept how long a record is kept: the plan continues from a
+// schedule's last recorded fire, which is always kept; older records only
+// guard against recording a fire twice, which an owner cannot attempt for
+// a fire older than its lease.
+const (
+	firesPruneEvery = time.Hour
+	firesKept       = time.Hour
+)
+
+// pruneFires deletes the fire records older than firesKept, but each
+// schedule's last.
+func (c *Coordinator) pruneFires(ctx context.Context) {
+	tag, err := c.pool.Exec(ctx, "DELETE FROM "+c.t("fires")+` f WHERE f.recorded_at < now() - $1::interval
+		AND f.planned < (SELECT max(g.planned) FROM `+c.t("fires")+` g WHERE g.schedule = f.schedule)`, firesKept)
+	if err != nil {
+		if ctx.Err() == nil {
+			c.log.Warn("pruning fire records failed", zap.Error(err))
+		}
+		return
+	}
+	if n := tag.RowsAffected(); n > 0 {
+		c.log.Debug("fire records pruned", zap.Int64("count", n))
 	}
 }
 

@@ -252,3 +252,30 @@ func TestStopEndsTheRetries(t *testing.T) {
 		t.Fatalf("stopped after %s (renewal interval %s)", d, c.o.RenewEvery)
 	}
 }
+
+// TestPruneFiresKeepsEachSchedulesLast: records older than an hour go,
+// but a schedule's last record stays however old (the plan continues from
+// it), and recent ones stay.
+func TestPruneFiresKeepsEachSchedulesLast(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
+	c := coordinator(t, schema, "p1", nil, Options{}, "a", "b")
+	ctx := context.Background()
+	ins := func(s string, planned, recorded string) {
+		t.Helper()
+		if _, err := pool.Exec(ctx, "INSERT INTO "+schema+".fires (schedule, planned, term, owner, recorded_at) VALUES ($1, now() - $2::interval, 1, 'p1', now() - $3::interval)", s, planned, recorded); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ins("a", "3 hours", "3 hours")
+	ins("a", "2 hours", "2 hours")
+	ins("a", "10 minutes", "10 minutes")
+	ins("b", "5 hours", "5 hours") // b's last: kept
+	ins("b", "6 hours", "6 hours")
+	c.pruneFires(ctx)
+	var n int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+schema+".fires").Scan(&n); err != nil || n != 2 {
+		t.Fatalf("%d records left (%v), want a's recent one and b's last", n, err)
+	}
+}

@@ -23,6 +23,7 @@ import (
 	"github.com/fom-go/fom/store"
 	"github.com/fom-go/fom/store/postgres"
 	"github.com/fom-go/fom/store/sqlite"
+	"github.com/fom-go/fom/timer"
 )
 
 // settingLogLevel is the store setting that keeps a schedule's log level.
@@ -50,8 +51,9 @@ type App struct {
 	desired   map[string]bool      // desired states last applied (cluster); guarded by mu
 	disagree  string               // the declarations' differences last logged (cluster); guarded by mu
 	running   bool
-	releasing chan struct{} // closed once the tasks a timed-out Stop left have returned and the store is released
-	flushStop chan struct{} // closes the statistics flush loop
+	timers    *timer.Service // made by Timers
+	releasing chan struct{}  // closed once the tasks a timed-out Stop left have returned and the store is released
+	flushStop chan struct{}  // closes the statistics flush loop
 	flushDone chan struct{}
 
 	flushMu   sync.Mutex // one flush at a time
@@ -410,8 +412,14 @@ func (a *App) Start(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	timers := a.timers
 	a.mu.Unlock()
 	a.resumeMissed()
+	if timers != nil {
+		if err := timers.Start(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -424,7 +432,12 @@ func (a *App) Stop(ctx context.Context) error {
 	a.mu.Lock()
 	a.running = false
 	scs := append([]*ScheduleContext(nil), a.schedules...)
+	timers := a.timers
 	a.mu.Unlock()
+	var terr error
+	if timers != nil { // deliveries end, or are left to their leases, before the store closes
+		terr = timers.Stop(ctx)
+	}
 	errs := make([]error, len(scs))
 	var wg sync.WaitGroup
 	for i, sc := range scs {
@@ -437,6 +450,9 @@ func (a *App) Stop(ctx context.Context) error {
 	wg.Wait()
 	for _, rs := range a.runners {
 		rs.Close()
+	}
+	if terr != nil {
+		errs = append(errs, terr)
 	}
 	if a.coord != nil { // every schedule stopped: give the leases back
 		if err := a.coord.Stop(context.WithoutCancel(ctx)); err != nil {

@@ -110,6 +110,55 @@ func migrations() []string {
 			value TEXT NOT NULL
 		);
 		INSERT INTO meta (key, value) VALUES ('data_format', '1');`,
+		// Durable timers (timers.go): definitions, their fires (one per
+		// timer and planned time) and each fire's attempts.
+		`CREATE TABLE timers (
+			id           TEXT PRIMARY KEY,
+			namespace    TEXT NOT NULL,
+			name         TEXT NOT NULL,
+			kind         TEXT NOT NULL,
+			at           INTEGER NOT NULL,
+			cron         TEXT NOT NULL,
+			payload      BLOB NOT NULL,
+			enabled      INTEGER NOT NULL,
+			version      INTEGER NOT NULL,
+			max_attempts INTEGER NOT NULL,
+			min_backoff  INTEGER NOT NULL,
+			max_backoff  INTEGER NOT NULL,
+			timeout      INTEGER NOT NULL,
+			misfire      TEXT NOT NULL,
+			next_at      INTEGER NOT NULL,
+			created      INTEGER NOT NULL,
+			updated      INTEGER NOT NULL,
+			UNIQUE (namespace, name)
+		);
+		CREATE INDEX timers_due ON timers (next_at) WHERE enabled = 1 AND next_at > 0;
+		CREATE TABLE timer_fires (
+			timer_id    TEXT NOT NULL,
+			planned     INTEGER NOT NULL,
+			namespace   TEXT NOT NULL,
+			state       TEXT NOT NULL,
+			attempt     INTEGER NOT NULL,
+			base        INTEGER NOT NULL,
+			due_at      INTEGER NOT NULL,
+			owner       TEXT NOT NULL,
+			lease_until INTEGER NOT NULL,
+			last_error  TEXT NOT NULL,
+			finished    INTEGER NOT NULL,
+			PRIMARY KEY (timer_id, planned)
+		);
+		CREATE INDEX timer_fires_due ON timer_fires (due_at) WHERE state IN ('pending', 'retry', 'running');
+		CREATE INDEX timer_fires_finished ON timer_fires (state, finished) WHERE state IN ('succeeded', 'dead');
+		CREATE TABLE timer_attempts (
+			timer_id    TEXT NOT NULL,
+			planned     INTEGER NOT NULL,
+			attempt     INTEGER NOT NULL,
+			started     INTEGER NOT NULL,
+			finished    INTEGER NOT NULL,
+			error       TEXT NOT NULL,
+			status_code INTEGER NOT NULL,
+			PRIMARY KEY (timer_id, planned, attempt)
+		);`,
 	}
 }
 

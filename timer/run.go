@@ -1,0 +1,458 @@
+package timer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime/debug"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/fom-go/fom/schedule"
+	"github.com/fom-go/fom/schedule/wheel"
+	"github.com/fom-go/fom/store"
+)
+
+// How a fire runs. The loop polls the store every Poll: it makes the
+// fires of the timers due within the window (materialize) and claims the
+// fires due within it (a lease in the store), arming each in the timing
+// wheel for its due time. When one comes, the dispatcher begins the
+// attempts of every fire due then in one statement (StartFires: a fire
+// whose timer was disabled, updated or deleted meanwhile is not begun),
+// and each is delivered on a goroutine of its own, within its namespace's
+// rate and concurrency; the finisher records their outcomes in batches.
+// A process that dies leaves claims and running attempts whose leases run
+// out: any instance takes them over (at least once, with the same key).
+
+// Start starts the service: the loop, the dispatcher and the finisher.
+func (s *Service) Start(ctx context.Context) error {
+	s.mu.Lock()
+	if s.running {
+		s.mu.Unlock()
+		return nil
+	}
+	w, err := wheel.New(wheel.WithClock(s.clk), wheel.WithDispatchers(1))
+	if err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	s.wheel, s.running, s.stop, s.finQuit = w, true, make(chan struct{}), make(chan struct{})
+	quit := s.finQuit
+	s.mu.Unlock()
+	s.wg.Add(3)
+	go s.loop()
+	go s.dispatch()
+	go s.finish(quit)
+	s.poke()
+	return nil
+}
+
+// Stop stops claiming, gives back the fires claimed and not begun, and
+// waits for the deliveries under way until ctx ends (their outcomes are
+// recorded; one still running then is left to its lease). Safe twice and
+// before Start.
+func (s *Service) Stop(ctx context.Context) error {
+	s.mu.Lock()
+	if !s.running {
+		s.mu.Unlock()
+		return nil
+	}
+	s.running = false
+	close(s.stop)
+	w := s.wheel
+	for ref, t := range s.armed {
+		t.Stop()
+		delete(s.armed, ref)
+	}
+	s.due = nil
+	s.mu.Unlock()
+	w.Stop()
+	done := make(chan struct{})
+	go func() {
+		s.inflight.Wait()
+		close(done)
+	}()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = fmt.Errorf("fom: timer service stop: deliveries still running: %w", ctx.Err())
+	}
+	close(s.finQuit)
+	s.wg.Wait()
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if rerr := s.st.ReleaseFires(rctx, s.o.Instance); rerr != nil {
+		err = errors.Join(err, fmt.Errorf("fom: timer service stop: give back claims: %w", rerr))
+	}
+	return err
+}
+
+func (s *Service) signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// loop polls until Stop.
+func (s *Service) loop() {
+	defer s.wg.Done()
+	t := s.clk.NewTicker(s.o.Poll)
+	defer t.Stop()
+	var lastPrune time.Time
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.Chan():
+		case <-s.kick:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), max(s.o.Window, 5*time.Second))
+		if err := s.poll(ctx); err != nil {
+			s.log.Warn("polling for due fires failed; will retry", zap.Error(err))
+		}
+		if now := s.clk.Now(); now.Sub(lastPrune) >= time.Minute {
+			lastPrune = now
+			if n, err := s.st.PruneFires(ctx, ms(now.Add(-s.o.RetainSucceeded)), ms(now.Add(-s.o.RetainDead))); err != nil {
+				s.log.Warn("pruning finished fires failed", zap.Error(err))
+			} else if n > 0 {
+				s.log.Debug("finished fires pruned", zap.Int64("count", n))
+			}
+		}
+		cancel()
+	}
+}
+
+// poll makes the fires due within the window and claims them.
+func (s *Service) poll(ctx context.Context) error {
+	now := s.clk.Now()
+	horizon := now.Add(s.o.Window)
+	for {
+		ts, err := s.st.DueTimers(ctx, ms(horizon), 1000)
+		if err != nil {
+			return fmt.Errorf("read due timers: %w", err)
+		}
+		if len(ts) == 0 {
+			break
+		}
+		as := make([]store.Advance, 0, len(ts))
+		for _, t := range ts {
+			as = append(as, advance(t, now, horizon))
+		}
+		if err := s.st.AdvanceTimers(ctx, as); err != nil {
+			return fmt.Errorf("make fires: %w", err)
+		}
+		if len(ts) < 1000 {
+			break
+		}
+	}
+	for {
+		cs, err := s.st.ClaimFires(ctx, s.o.Instance, ms(horizon), ms(now), s.o.Lease.Milliseconds(), s.o.ClaimBatch)
+		if err != nil {
+			return fmt.Errorf("claim fires: %w", err)
+		}
+		s.arm(cs)
+		if len(cs) < s.o.ClaimBatch {
+			return nil
+		}
+	}
+}
+
+// advance makes a timer's fires up to horizon: a one-shot's one fire; a
+// cron timer's fires from its NextAt on, of which, after downtime, only
+// the first missed is kept (MisfireOnce) or none (MisfireSkip).
+func advance(t store.Timer, now, horizon time.Time) store.Advance {
+	a := store.Advance{TimerID: t.ID, From: t.NextAt}
+	if t.Cron == "" {
+		a.Fires = []int64{t.NextAt}
+		return a
+	}
+	p, err := schedule.CronPlan(t.Cron)
+	if err != nil { // validated at create: cannot happen
+		return a
+	}
+	next := fromMS(t.NextAt)
+	if next.Before(now.Add(-time.Second)) { // missed while nothing ran
+		if t.Misfire != MisfireSkip {
+			a.Fires = append(a.Fires, t.NextAt)
+		}
+		n, ok := p.Next(schedule.Round{Start: now})
+		if !ok {
+			return a
+		}
+		next = n
+	}
+	for !next.After(horizon) {
+		a.Fires = append(a.Fires, ms(next))
+		n, ok := p.Next(schedule.Round{Start: next})
+		if !ok {
+			return a
+		}
+		next = n
+	}
+	a.Next = ms(next)
+	return a
+}
+
+// arm puts claimed fires in the wheel for their due times.
+func (s *Service) arm(cs []store.Claimed) {
+	if len(cs) == 0 {
+		return
+	}
+	now := s.clk.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.running {
+		return
+	}
+	for _, c := range cs {
+		if _, ok := s.armed[c.FireRef]; ok {
+			continue
+		}
+		ref := c.FireRef
+		t := s.wheel.AfterFuncInline(fromMS(c.DueAt).Sub(now), func() { s.fired(ref) })
+		if t != nil {
+			s.armed[ref] = t
+		}
+	}
+	s.metrics.claimed.Add(int64(len(cs)))
+}
+
+// fired hands a fire whose time came to the dispatcher (on the wheel's
+// goroutine: it only queues).
+func (s *Service) fired(ref store.FireRef) {
+	s.mu.Lock()
+	if _, ok := s.armed[ref]; !ok || !s.running {
+		s.mu.Unlock()
+		return
+	}
+	delete(s.armed, ref)
+	s.due = append(s.due, ref)
+	s.mu.Unlock()
+	s.signal(s.dueSig)
+}
+
+// dispatch begins the attempts of the fires that came due, in batches.
+func (s *Service) dispatch() {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-s.dueSig:
+		}
+		s.mu.Lock()
+		batch := s.due
+		s.due = nil
+		s.mu.Unlock()
+		for len(batch) > 0 {
+			n := min(len(batch), 2000)
+			s.begin(batch[:n])
+			batch = batch[n:]
+		}
+	}
+}
+
+// grace is how long past an attempt's timeout its lease lasts.
+const grace = 5 * time.Second
+
+func (s *Service) begin(refs []store.FireRef) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	now := s.clk.Now()
+	started, err := s.st.StartFires(ctx, s.o.Instance, refs, ms(now), (s.o.Lease + grace).Milliseconds())
+	if err != nil {
+		// Left claimed: their leases run out and a poll claims them again.
+		s.log.Warn("beginning attempts failed; the fires are claimed again when their leases end", zap.Int("fires", len(refs)), zap.Error(err))
+		return
+	}
+	for _, st := range started {
+		s.inflight.Add(1)
+		go s.deliver(st)
+	}
+}
+
+// deliver runs one attempt within its namespace's limits.
+func (s *Service) deliver(st store.Started) {
+	defer s.inflight.Done()
+	t := st.Timer
+	s.mu.Lock()
+	k := s.kinds[t.Kind]
+	s.mu.Unlock()
+	planned := fromMS(st.Planned)
+	f := Fire{TimerID: t.ID, Namespace: t.Namespace, Name: t.Name, Kind: t.Kind, Payload: t.Payload, Planned: planned, Attempt: st.Attempt, Key: KeyOf(t.ID, planned)}
+	retry, timeout := DefaultRetry(), DefaultTimeout
+	if k != nil {
+		retry, timeout = k.retry, k.timeout
+	}
+	retry = mergeRetry(Retry{MaxAttempts: t.MaxAttempts, MinBackoff: time.Duration(t.MinBackoff) * time.Millisecond, MaxBackoff: time.Duration(t.MaxBackoff) * time.Millisecond}, retry)
+	if t.Timeout > 0 {
+		timeout = time.Duration(t.Timeout) * time.Millisecond
+	}
+	ns := s.space(t.Namespace)
+	if ns != nil && ns.sem != nil {
+		select {
+		case ns.sem <- struct{}{}:
+			defer func() { <-ns.sem }()
+		case <-s.stop:
+			s.outcome(st, store.Outcome{State: store.FireRetry, DueAt: ms(s.clk.Now()), Error: "stopped before delivery"}, 0)
+			return
+		}
+	}
+	if ns != nil && ns.lim != nil {
+		if d := ns.lim.Reserve().DelayFrom(s.clk.Now()); d > 0 {
+			select {
+			case <-s.clk.After(d):
+			case <-s.stop:
+				s.outcome(st, store.Outcome{State: store.FireRetry, DueAt: ms(s.clk.Now()), Error: "stopped before delivery"}, 0)
+				return
+			}
+		}
+	}
+	start := s.clk.Now()
+	s.metrics.late.observe(start.Sub(planned))
+	var err error
+	if k == nil {
+		err = fmt.Errorf("%w: %q: no handler on instance %s", ErrUnknownKind, t.Kind, s.o.Instance)
+	} else {
+		err = s.call(k.h, f, timeout)
+	}
+	end := s.clk.Now()
+	o := store.Outcome{State: store.FireSucceeded, Started: ms(start), Finished: ms(end)}
+	if err != nil {
+		o.Error = err.Error()
+		var pe *schedule.PanicError
+		if errors.As(err, &pe) {
+			o.Error += "\n" + pe.StackTrace()
+		}
+		o.State = store.FireRetry
+		var p permanent
+		switch {
+		case errors.As(err, &p), st.Attempt >= retry.MaxAttempts:
+			o.State = store.FireDead
+		default:
+			d := backoff(retry, st.Attempt)
+			var ra retryAfter
+			if errors.As(err, &ra) && ra.after > d {
+				d = ra.after
+			}
+			o.DueAt = ms(end.Add(d))
+		}
+		s.log.Info("timer fire failed", zap.String("timer", t.ID), zap.String("key", f.Key), zap.Int("attempt", st.Attempt), zap.String("outcome", o.State), zap.Error(err))
+	}
+	s.outcome(st, o, statusOf(err))
+}
+
+func (s *Service) outcome(st store.Started, o store.Outcome, code int) {
+	o.FireRef, o.Attempt, o.StatusCode = st.FireRef, st.Attempt, code
+	if o.Started == 0 {
+		o.Started, o.Finished = ms(s.clk.Now()), ms(s.clk.Now())
+	}
+	s.metrics.outcome(st.Timer.Kind, o.State)
+	s.mu.Lock()
+	s.finished = append(s.finished, o)
+	s.mu.Unlock()
+	s.signal(s.finSig)
+}
+
+// call runs h with the attempt's deadline, recovering a panic into an
+// error with its stack. A handler that ignores its context is left to
+// return on its own; its attempt counts as timed out.
+func (s *Service) call(h Handler, f Fire, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				done <- &schedule.PanicError{Value: p, Stack: debug.Stack()}
+			}
+		}()
+		done <- h(ctx, f)
+	}()
+	select {
+	case err := <-done:
+		if err == nil && ctx.Err() != nil {
+			return nil // returned in time, if just
+		}
+		return err
+	case <-ctx.Done():
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(100 * time.Millisecond):
+		}
+		return fmt.Errorf("timed out after %s (the handler did not return)", timeout)
+	}
+}
+
+// backoff is the pause before the attempt after attempt: exponential,
+// with equal jitter (half fixed, half random), within the policy's bounds.
+func backoff(r Retry, attempt int) time.Duration {
+	d := r.MinBackoff
+	for i := 1; i < attempt && d < r.MaxBackoff; i++ {
+		d *= 2
+	}
+	d = min(d, r.MaxBackoff)
+	if d <= 0 {
+		return 0
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+// StatusError is an error with an HTTP status, for the fire's history.
+type StatusError interface {
+	error
+	StatusCode() int
+}
+
+func statusOf(err error) int {
+	var se StatusError
+	if errors.As(err, &se) {
+		return se.StatusCode()
+	}
+	return 0
+}
+
+// finish records outcomes in batches until Stop has waited for the
+// deliveries, then the last.
+func (s *Service) finish(quit chan struct{}) {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-quit:
+			s.flushOutcomes()
+			return
+		case <-s.finSig:
+			s.flushOutcomes()
+		}
+	}
+}
+
+func (s *Service) flushOutcomes() {
+	s.mu.Lock()
+	batch := s.finished
+	s.finished = nil
+	s.mu.Unlock()
+	if len(batch) == 0 {
+		return
+	}
+	for attempt := 0; ; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := s.st.FinishFires(ctx, s.o.Instance, batch)
+		cancel()
+		if err == nil {
+			return
+		}
+		if attempt == 2 {
+			// Not recorded: the running attempts' leases run out and the
+			// fires are delivered again (at least once).
+			s.log.Warn("recording outcomes failed; those fires will be delivered again", zap.Int("fires", len(batch)), zap.Error(err))
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

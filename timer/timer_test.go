@@ -1,0 +1,453 @@
+package timer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"go.uber.org/goleak"
+
+	"github.com/fom-go/fom/store"
+	"github.com/fom-go/fom/store/sqlite"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// t0 is a Monday.
+var t0 = time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
+
+// got records deliveries.
+type got struct {
+	mu    sync.Mutex
+	fires []Fire
+	at    []time.Time
+	ch    chan Fire
+}
+
+func newGot() *got { return &got{ch: make(chan Fire, 10000)} }
+
+func (g *got) add(f Fire, at time.Time) {
+	g.mu.Lock()
+	g.fires = append(g.fires, f)
+	g.at = append(g.at, at)
+	g.mu.Unlock()
+	g.ch <- f
+}
+
+func (g *got) wait(t *testing.T, what string) Fire {
+	t.Helper()
+	select {
+	case f := <-g.ch:
+		return f
+	case <-time.After(5 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+		return Fire{}
+	}
+}
+
+func (g *got) none(t *testing.T, what string) {
+	t.Helper()
+	select {
+	case f := <-g.ch:
+		t.Fatalf("%s: got %+v", what, f)
+	case <-time.After(150 * time.Millisecond):
+	}
+}
+
+// sqliteStore opens a store in a temp dir.
+func sqliteStore(t *testing.T) *sqlite.Store {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// fakeService is a service on a fake clock and a SQLite store; advance
+// moves the clock and lets the loop poll.
+type fakeService struct {
+	*Service
+	clk *clockwork.FakeClock
+	st  store.TimerStore
+}
+
+func newFake(t *testing.T, st store.TimerStore, opts ...func(*Options)) *fakeService {
+	t.Helper()
+	clk := clockwork.NewFakeClockAt(t0)
+	o := Options{Store: st, Clock: clk, Instance: "test", Window: time.Second, Poll: 100 * time.Millisecond}
+	for _, f := range opts {
+		f(&o)
+	}
+	s, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := s.Stop(ctx); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+	})
+	return &fakeService{Service: s, clk: clk, st: st}
+}
+
+// step advances the fake clock by d in steps of the poll, letting the
+// loop and the wheel act at each.
+func (f *fakeService) step(d time.Duration) {
+	for end := f.clk.Now().Add(d); f.clk.Now().Before(end); {
+		f.clk.Advance(min(50*time.Millisecond, end.Sub(f.clk.Now())))
+		f.poke()
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func (f *fakeService) handle(t *testing.T, kind string, g *got, fail func(Fire) error, opts ...HandleOption) {
+	t.Helper()
+	if err := f.Handle(kind, func(ctx context.Context, fi Fire) error {
+		if fail != nil {
+			if err := fail(fi); err != nil {
+				return err
+			}
+		}
+		g.add(fi, f.clk.Now())
+		return nil
+	}, opts...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestOneShotAndCronDeliveredOnTimeWithTheirKeys(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, sqliteStore(t))
+	g := newGot()
+	f.handle(t, "invoice.remind", g, nil)
+	if err := f.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	due := t0.Add(1500 * time.Millisecond)
+	id, err := f.Create(ctx, Spec{Namespace: "billing", Name: "inv-42", Kind: "invoice.remind", At: due, Payload: json.RawMessage(`{"invoice":42}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cid, err := f.Create(ctx, Spec{Namespace: "billing", Name: "every-2s", Kind: "invoice.remind", Cron: "*/2 * * * * *"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.step(1400 * time.Millisecond)
+	g.none(t, "nothing is due before 09:00:01.5 but the 09:00:02 cron")
+	f.step(200 * time.Millisecond)
+	fi := g.wait(t, "the one-shot")
+	if fi.TimerID != id || fi.Key != id+":"+"1767603601500" || !fi.Planned.Equal(due) || fi.Attempt != 1 || string(fi.Payload) != `{"invoice":42}` || fi.Namespace != "billing" || fi.Name != "inv-42" {
+		t.Fatalf("fire %+v", fi)
+	}
+	f.step(500 * time.Millisecond)
+	c1 := g.wait(t, "the cron's 09:00:02")
+	if c1.TimerID != cid || !c1.Planned.Equal(t0.Add(2*time.Second)) {
+		t.Fatalf("cron fire %+v", c1)
+	}
+	f.step(2 * time.Second)
+	c2 := g.wait(t, "the cron's 09:00:04")
+	if !c2.Planned.Equal(t0.Add(4 * time.Second)) {
+		t.Fatalf("cron fire %+v", c2)
+	}
+	g.mu.Lock()
+	for i, fi := range g.fires {
+		if g.at[i].Before(fi.Planned) {
+			t.Errorf("fire %s delivered at %s, before its time", fi.Key, g.at[i])
+		}
+	}
+	g.mu.Unlock()
+	tm, err := f.Get(ctx, id)
+	if err != nil || tm.State != "done" {
+		t.Fatalf("one-shot after its fire: %+v %v", tm, err)
+	}
+	fs, err := f.Fires(ctx, id, 10)
+	if err != nil || len(fs) != 1 || fs[0].State != store.FireSucceeded || len(fs[0].Attempts) != 1 {
+		t.Fatalf("history %+v %v", fs, err)
+	}
+}
+
+func TestRetriesWithBackoffThenDeadThenRetryNow(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, sqliteStore(t))
+	g := newGot()
+	var mu sync.Mutex
+	failing := true
+	f.handle(t, "k", g, func(Fire) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if failing {
+			return errors.New("downstream 503")
+		}
+		return nil
+	}, WithRetry(Retry{MaxAttempts: 3, MinBackoff: time.Second, MaxBackoff: 4 * time.Second}))
+	f.Start(context.Background())
+	ctx := context.Background()
+	id, err := f.Create(ctx, Spec{Name: "r", Kind: "k", At: t0.Add(100 * time.Millisecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Attempt 1 at 0.1s fails; 2 within [0.6s, 1.1s] after; 3 within [1s, 2s] after that.
+	f.step(15 * time.Second)
+	fs, err := f.Fires(ctx, id, 10)
+	if err != nil || len(fs) != 1 || fs[0].State != store.FireDead || fs[0].Attempt != 3 || len(fs[0].Attempts) != 3 {
+		t.Fatalf("after three failures: %+v %v", fs, err)
+	}
+	a := fs[0].Attempts
+	// Never before the backoff (0.5-1s, then 1-2s, with equal jitter);
+	// the fake clock runs ahead of the goroutines, so only a bound above.
+	if gap := a[1].At.Sub(a[0].At); gap < 500*time.Millisecond || gap > 3*time.Second {
+		t.Errorf("first backoff %s, want 0.5-1s", gap)
+	}
+	if gap := a[2].At.Sub(a[1].At); gap < time.Second || gap > 4*time.Second {
+		t.Errorf("second backoff %s, want 1-2s", gap)
+	}
+	if a[0].Error != "downstream 503" {
+		t.Errorf("attempt error %q", a[0].Error)
+	}
+	mu.Lock()
+	failing = false
+	mu.Unlock()
+	if err := f.RetryFire(ctx, id, fs[0].Planned); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.RetryFire(ctx, id, fs[0].Planned); !errors.Is(err, ErrNotDead) {
+		t.Fatalf("a second retry-now: %v", err)
+	}
+	f.step(300 * time.Millisecond)
+	fi := g.wait(t, "the retried fire")
+	if fi.Attempt != 4 || fi.Key != KeyOf(id, t0.Add(100*time.Millisecond)) {
+		t.Fatalf("retried fire %+v", fi)
+	}
+}
+
+func TestPanicAndPermanentErrors(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, sqliteStore(t))
+	if err := f.Handle("boom", func(context.Context, Fire) error { panic("kaboom") }, WithRetry(Retry{MaxAttempts: 2, MinBackoff: 100 * time.Millisecond})); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Handle("perm", func(context.Context, Fire) error { return Permanent(errors.New("400 bad request")) }); err != nil {
+		t.Fatal(err)
+	}
+	f.Start(context.Background())
+	ctx := context.Background()
+	pid, _ := f.Create(ctx, Spec{Name: "p", Kind: "boom", At: t0.Add(100 * time.Millisecond)})
+	qid, _ := f.Create(ctx, Spec{Name: "q", Kind: "perm", At: t0.Add(100 * time.Millisecond)})
+	f.step(3 * time.Second)
+	fs, _ := f.Fires(ctx, pid, 1)
+	if len(fs) != 1 || fs[0].State != store.FireDead || len(fs[0].Attempts) != 2 || !strings.Contains(fs[0].Attempts[0].Error, "panic: kaboom") || !strings.Contains(fs[0].Attempts[0].Error, "goroutine") {
+		t.Fatalf("a panicking handler: %+v", fs)
+	}
+	fs, _ = f.Fires(ctx, qid, 1)
+	if len(fs) != 1 || fs[0].State != store.FireDead || len(fs[0].Attempts) != 1 {
+		t.Fatalf("a permanent error: %+v", fs)
+	}
+}
+
+func TestDisableUpdateDeleteTakeEffectBeforeTheFire(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, sqliteStore(t))
+	g := newGot()
+	f.handle(t, "k", g, nil)
+	f.Start(context.Background())
+	ctx := context.Background()
+	due := t0.Add(500 * time.Millisecond)
+	d, _ := f.Create(ctx, Spec{Name: "disabled", Kind: "k", At: due})
+	x, _ := f.Create(ctx, Spec{Name: "deleted", Kind: "k", At: due})
+	u, _ := f.Create(ctx, Spec{Name: "updated", Kind: "k", At: due, Payload: json.RawMessage(`1`)})
+	f.step(200 * time.Millisecond) // claimed and armed by now
+	if err := f.Disable(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Delete(ctx, x); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Update(ctx, u, Spec{Kind: "k", At: due.Add(time.Second), Payload: json.RawMessage(`2`)}); err != nil {
+		t.Fatal(err)
+	}
+	f.step(time.Second)
+	g.none(t, "no fire of a disabled, deleted or moved timer at the old time")
+	f.step(600 * time.Millisecond)
+	fi := g.wait(t, "the updated timer")
+	if fi.TimerID != u || string(fi.Payload) != "2" || !fi.Planned.Equal(due.Add(time.Second)) {
+		t.Fatalf("updated fire %+v", fi)
+	}
+	if _, err := f.Get(ctx, x); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("deleted: %v", err)
+	}
+	if tm, _ := f.Get(ctx, d); tm.State != "disabled" {
+		t.Fatalf("disabled: %+v", tm)
+	}
+	// Enabled again after its time: a one-shot whose fire was deleted by
+	// the disable fires at once.
+	if err := f.Enable(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	f.step(300 * time.Millisecond)
+	if fi := g.wait(t, "the re-enabled one-shot"); fi.TimerID != d {
+		t.Fatalf("fire %+v", fi)
+	}
+}
+
+func TestMisfirePolicies(t *testing.T) {
+	t.Parallel()
+	st := sqliteStore(t)
+	ctx := context.Background()
+	// Timers made by a process that then stopped for a minute.
+	first := newFake(t, st)
+	first.handle(t, "k", newGot(), nil)
+	once, _ := first.Create(ctx, Spec{Name: "once", Kind: "k", Cron: "*/10 * * * * *"})
+	skip, _ := first.Create(ctx, Spec{Name: "skip", Kind: "k", Cron: "*/10 * * * * *", Misfire: MisfireSkip})
+	later := newFake(t, st)
+	later.clk.Advance(time.Minute + 5*time.Second) // 09:01:05
+	g := newGot()
+	later.handle(t, "k", g, nil)
+	later.Start(ctx)
+	later.step(200 * time.Millisecond)
+	fi := g.wait(t, "the missed fire, once")
+	if fi.TimerID != once || !fi.Planned.Equal(t0.Add(10*time.Second)) {
+		t.Fatalf("catch-up %+v", fi)
+	}
+	g.none(t, "no other missed fire")
+	later.step(5 * time.Second) // 09:01:10: both fire
+	a, b := g.wait(t, "a fire at 09:01:10"), g.wait(t, "another at 09:01:10")
+	for _, x := range []Fire{a, b} {
+		if !x.Planned.Equal(t0.Add(70 * time.Second)) {
+			t.Fatalf("fire %+v", x)
+		}
+	}
+	if a.TimerID == b.TimerID || (a.TimerID != skip && b.TimerID != skip) {
+		t.Fatalf("fires %+v %+v", a, b)
+	}
+}
+
+func TestBadInputIsRefusedWithTheField(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, sqliteStore(t))
+	f.handle(t, "k", newGot(), nil)
+	ctx := context.Background()
+	at := t0.Add(time.Hour)
+	for _, c := range []struct {
+		spec Spec
+		want string
+	}{
+		{Spec{Name: "a", Kind: "nope", At: at}, `no handler for the timer's kind: "nope"`},
+		{Spec{Name: "a", Kind: "k", At: at, Payload: json.RawMessage(`{oops`)}, `field "payload" value "{oops": not JSON`},
+		{Spec{Name: "a", Kind: "k", Cron: "0 0 0 30 2 *"}, `field "cron" value "0 0 0 30 2 *"`},
+		{Spec{Name: "a", Kind: "k", At: t0.AddDate(200, 0, 0)}, `field "at"`},
+		{Spec{Name: strings.Repeat("n", 300), Kind: "k", At: at}, `field "name"`},
+		{Spec{Name: "a\x00b", Kind: "k", At: at}, `control characters`},
+		{Spec{Name: "a", Kind: "k"}, `a timer needs a due time (at) or a cron spec (cron)`},
+		{Spec{Name: "a", Kind: "k", At: at, Cron: "@hourly"}, `not both`},
+		{Spec{Name: "a", Kind: "k", At: at, Misfire: "twice"}, `field "misfire"`},
+	} {
+		_, err := f.Create(ctx, c.spec)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: got %v, want %q", c.spec, err, c.want)
+		}
+	}
+	if ts, _, _ := f.List(ctx, Filter{}); len(ts) != 0 {
+		t.Fatalf("stored after refusals: %+v", ts)
+	}
+	if _, err := f.Create(ctx, Spec{Name: "dup", Kind: "k", At: at}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.Create(ctx, Spec{Name: "dup", Kind: "k", At: at})
+	if !errors.Is(err, ErrDuplicate) || !strings.Contains(err.Error(), `name "dup"`) {
+		t.Fatalf("duplicate: %v", err)
+	}
+	// A bulk create with one bad timer stores none.
+	_, err = f.CreateMany(ctx, []Spec{{Name: "b1", Kind: "k", At: at}, {Name: "b2", Kind: "zzz", At: at}})
+	if err == nil || !strings.Contains(err.Error(), "timer 2 of 2") {
+		t.Fatalf("bulk: %v", err)
+	}
+	if ts, _, _ := f.List(ctx, Filter{}); len(ts) != 1 {
+		t.Fatalf("%d stored after a refused bulk create", len(ts))
+	}
+}
+
+func TestQuotaListPagingAndRetention(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, sqliteStore(t), func(o *Options) { o.RetainSucceeded = time.Hour })
+	g := newGot()
+	f.handle(t, "k", g, nil)
+	f.SetLimits("small", Limits{MaxTimers: 2})
+	ctx := context.Background()
+	for i := range 2 {
+		if _, err := f.Create(ctx, Spec{Namespace: "small", Name: string(rune('a' + i)), Kind: "k", At: t0.Add(100 * time.Millisecond)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := f.Create(ctx, Spec{Namespace: "small", Name: "c", Kind: "k", At: t0.Add(time.Hour)}); !errors.Is(err, ErrQuota) {
+		t.Fatalf("over quota: %v", err)
+	}
+	for i := range 5 {
+		f.Create(ctx, Spec{Namespace: "big", Name: string(rune('a' + i)), Kind: "k", At: t0.Add(time.Hour)})
+	}
+	var all []string
+	cursor := ""
+	for {
+		ts, next, err := f.List(ctx, Filter{Namespace: "big", Limit: 2, Cursor: cursor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tm := range ts {
+			all = append(all, tm.Name)
+		}
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	if strings.Join(all, "") != "abcde" {
+		t.Fatalf("paged listing %q", all)
+	}
+	f.Start(ctx)
+	f.step(300 * time.Millisecond)
+	g.wait(t, "a")
+	g.wait(t, "b")
+	waitFor(t, "both outcomes recorded", func() bool {
+		c, _ := f.Counts(ctx, "small")
+		return c.ByState[store.FireSucceeded] == 2
+	})
+	f.clk.Advance(time.Hour + 2*time.Minute) // past retention
+	f.step(100 * time.Millisecond)          // and a prune
+	waitFor(t, "succeeded fires pruned past their retention", func() bool {
+		c, _ := f.Counts(ctx, "small")
+		return c.ByState[store.FireSucceeded] == 0
+	})
+}
+
+// waitFor polls cond until it holds, for what the finisher writes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out: %s", what)
+		}
+	}
+}
+
+// backoff doubles from MinBackoff to MaxBackoff, each pause between half
+// and all of it (equal jitter).
+func TestBackoff(t *testing.T) {
+	t.Parallel()
+	r := Retry{MaxAttempts: 10, MinBackoff: time.Second, MaxBackoff: 10 * time.Second}
+	for attempt, full := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 3: 4 * time.Second, 4: 8 * time.Second, 5: 10 * time.Second, 9: 10 * time.Second} {
+		for range 200 {
+			if d := backoff(r, attempt); d < full/2 || d > full {
+				t.Fatalf("attempt %d: %s, want %s-%s", attempt, d, full/2, full)
+			}
+		}
+	}
+}

@@ -130,8 +130,8 @@ type Limits struct {
 // namespace is a namespace's limits in force.
 type namespace struct {
 	l   Limits
-	lim *rate.Limiter  // nil: no rate
-	sem chan struct{}  // nil: no bound on concurrency
+	lim *rate.Limiter // nil: no rate
+	sem chan struct{} // nil: no bound on concurrency
 }
 
 // Service is the durable timer service of one process. Build it with New,

@@ -69,7 +69,9 @@ type Retry struct {
 }
 
 // DefaultRetry is a kind's retry policy unless it says otherwise.
-func DefaultRetry() Retry { return Retry{MaxAttempts: 8, MinBackoff: time.Second, MaxBackoff: 10 * time.Minute} }
+func DefaultRetry() Retry {
+	return Retry{MaxAttempts: 8, MinBackoff: time.Second, MaxBackoff: 10 * time.Minute}
+}
 
 // DefaultTimeout is an attempt's deadline unless the kind or the timer
 // says otherwise.
@@ -144,7 +146,9 @@ func (e *SpecError) Error() string {
 
 func (e *SpecError) Unwrap() error { return ErrInvalid }
 
-func bad(field, value, reason string) error { return &SpecError{Field: field, Value: value, Reason: reason} }
+func bad(field, value, reason string) error {
+	return &SpecError{Field: field, Value: value, Reason: reason}
+}
 
 // checkName refuses an empty, over-long or unprintable name.
 func checkName(field, v string, required bool) error {

@@ -421,7 +421,7 @@ func TestQuotaListPagingAndRetention(t *testing.T) {
 		return c.ByState[store.FireSucceeded] == 2
 	})
 	f.clk.Advance(time.Hour + 2*time.Minute) // past retention
-	f.step(100 * time.Millisecond)          // and a prune
+	f.step(100 * time.Millisecond)           // and a prune
 	waitFor(t, "succeeded fires pruned past their retention", func() bool {
 		c, _ := f.Counts(ctx, "small")
 		return c.ByState[store.FireSucceeded] == 0

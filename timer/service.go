@@ -350,6 +350,9 @@ func (s *Service) create(ctx context.Context, tx any, specs []Spec) ([]string, e
 	} else {
 		err = s.st.InsertTimers(ctx, ts)
 	}
+	if errors.Is(err, ErrDuplicate) && len(ts) == 1 {
+		return nil, fmt.Errorf("%w: namespace %q, name %q", ErrDuplicate, ts[0].Namespace, ts[0].Name)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -12,7 +13,9 @@ import (
 	"github.com/jonboulle/clockwork"
 	"go.uber.org/goleak"
 
+	"github.com/fom-go/fom/internal/pgtest"
 	"github.com/fom-go/fom/store"
+	"github.com/fom-go/fom/store/postgres"
 	"github.com/fom-go/fom/store/sqlite"
 )
 
@@ -57,6 +60,29 @@ func (g *got) none(t *testing.T, what string) {
 		t.Fatalf("%s: got %+v", what, f)
 	case <-time.After(150 * time.Millisecond):
 	}
+}
+
+// forEachStore runs a test on SQLite and on PostgreSQL (skipped, with how
+// to run it, when no server answers; failed under CI=true).
+func forEachStore(t *testing.T, test func(*testing.T, func(*testing.T) store.TimerStore)) {
+	t.Parallel()
+	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
+		test(t, func(t *testing.T) store.TimerStore { return sqliteStore(t) })
+	})
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		pool := pgtest.Pool(t)
+		schema := pgtest.Schema(t, pool)
+		test(t, func(t *testing.T) store.TimerStore {
+			st, err := postgres.Open(context.Background(), pgtest.DSN(), postgres.WithSchema(schema))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { st.Close() })
+			return st
+		})
+	})
 }
 
 // sqliteStore opens a store in a temp dir.
@@ -125,8 +151,11 @@ func (f *fakeService) handle(t *testing.T, kind string, g *got, fail func(Fire) 
 }
 
 func TestOneShotAndCronDeliveredOnTimeWithTheirKeys(t *testing.T) {
-	t.Parallel()
-	f := newFake(t, sqliteStore(t))
+	forEachStore(t, oneShotAndCronDeliveredOnTimeWithTheirKeys)
+}
+
+func oneShotAndCronDeliveredOnTimeWithTheirKeys(t *testing.T, newStore func(*testing.T) store.TimerStore) {
+	f := newFake(t, newStore(t))
 	g := newGot()
 	f.handle(t, "invoice.remind", g, nil)
 	if err := f.Start(context.Background()); err != nil {
@@ -177,8 +206,11 @@ func TestOneShotAndCronDeliveredOnTimeWithTheirKeys(t *testing.T) {
 }
 
 func TestRetriesWithBackoffThenDeadThenRetryNow(t *testing.T) {
-	t.Parallel()
-	f := newFake(t, sqliteStore(t))
+	forEachStore(t, retriesWithBackoffThenDeadThenRetryNow)
+}
+
+func retriesWithBackoffThenDeadThenRetryNow(t *testing.T, newStore func(*testing.T) store.TimerStore) {
+	f := newFake(t, newStore(t))
 	g := newGot()
 	var mu sync.Mutex
 	failing := true
@@ -230,9 +262,10 @@ func TestRetriesWithBackoffThenDeadThenRetryNow(t *testing.T) {
 	}
 }
 
-func TestPanicAndPermanentErrors(t *testing.T) {
-	t.Parallel()
-	f := newFake(t, sqliteStore(t))
+func TestPanicAndPermanentErrors(t *testing.T) { forEachStore(t, panicAndPermanentErrors) }
+
+func panicAndPermanentErrors(t *testing.T, newStore func(*testing.T) store.TimerStore) {
+	f := newFake(t, newStore(t))
 	if err := f.Handle("boom", func(context.Context, Fire) error { panic("kaboom") }, WithRetry(Retry{MaxAttempts: 2, MinBackoff: 100 * time.Millisecond})); err != nil {
 		t.Fatal(err)
 	}
@@ -255,8 +288,11 @@ func TestPanicAndPermanentErrors(t *testing.T) {
 }
 
 func TestDisableUpdateDeleteTakeEffectBeforeTheFire(t *testing.T) {
-	t.Parallel()
-	f := newFake(t, sqliteStore(t))
+	forEachStore(t, disableUpdateDeleteTakeEffectBeforeTheFire)
+}
+
+func disableUpdateDeleteTakeEffectBeforeTheFire(t *testing.T, newStore func(*testing.T) store.TimerStore) {
+	f := newFake(t, newStore(t))
 	g := newGot()
 	f.handle(t, "k", g, nil)
 	f.Start(context.Background())
@@ -299,9 +335,10 @@ func TestDisableUpdateDeleteTakeEffectBeforeTheFire(t *testing.T) {
 	}
 }
 
-func TestMisfirePolicies(t *testing.T) {
-	t.Parallel()
-	st := sqliteStore(t)
+func TestMisfirePolicies(t *testing.T) { forEachStore(t, misfirePolicies) }
+
+func misfirePolicies(t *testing.T, newStore func(*testing.T) store.TimerStore) {
+	st := newStore(t)
 	ctx := context.Background()
 	// Timers made by a process that then stopped for a minute.
 	first := newFake(t, st)
@@ -331,9 +368,10 @@ func TestMisfirePolicies(t *testing.T) {
 	}
 }
 
-func TestBadInputIsRefusedWithTheField(t *testing.T) {
-	t.Parallel()
-	f := newFake(t, sqliteStore(t))
+func TestBadInputIsRefusedWithTheField(t *testing.T) { forEachStore(t, badInputIsRefusedWithTheField) }
+
+func badInputIsRefusedWithTheField(t *testing.T, newStore func(*testing.T) store.TimerStore) {
+	f := newFake(t, newStore(t))
 	f.handle(t, "k", newGot(), nil)
 	ctx := context.Background()
 	at := t0.Add(time.Hour)
@@ -376,9 +414,10 @@ func TestBadInputIsRefusedWithTheField(t *testing.T) {
 	}
 }
 
-func TestQuotaListPagingAndRetention(t *testing.T) {
-	t.Parallel()
-	f := newFake(t, sqliteStore(t), func(o *Options) { o.RetainSucceeded = time.Hour })
+func TestQuotaListPagingAndRetention(t *testing.T) { forEachStore(t, quotaListPagingAndRetention) }
+
+func quotaListPagingAndRetention(t *testing.T, newStore func(*testing.T) store.TimerStore) {
+	f := newFake(t, newStore(t), func(o *Options) { o.RetainSucceeded = time.Hour })
 	g := newGot()
 	f.handle(t, "k", g, nil)
 	f.SetLimits("small", Limits{MaxTimers: 2})
@@ -448,6 +487,103 @@ func TestBackoff(t *testing.T) {
 			if d := backoff(r, attempt); d < full/2 || d > full {
 				t.Fatalf("attempt %d: %s, want %s-%s", attempt, d, full/2, full)
 			}
+		}
+	}
+}
+
+// pgStore opens a PostgreSQL store on a schema of its own.
+func pgStore(t *testing.T) (*postgres.Store, string) {
+	t.Helper()
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
+	st, err := postgres.Open(context.Background(), pgtest.DSN(), postgres.WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st, schema
+}
+
+// A timer created in the caller's transaction exists only if it commits;
+// SQLite refuses a caller's transaction with a clear error.
+func TestCreateInTheCallersTransaction(t *testing.T) {
+	t.Parallel()
+	st, _ := pgStore(t)
+	f := newFake(t, st)
+	f.handle(t, "k", newGot(), nil)
+	ctx := context.Background()
+	for _, commit := range []bool{true, false} {
+		tx, err := st.Pool().Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := map[bool]string{true: "committed", false: "rolled-back"}[commit]
+		id, err := f.CreateTx(ctx, tx, Spec{Name: name, Kind: "k", At: t0.Add(time.Hour)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if commit {
+			err = tx.Commit(ctx)
+		} else {
+			err = tx.Rollback(ctx)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = f.Get(ctx, id)
+		if commit != (err == nil) {
+			t.Fatalf("%s: get %v", name, err)
+		}
+	}
+	lite := newFake(t, sqliteStore(t))
+	lite.handle(t, "k", newGot(), nil)
+	if _, err := lite.CreateTx(ctx, struct{}{}, Spec{Name: "x", Kind: "k", At: t0.Add(time.Hour)}); !errors.Is(err, store.ErrTxNotSupported) {
+		t.Fatalf("sqlite: %v", err)
+	}
+}
+
+// Two services on one PostgreSQL store, on the real clock: every fire is
+// delivered once, by one of them, never before its time.
+func TestTwoInstancesShareTheFires(t *testing.T) {
+	t.Parallel()
+	st, _ := pgStore(t)
+	ctx := context.Background()
+	g := newGot()
+	var svcs []*Service
+	for _, id := range []string{"i1", "i2"} {
+		s, err := New(Options{Store: st, Instance: id, Window: 500 * time.Millisecond, Poll: 50 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Handle("k", func(ctx context.Context, f Fire) error { g.add(f, time.Now()); return nil })
+		if err := s.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		defer s.Stop(ctx)
+		svcs = append(svcs, s)
+	}
+	now := time.Now()
+	var specs []Spec
+	for i := range 200 {
+		specs = append(specs, Spec{Name: "t" + strconv.Itoa(i), Kind: "k", At: now.Add(time.Duration(100+i*5) * time.Millisecond)})
+	}
+	if _, err := svcs[0].CreateMany(ctx, specs); err != nil {
+		t.Fatal(err)
+	}
+	for range 200 {
+		g.wait(t, "a fire")
+	}
+	g.none(t, "no fire twice")
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	seen := map[string]bool{}
+	for i, f := range g.fires {
+		if seen[f.Key] {
+			t.Errorf("%s delivered twice", f.Key)
+		}
+		seen[f.Key] = true
+		if g.at[i].Before(f.Planned) {
+			t.Errorf("%s delivered %s early", f.Key, f.Planned.Sub(g.at[i]))
 		}
 	}
 }

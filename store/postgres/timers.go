@@ -1,0 +1,458 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/fom-go/fom/store"
+)
+
+// Durable timers on PostgreSQL, shared by the instances. A batch is one
+// statement over arrays (unnest), whatever its size: the fires due at one
+// instant begin, and end, in a statement each. Claims take fires with
+// FOR UPDATE SKIP LOCKED, so instances claiming at once take different
+// ones; a claim or a running attempt whose lease ran out is taken over by
+// any instance (at least once).
+
+var _ store.TimerStore = (*Store)(nil)
+
+const timerCols = `id, namespace, name, kind, at, cron, payload, enabled, version, max_attempts, min_backoff, max_backoff, timeout, misfire, next_at, created, updated`
+
+func scanTimer(row pgx.Row) (store.Timer, error) {
+	var t store.Timer
+	err := row.Scan(&t.ID, &t.Namespace, &t.Name, &t.Kind, &t.At, &t.Cron, &t.Payload, &t.Enabled, &t.Version,
+		&t.MaxAttempts, &t.MinBackoff, &t.MaxBackoff, &t.Timeout, &t.Misfire, &t.NextAt, &t.Created, &t.Updated)
+	return t, err
+}
+
+// querier is a pool or a transaction.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// InsertTimers implements store.TimerStore.
+func (s *Store) InsertTimers(ctx context.Context, ts []store.Timer) error {
+	return s.insertTimers(ctx, s.pool, ts)
+}
+
+// InsertTimersTx implements store.TimerStore: tx is the caller's pgx.Tx,
+// so the timers exist only if it commits.
+func (s *Store) InsertTimersTx(ctx context.Context, tx any, ts []store.Timer) error {
+	q, ok := tx.(pgx.Tx)
+	if !ok {
+		return fmt.Errorf("%w (got %T)", store.ErrTxNotSupported, tx)
+	}
+	return s.insertTimers(ctx, q, ts)
+}
+
+func (s *Store) insertTimers(ctx context.Context, q querier, ts []store.Timer) error {
+	if len(ts) == 0 {
+		return nil
+	}
+	n := len(ts)
+	cols := struct {
+		id, ns, name, kind, cron, misfire  []string
+		at, version, minB, maxB, tmo, next []int64
+		created, updated                   []int64
+		maxA                               []int32
+		enabled                            []bool
+		payload                            [][]byte
+	}{}
+	cols.id, cols.ns, cols.name, cols.kind, cols.cron, cols.misfire = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	cols.at, cols.version, cols.minB, cols.maxB, cols.tmo, cols.next = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+	cols.created, cols.updated, cols.maxA, cols.enabled, cols.payload = make([]int64, n), make([]int64, n), make([]int32, n), make([]bool, n), make([][]byte, n)
+	for i, t := range ts {
+		cols.id[i], cols.ns[i], cols.name[i], cols.kind[i], cols.cron[i], cols.misfire[i] = t.ID, t.Namespace, t.Name, t.Kind, t.Cron, t.Misfire
+		cols.at[i], cols.version[i], cols.minB[i], cols.maxB[i], cols.tmo[i], cols.next[i] = t.At, t.Version, t.MinBackoff, t.MaxBackoff, t.Timeout, t.NextAt
+		cols.created[i], cols.updated[i], cols.maxA[i], cols.enabled[i], cols.payload[i] = t.Created, t.Updated, int32(t.MaxAttempts), t.Enabled, t.Payload
+	}
+	_, err := q.Exec(ctx, `INSERT INTO `+s.t("timers")+` (`+timerCols+`)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::bytea[], $8::bool[], $9::bigint[],
+			$10::int[], $11::bigint[], $12::bigint[], $13::bigint[], $14::text[], $15::bigint[], $16::bigint[], $17::bigint[])`,
+		cols.id, cols.ns, cols.name, cols.kind, cols.at, cols.cron, cols.payload, cols.enabled, cols.version,
+		cols.maxA, cols.minB, cols.maxB, cols.tmo, cols.misfire, cols.next, cols.created, cols.updated)
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "timers_namespace_name_key" {
+		return fmt.Errorf("%w: %s", store.ErrDuplicateTimer, pe.Detail)
+	}
+	if err != nil {
+		return s.wrap("insert timers", err)
+	}
+	return nil
+}
+
+// GetTimer implements store.TimerStore.
+func (s *Store) GetTimer(ctx context.Context, id string) (store.Timer, bool, error) {
+	t, err := scanTimer(s.pool.QueryRow(ctx, `SELECT `+timerCols+` FROM `+s.t("timers")+` WHERE id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return t, false, nil
+	}
+	if err != nil {
+		return t, false, s.wrap("read timer", err)
+	}
+	return t, true, nil
+}
+
+func (s *Store) stateCond(state string) string {
+	live := `EXISTS (SELECT 1 FROM ` + s.t("timer_fires") + ` f WHERE f.timer_id = timers.id AND f.state IN ('pending', 'retry', 'running'))`
+	switch state {
+	case "enabled":
+		return `enabled AND (next_at > 0 OR ` + live + `)`
+	case "disabled":
+		return `NOT enabled`
+	case "done":
+		return `enabled AND next_at = 0 AND NOT ` + live
+	}
+	return "true"
+}
+
+func (s *Store) timers(ctx context.Context, sql string, args ...any) ([]store.Timer, error) {
+	rows, err := s.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, s.wrap("read timers", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Timer, error) { return scanTimer(r) })
+	if err != nil {
+		return nil, s.wrap("read timers", err)
+	}
+	return out, nil
+}
+
+// ListTimers implements store.TimerStore.
+func (s *Store) ListTimers(ctx context.Context, f store.TimerFilter) ([]store.Timer, error) {
+	return s.timers(ctx, `SELECT `+timerCols+` FROM `+s.t("timers")+` AS timers
+		WHERE ($1 = '' OR namespace = $1) AND ($2 = '' OR kind = $2) AND id > $3 AND `+s.stateCond(f.State)+`
+		ORDER BY id LIMIT $4`, f.Namespace, f.Kind, f.After, f.Limit)
+}
+
+// CountTimers implements store.TimerStore.
+func (s *Store) CountTimers(ctx context.Context, namespace string) (int64, error) {
+	var n int64
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM `+s.t("timers")+` WHERE namespace = $1`, namespace).Scan(&n); err != nil {
+		return 0, s.wrap("count timers", err)
+	}
+	return n, nil
+}
+
+// UpdateTimer implements store.TimerStore.
+func (s *Store) UpdateTimer(ctx context.Context, t store.Timer) (bool, error) {
+	var ok bool
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE `+s.t("timers")+` SET kind = $1, at = $2, cron = $3, payload = $4, version = version + 1,
+			max_attempts = $5, min_backoff = $6, max_backoff = $7, timeout = $8, misfire = $9, next_at = $10, updated = $11 WHERE id = $12`,
+			t.Kind, t.At, t.Cron, t.Payload, t.MaxAttempts, t.MinBackoff, t.MaxBackoff, t.Timeout, t.Misfire, t.NextAt, t.Updated, t.ID)
+		if err != nil {
+			return err
+		}
+		if ok = tag.RowsAffected() == 1; !ok {
+			return nil
+		}
+		_, err = tx.Exec(ctx, `DELETE FROM `+s.t("timer_fires")+` WHERE timer_id = $1 AND state IN ('pending', 'retry') AND attempt = base`, t.ID)
+		return err
+	})
+	if err != nil {
+		return false, s.wrap("update timer", err)
+	}
+	return ok, nil
+}
+
+// SetEnabled implements store.TimerStore.
+func (s *Store) SetEnabled(ctx context.Context, id string, enabled bool, nextAt, now int64) (bool, error) {
+	var ok bool
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		q := `UPDATE ` + s.t("timers") + ` SET enabled = false, version = version + 1, updated = $1 WHERE id = $2`
+		args := []any{now, id}
+		if enabled {
+			q = `UPDATE ` + s.t("timers") + ` SET enabled = true, version = version + 1, updated = $1, next_at = $3 WHERE id = $2`
+			args = append(args, nextAt)
+		}
+		tag, err := tx.Exec(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		if ok = tag.RowsAffected() == 1; !ok || enabled {
+			return nil
+		}
+		_, err = tx.Exec(ctx, `DELETE FROM `+s.t("timer_fires")+` WHERE timer_id = $1 AND state IN ('pending', 'retry')`, id)
+		return err
+	})
+	if err != nil {
+		return false, s.wrap("enable or disable timer", err)
+	}
+	return ok, nil
+}
+
+// DeleteTimer implements store.TimerStore.
+func (s *Store) DeleteTimer(ctx context.Context, id string) (bool, error) {
+	var ok bool
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `DELETE FROM `+s.t("timers")+` WHERE id = $1`, id)
+		if err != nil {
+			return err
+		}
+		ok = tag.RowsAffected() == 1
+		if _, err := tx.Exec(ctx, `DELETE FROM `+s.t("timer_fires")+` WHERE timer_id = $1`, id); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `DELETE FROM `+s.t("timer_attempts")+` WHERE timer_id = $1`, id)
+		return err
+	})
+	if err != nil {
+		return false, s.wrap("delete timer", err)
+	}
+	return ok, nil
+}
+
+// DueTimers implements store.TimerStore.
+func (s *Store) DueTimers(ctx context.Context, before int64, limit int) ([]store.Timer, error) {
+	return s.timers(ctx, `SELECT `+timerCols+` FROM `+s.t("timers")+` WHERE enabled AND next_at > 0 AND next_at <= $1 ORDER BY next_at LIMIT $2`, before, limit)
+}
+
+// AdvanceTimers implements store.TimerStore: every timer moved in one
+// statement, and the fires of those it moved inserted in another.
+func (s *Store) AdvanceTimers(ctx context.Context, as []store.Advance) error {
+	if len(as) == 0 {
+		return nil
+	}
+	ids, from, next := make([]string, len(as)), make([]int64, len(as)), make([]int64, len(as))
+	var fid []string
+	var fp []int64
+	for i, a := range as {
+		ids[i], from[i], next[i] = a.TimerID, a.From, a.Next
+		for _, p := range a.Fires {
+			fid, fp = append(fid, a.TimerID), append(fp, p)
+		}
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `UPDATE `+s.t("timers")+` AS t SET next_at = a.next
+			FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS a(id, from_at, next)
+			WHERE t.id = a.id AND t.next_at = a.from_at RETURNING t.id`, ids, from, next)
+		if err != nil {
+			return err
+		}
+		moved, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		if len(moved) == 0 || len(fid) == 0 {
+			return nil
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO `+s.t("timer_fires")+` (timer_id, planned, namespace, state, attempt, base, due_at, owner, lease_until, last_error, finished)
+			SELECT f.id, f.p, t.namespace, 'pending', 0, 0, f.p, '', 0, '', 0
+			FROM unnest($1::text[], $2::bigint[]) AS f(id, p) JOIN `+s.t("timers")+` t ON t.id = f.id
+			WHERE f.id = ANY($3) ON CONFLICT DO NOTHING`, fid, fp, moved)
+		return err
+	})
+	if err != nil {
+		return s.wrap("make timer fires", err)
+	}
+	return nil
+}
+
+// ClaimFires implements store.TimerStore.
+func (s *Store) ClaimFires(ctx context.Context, owner string, before, now, lease int64, limit int) ([]store.Claimed, error) {
+	rows, err := s.pool.Query(ctx, `UPDATE `+s.t("timer_fires")+` AS f SET owner = $1, lease_until = greatest(f.due_at, $3) + $4
+		FROM (SELECT timer_id, planned FROM `+s.t("timer_fires")+`
+			WHERE state IN ('pending', 'retry', 'running') AND due_at <= $2 AND (owner = '' OR lease_until < $3)
+			ORDER BY due_at LIMIT $5 FOR UPDATE SKIP LOCKED) AS c
+		WHERE f.timer_id = c.timer_id AND f.planned = c.planned
+		RETURNING f.timer_id, f.planned, f.due_at, f.namespace`, owner, before, now, lease, limit)
+	if err != nil {
+		return nil, s.wrap("claim timer fires", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Claimed, error) {
+		var c store.Claimed
+		err := r.Scan(&c.TimerID, &c.Planned, &c.DueAt, &c.Namespace)
+		return c, err
+	})
+	if err != nil {
+		return nil, s.wrap("claim timer fires", err)
+	}
+	return out, nil
+}
+
+func refArrays(refs []store.FireRef) ([]string, []int64) {
+	ids, ps := make([]string, len(refs)), make([]int64, len(refs))
+	for i, r := range refs {
+		ids[i], ps[i] = r.TimerID, r.Planned
+	}
+	return ids, ps
+}
+
+// StartFires implements store.TimerStore, in one statement.
+func (s *Store) StartFires(ctx context.Context, owner string, refs []store.FireRef, now, grace int64) ([]store.Started, error) {
+	if len(refs) == 0 {
+		return nil, nil
+	}
+	ids, ps := refArrays(refs)
+	rows, err := s.pool.Query(ctx, `UPDATE `+s.t("timer_fires")+` AS f SET state = 'running', attempt = f.attempt + 1, lease_until = $3 + t.timeout + $4
+		FROM unnest($1::text[], $2::bigint[]) AS r(id, p), `+s.t("timers")+` AS t
+		WHERE f.timer_id = r.id AND f.planned = r.p AND t.id = f.timer_id AND t.enabled
+			AND f.owner = $5 AND f.state IN ('pending', 'retry', 'running')
+		RETURNING f.timer_id, f.planned, f.attempt, `+"t."+strings.ReplaceAll(timerCols, ", ", ", t."), ids, ps, now, grace, owner)
+	if err != nil {
+		return nil, s.wrap("begin timer fires", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Started, error) {
+		var st store.Started
+		t := &st.Timer
+		err := r.Scan(&st.TimerID, &st.Planned, &st.Attempt, &t.ID, &t.Namespace, &t.Name, &t.Kind, &t.At, &t.Cron, &t.Payload, &t.Enabled, &t.Version,
+			&t.MaxAttempts, &t.MinBackoff, &t.MaxBackoff, &t.Timeout, &t.Misfire, &t.NextAt, &t.Created, &t.Updated)
+		return st, err
+	})
+	if err != nil {
+		return nil, s.wrap("begin timer fires", err)
+	}
+	return out, nil
+}
+
+// FinishFires implements store.TimerStore: the fires updated in one
+// statement, their attempts inserted in another.
+func (s *Store) FinishFires(ctx context.Context, owner string, os []store.Outcome) error {
+	if len(os) == 0 {
+		return nil
+	}
+	n := len(os)
+	ids, ps, states, errs := make([]string, n), make([]int64, n), make([]string, n), make([]string, n)
+	att, due, started, finished, codes := make([]int32, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int32, n)
+	for i, o := range os {
+		ids[i], ps[i], states[i], errs[i] = o.TimerID, o.Planned, o.State, o.Error
+		att[i], due[i], started[i], finished[i], codes[i] = int32(o.Attempt), o.DueAt, o.Started, o.Finished, int32(o.StatusCode)
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `WITH o AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::int[], $5::bigint[], $6::text[], $7::bigint[], $8::bigint[], $9::int[])
+				AS o(id, p, state, attempt, due, err, started, finished, code)),
+			u AS (UPDATE `+s.t("timer_fires")+` AS f SET state = o.state, due_at = CASE WHEN o.state = 'retry' THEN o.due ELSE f.due_at END,
+				owner = '', lease_until = 0, last_error = o.err, finished = o.finished
+				FROM o WHERE f.timer_id = o.id AND f.planned = o.p AND f.owner = $10 AND f.attempt = o.attempt
+				RETURNING f.timer_id, f.planned, f.attempt)
+			INSERT INTO `+s.t("timer_attempts")+` (timer_id, planned, attempt, started, finished, error, status_code)
+			SELECT o.id, o.p, o.attempt, o.started, o.finished, o.err, o.code FROM o JOIN u ON u.timer_id = o.id AND u.planned = o.p AND u.attempt = o.attempt
+			ON CONFLICT (timer_id, planned, attempt) DO UPDATE SET started = excluded.started, finished = excluded.finished, error = excluded.error, status_code = excluded.status_code`,
+			ids, ps, states, att, due, errs, started, finished, codes, owner)
+		return err
+	})
+	if err != nil {
+		return s.wrap("finish timer fires", err)
+	}
+	return nil
+}
+
+// ReleaseFires implements store.TimerStore.
+func (s *Store) ReleaseFires(ctx context.Context, owner string) error {
+	_, err := s.pool.Exec(ctx, `UPDATE `+s.t("timer_fires")+` SET owner = '', lease_until = 0 WHERE owner = $1 AND state IN ('pending', 'retry')`, owner)
+	if err != nil {
+		return s.wrap("give back timer fires", err)
+	}
+	return nil
+}
+
+// RetryFire implements store.TimerStore.
+func (s *Store) RetryFire(ctx context.Context, ref store.FireRef, now int64) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE `+s.t("timer_fires")+` SET state = 'pending', base = attempt, due_at = $3, owner = '', lease_until = 0
+		WHERE timer_id = $1 AND planned = $2 AND state = 'dead'`, ref.TimerID, ref.Planned, now)
+	if err != nil {
+		return false, s.wrap("retry timer fire", err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// Fires implements store.TimerStore.
+func (s *Store) Fires(ctx context.Context, timerID string, limit int) ([]store.FireRecord, error) {
+	rows, err := s.pool.Query(ctx, `SELECT planned, state, attempt, due_at, owner, last_error FROM `+s.t("timer_fires")+` WHERE timer_id = $1 ORDER BY planned DESC LIMIT $2`, timerID, limit)
+	if err != nil {
+		return nil, s.wrap("read timer fires", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.FireRecord, error) {
+		f := store.FireRecord{FireRef: store.FireRef{TimerID: timerID}}
+		err := r.Scan(&f.Planned, &f.State, &f.Attempt, &f.DueAt, &f.Owner, &f.LastError)
+		return f, err
+	})
+	if err != nil || len(out) == 0 {
+		if err != nil {
+			err = s.wrap("read timer fires", err)
+		}
+		return out, err
+	}
+	idx := map[int64]int{}
+	for i, f := range out {
+		idx[f.Planned] = i
+	}
+	arows, err := s.pool.Query(ctx, `SELECT planned, attempt, started, finished, error, status_code FROM `+s.t("timer_attempts")+`
+		WHERE timer_id = $1 AND planned >= $2 ORDER BY planned, attempt`, timerID, out[len(out)-1].Planned)
+	if err != nil {
+		return nil, s.wrap("read timer attempts", err)
+	}
+	var p int64
+	var a store.Attempt
+	_, err = pgx.ForEachRow(arows, []any{&p, &a.Attempt, &a.Started, &a.Finished, &a.Error, &a.StatusCode}, func() error {
+		if i, ok := idx[p]; ok {
+			out[i].Attempts = append(out[i].Attempts, a)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, s.wrap("read timer attempts", err)
+	}
+	return out, nil
+}
+
+// CountFires implements store.TimerStore.
+func (s *Store) CountFires(ctx context.Context, namespace string, now, soon int64) (store.FireCounts, error) {
+	c := store.FireCounts{ByState: map[string]int64{}}
+	rows, err := s.pool.Query(ctx, `SELECT state, count(*),
+			count(*) FILTER (WHERE state IN ('pending', 'retry') AND due_at < $1),
+			count(*) FILTER (WHERE state IN ('pending', 'retry') AND due_at >= $1 AND due_at < $2)
+		FROM `+s.t("timer_fires")+` WHERE $3 = '' OR namespace = $3 GROUP BY state`, now, soon, namespace)
+	if err != nil {
+		return c, s.wrap("count timer fires", err)
+	}
+	var st string
+	var n, late, due int64
+	_, err = pgx.ForEachRow(rows, []any{&st, &n, &late, &due}, func() error {
+		c.ByState[st] = n
+		c.Late += late
+		c.DueSoon += due
+		return nil
+	})
+	if err != nil {
+		return c, s.wrap("count timer fires", err)
+	}
+	return c, nil
+}
+
+// PruneFires implements store.TimerStore.
+func (s *Store) PruneFires(ctx context.Context, succeededBefore, deadBefore int64) (int64, error) {
+	var n int64
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `DELETE FROM `+s.t("timer_fires")+` WHERE (state = 'succeeded' AND finished < $1) OR (state = 'dead' AND finished < $2)
+			RETURNING timer_id, planned`, succeededBefore, deadBefore)
+		if err != nil {
+			return err
+		}
+		var ids []string
+		var ps []int64
+		var id string
+		var p int64
+		if _, err := pgx.ForEachRow(rows, []any{&id, &p}, func() error { ids, ps = append(ids, id), append(ps, p); return nil }); err != nil {
+			return err
+		}
+		n = int64(len(ids))
+		if n == 0 {
+			return nil
+		}
+		_, err = tx.Exec(ctx, `DELETE FROM `+s.t("timer_attempts")+` a USING unnest($1::text[], $2::bigint[]) AS g(id, p) WHERE a.timer_id = g.id AND a.planned = g.p`, ids, ps)
+		return err
+	})
+	if err != nil {
+		return 0, s.wrap("prune timer fires", err)
+	}
+	return n, nil
+}

@@ -149,12 +149,12 @@ func (t timerStore) ClaimFires(ctx context.Context, owner string, before int64, 
 	return s.ClaimFires(ctx, owner, before, now, lease, limit)
 }
 
-func (t timerStore) StartFires(ctx context.Context, owner string, refs []store.FireRef, now int64, grace int64) ([]store.Started, error) {
+func (t timerStore) StartFires(ctx context.Context, owner string, refs []store.FireRef, now, defTimeout, grace int64) ([]store.Started, error) {
 	s, err := t.get(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return s.StartFires(ctx, owner, refs, now, grace)
+	return s.StartFires(ctx, owner, refs, now, defTimeout, grace)
 }
 
 func (t timerStore) FinishFires(ctx context.Context, owner string, os []store.Outcome) error {
@@ -206,3 +206,11 @@ func (t timerStore) PruneFires(ctx context.Context, succeededBefore int64, deadB
 }
 
 var _ store.TimerStore = timerStore{}
+
+func (t timerStore) StepFires(ctx context.Context, owner string, os []store.Outcome, refs []store.FireRef, now, defTimeout, grace int64) ([]store.Started, error) {
+	s, err := t.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.StepFires(ctx, owner, os, refs, now, defTimeout, grace)
+}

@@ -47,6 +47,9 @@ type Timer struct {
 	NextAt      int64 // the next fire not yet materialized; 0: none (a one-shot whose fire exists)
 	Created     int64
 	Updated     int64
+	// Live (read by GetTimer and ListTimers): a fire of it is pending,
+	// running or to be retried.
+	Live bool
 }
 
 // TimerFilter selects timers for a listing, ordered by id.
@@ -97,6 +100,7 @@ type Outcome struct {
 	Finished   int64
 	Error      string
 	StatusCode int // an HTTP callback's status, 0 otherwise
+	Tries      int // times the service asked to record it (not stored)
 }
 
 // FireRecord is a fire with its attempts, for history.
@@ -160,12 +164,16 @@ type TimerStore interface {
 	ClaimFires(ctx context.Context, owner string, before, now, lease int64, limit int) ([]Claimed, error)
 	// StartFires begins an attempt of each fire owner claimed, if its
 	// timer is still enabled: its attempt counted, its lease running to
-	// now plus the timer's timeout plus grace. The fires not returned
+	// now plus the timer's timeout (defTimeout when it has none) plus
+	// grace. The fires not returned
 	// must not be delivered (disabled, deleted, updated, claimed by
 	// another after the lease ran out).
-	StartFires(ctx context.Context, owner string, refs []FireRef, now, grace int64) ([]Started, error)
+	StartFires(ctx context.Context, owner string, refs []FireRef, now, defTimeout, grace int64) ([]Started, error)
 	// FinishFires records outcomes of owner's attempts and their history.
 	FinishFires(ctx context.Context, owner string, os []Outcome) error
+	// StepFires is FinishFires of os then StartFires of refs, in one
+	// transaction: the fire path's one write per batch.
+	StepFires(ctx context.Context, owner string, os []Outcome, refs []FireRef, now, defTimeout, grace int64) ([]Started, error)
 	// ReleaseFires gives back owner's claims of fires not begun.
 	ReleaseFires(ctx context.Context, owner string) error
 	// RetryFire re-queues a dead fire, due at now, with its attempts

@@ -38,13 +38,11 @@ func (s *Service) Start(ctx context.Context) error {
 		s.mu.Unlock()
 		return err
 	}
-	s.wheel, s.running, s.stop, s.finQuit = w, true, make(chan struct{}), make(chan struct{})
-	quit := s.finQuit
+	s.wheel, s.running, s.stop = w, true, make(chan struct{})
 	s.mu.Unlock()
-	s.wg.Add(3)
+	s.wg.Add(2)
 	go s.loop()
 	go s.dispatch()
-	go s.finish(quit)
 	s.poke()
 	return nil
 }
@@ -80,8 +78,8 @@ func (s *Service) Stop(ctx context.Context) error {
 	case <-ctx.Done():
 		err = fmt.Errorf("fom: timer service stop: deliveries still running: %w", ctx.Err())
 	}
-	close(s.finQuit)
 	s.wg.Wait()
+	s.flushOutcomes() // those that ended before Stop gave up
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if rerr := s.st.ReleaseFires(rctx, s.o.Instance); rerr != nil {
@@ -235,7 +233,10 @@ func (s *Service) fired(ref store.FireRef) {
 	s.signal(s.dueSig)
 }
 
-// dispatch begins the attempts of the fires that came due, in batches.
+// dispatch records the outcomes of attempts that ended and begins the
+// attempts of fires that came due, both in one transaction a batch
+// (StepFires): whatever queued while the last batch was written goes in
+// the next, so a burst costs a few transactions, not one a fire.
 func (s *Service) dispatch() {
 	defer s.wg.Done()
 	for {
@@ -243,36 +244,74 @@ func (s *Service) dispatch() {
 		case <-s.stop:
 			return
 		case <-s.dueSig:
+		case <-s.finSig:
 		}
-		s.mu.Lock()
-		batch := s.due
-		s.due = nil
-		s.mu.Unlock()
-		for len(batch) > 0 {
-			n := min(len(batch), 2000)
-			s.begin(batch[:n])
-			batch = batch[n:]
+		for s.step() {
 		}
 	}
 }
 
-// grace is how long past an attempt's timeout its lease lasts.
-const grace = 5 * time.Second
+// maxStep bounds the fires one batch begins or finishes.
+const maxStep = 2000
 
-func (s *Service) begin(refs []store.FireRef) {
+// step writes one batch; it reports whether more is queued.
+func (s *Service) step() bool {
+	s.mu.Lock()
+	due := s.due[:min(len(s.due), maxStep)]
+	s.due = s.due[len(due):]
+	fin := s.finished[:min(len(s.finished), maxStep)]
+	s.finished = s.finished[len(fin):]
+	more := len(s.due) > 0 || len(s.finished) > 0
+	s.mu.Unlock()
+	if len(due) == 0 && len(fin) == 0 {
+		return false
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	now := s.clk.Now()
-	started, err := s.st.StartFires(ctx, s.o.Instance, refs, ms(now), (s.o.Lease + grace).Milliseconds())
+	// A running attempt's lease lasts its timeout (a timer without one:
+	// the longest of the kinds', which it may be of), and Lease past it.
+	started, err := s.st.StepFires(ctx, s.o.Instance, fin, due, ms(now), s.defaultTimeout().Milliseconds(), s.o.Lease.Milliseconds())
 	if err != nil {
-		// Left claimed: their leases run out and a poll claims them again.
-		s.log.Warn("beginning attempts failed; the fires are claimed again when their leases end", zap.Int("fires", len(refs)), zap.Error(err))
-		return
+		// The fires stay claimed: their leases run out and a poll claims
+		// them again. The outcomes are asked again, a few times.
+		s.log.Warn("recording outcomes and beginning attempts failed", zap.Int("due", len(due)), zap.Int("outcomes", len(fin)), zap.Error(err))
+		s.requeue(fin)
+		return more
 	}
 	for _, st := range started {
 		s.inflight.Add(1)
 		go s.deliver(st)
 	}
+	return more
+}
+
+// requeue puts outcomes not recorded back, up to three tries each; past
+// that the attempt's lease runs out and the fire is delivered again (at
+// least once).
+func (s *Service) requeue(fin []store.Outcome) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, o := range fin {
+		if o.Tries < 2 {
+			o.Tries++
+			s.finished = append(s.finished, o)
+		}
+	}
+}
+
+// defaultTimeout is the longest timeout of the kinds handled here.
+func (s *Service) defaultTimeout() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := time.Duration(0)
+	for _, k := range s.kinds {
+		d = max(d, k.timeout)
+	}
+	if d == 0 {
+		d = DefaultTimeout
+	}
+	return d
 }
 
 // deliver runs one attempt within its namespace's limits.
@@ -417,42 +456,8 @@ func statusOf(err error) int {
 	return 0
 }
 
-// finish records outcomes in batches until Stop has waited for the
-// deliveries, then the last.
-func (s *Service) finish(quit chan struct{}) {
-	defer s.wg.Done()
-	for {
-		select {
-		case <-quit:
-			s.flushOutcomes()
-			return
-		case <-s.finSig:
-			s.flushOutcomes()
-		}
-	}
-}
-
+// flushOutcomes records what is queued, at Stop.
 func (s *Service) flushOutcomes() {
-	s.mu.Lock()
-	batch := s.finished
-	s.finished = nil
-	s.mu.Unlock()
-	if len(batch) == 0 {
-		return
-	}
-	for attempt := 0; ; attempt++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := s.st.FinishFires(ctx, s.o.Instance, batch)
-		cancel()
-		if err == nil {
-			return
-		}
-		if attempt == 2 {
-			// Not recorded: the running attempts' leases run out and the
-			// fires are delivered again (at least once).
-			s.log.Warn("recording outcomes failed; those fires will be delivered again", zap.Int("fires", len(batch)), zap.Error(err))
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
+	for s.step() {
 	}
 }

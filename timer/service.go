@@ -151,8 +151,7 @@ type Service struct {
 	finished []store.Outcome                // outcomes for the finisher
 	running  bool
 	stop     chan struct{}
-	finQuit  chan struct{}  // the finisher's last flush, once Stop waited for the deliveries
-	wg       sync.WaitGroup // the loop, the dispatcher, the finisher
+	wg       sync.WaitGroup // the loop and the dispatcher
 	inflight sync.WaitGroup // deliveries
 	wheel    *wheel.Wheel
 	kick     chan struct{} // the loop polls now
@@ -384,11 +383,11 @@ func (s *Service) Get(ctx context.Context, id string) (Timer, error) {
 	if !ok {
 		return Timer{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
-	return s.view(ctx, t)
+	return s.view(t), nil
 }
 
 // view is a stored timer as the API shows it.
-func (s *Service) view(ctx context.Context, t store.Timer) (Timer, error) {
+func (s *Service) view(t store.Timer) Timer {
 	v := Timer{ID: t.ID, Version: t.Version, Next: fromMS(t.NextAt), Created: fromMS(t.Created), Updated: fromMS(t.Updated),
 		Spec: Spec{Namespace: t.Namespace, Name: t.Name, Kind: t.Kind, At: fromMS(t.At), Cron: t.Cron, Payload: t.Payload, Disabled: !t.Enabled,
 			Retry:   Retry{MaxAttempts: t.MaxAttempts, MinBackoff: time.Duration(t.MinBackoff) * time.Millisecond, MaxBackoff: time.Duration(t.MaxBackoff) * time.Millisecond},
@@ -396,19 +395,12 @@ func (s *Service) view(ctx context.Context, t store.Timer) (Timer, error) {
 	switch {
 	case !t.Enabled:
 		v.State = "disabled"
-	case t.NextAt == 0:
+	case t.NextAt == 0 && !t.Live:
 		v.State = "done"
-		fs, err := s.st.Fires(ctx, t.ID, 1)
-		if err != nil {
-			return v, err
-		}
-		if len(fs) > 0 && (fs[0].State == store.FirePending || fs[0].State == store.FireRunning || fs[0].State == store.FireRetry) {
-			v.State = "enabled"
-		}
 	default:
 		v.State = "enabled"
 	}
-	return v, nil
+	return v
 }
 
 // Filter selects timers for List.
@@ -441,9 +433,7 @@ func (s *Service) List(ctx context.Context, f Filter) ([]Timer, string, error) {
 	}
 	out := make([]Timer, len(ts))
 	for i, t := range ts {
-		if out[i], err = s.view(ctx, t); err != nil {
-			return nil, "", err
-		}
+		out[i] = s.view(t)
 	}
 	return out, next, nil
 }

@@ -30,6 +30,18 @@ func scanTimer(row pgx.Row) (store.Timer, error) {
 	return t, err
 }
 
+// liveCol reads whether a timer has a fire not over.
+func (s *Store) liveCol() string {
+	return `, EXISTS (SELECT 1 FROM ` + s.t("timer_fires") + ` f WHERE f.timer_id = timers.id AND f.state IN ('pending', 'retry', 'running'))`
+}
+
+func scanTimerLive(row pgx.Row) (store.Timer, error) {
+	var t store.Timer
+	err := row.Scan(&t.ID, &t.Namespace, &t.Name, &t.Kind, &t.At, &t.Cron, &t.Payload, &t.Enabled, &t.Version,
+		&t.MaxAttempts, &t.MinBackoff, &t.MaxBackoff, &t.Timeout, &t.Misfire, &t.NextAt, &t.Created, &t.Updated, &t.Live)
+	return t, err
+}
+
 // querier is a pool or a transaction.
 type querier interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
@@ -90,7 +102,7 @@ func (s *Store) insertTimers(ctx context.Context, q querier, ts []store.Timer) e
 
 // GetTimer implements store.TimerStore.
 func (s *Store) GetTimer(ctx context.Context, id string) (store.Timer, bool, error) {
-	t, err := scanTimer(s.pool.QueryRow(ctx, `SELECT `+timerCols+` FROM `+s.t("timers")+` WHERE id = $1`, id))
+	t, err := scanTimerLive(s.pool.QueryRow(ctx, `SELECT `+timerCols+s.liveCol()+` FROM `+s.t("timers")+` AS timers WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return t, false, nil
 	}
@@ -127,9 +139,17 @@ func (s *Store) timers(ctx context.Context, sql string, args ...any) ([]store.Ti
 
 // ListTimers implements store.TimerStore.
 func (s *Store) ListTimers(ctx context.Context, f store.TimerFilter) ([]store.Timer, error) {
-	return s.timers(ctx, `SELECT `+timerCols+` FROM `+s.t("timers")+` AS timers
+	rows, err := s.pool.Query(ctx, `SELECT `+timerCols+s.liveCol()+` FROM `+s.t("timers")+` AS timers
 		WHERE ($1 = '' OR namespace = $1) AND ($2 = '' OR kind = $2) AND id > $3 AND `+s.stateCond(f.State)+`
 		ORDER BY id LIMIT $4`, f.Namespace, f.Kind, f.After, f.Limit)
+	if err != nil {
+		return nil, s.wrap("list timers", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Timer, error) { return scanTimerLive(r) })
+	if err != nil {
+		return nil, s.wrap("list timers", err)
+	}
+	return out, nil
 }
 
 // CountTimers implements store.TimerStore.
@@ -287,16 +307,44 @@ func refArrays(refs []store.FireRef) ([]string, []int64) {
 }
 
 // StartFires implements store.TimerStore, in one statement.
-func (s *Store) StartFires(ctx context.Context, owner string, refs []store.FireRef, now, grace int64) ([]store.Started, error) {
+func (s *Store) StartFires(ctx context.Context, owner string, refs []store.FireRef, now, defTimeout, grace int64) ([]store.Started, error) {
+	return s.startFires(ctx, s.pool, owner, refs, now, defTimeout, grace)
+}
+
+// StepFires implements store.TimerStore: two statements in one
+// transaction.
+func (s *Store) StepFires(ctx context.Context, owner string, os []store.Outcome, refs []store.FireRef, now, defTimeout, grace int64) ([]store.Started, error) {
+	if len(os) == 0 {
+		return s.startFires(ctx, s.pool, owner, refs, now, defTimeout, grace)
+	}
+	if len(refs) == 0 {
+		return nil, s.FinishFires(ctx, owner, os)
+	}
+	var out []store.Started
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := s.finishFires(ctx, tx, owner, os); err != nil {
+			return err
+		}
+		var err error
+		out, err = s.startFires(ctx, tx, owner, refs, now, defTimeout, grace)
+		return err
+	})
+	if err != nil {
+		return nil, s.wrap("record and begin timer fires", err)
+	}
+	return out, nil
+}
+
+func (s *Store) startFires(ctx context.Context, q querier, owner string, refs []store.FireRef, now, defTimeout, grace int64) ([]store.Started, error) {
 	if len(refs) == 0 {
 		return nil, nil
 	}
 	ids, ps := refArrays(refs)
-	rows, err := s.pool.Query(ctx, `UPDATE `+s.t("timer_fires")+` AS f SET state = 'running', attempt = f.attempt + 1, lease_until = $3 + t.timeout + $4
+	rows, err := q.Query(ctx, `UPDATE `+s.t("timer_fires")+` AS f SET state = 'running', attempt = f.attempt + 1, lease_until = $3 + CASE WHEN t.timeout > 0 THEN t.timeout ELSE $6 END + $4
 		FROM unnest($1::text[], $2::bigint[]) AS r(id, p), `+s.t("timers")+` AS t
 		WHERE f.timer_id = r.id AND f.planned = r.p AND t.id = f.timer_id AND t.enabled
 			AND f.owner = $5 AND f.state IN ('pending', 'retry', 'running')
-		RETURNING f.timer_id, f.planned, f.attempt, `+"t."+strings.ReplaceAll(timerCols, ", ", ", t."), ids, ps, now, grace, owner)
+		RETURNING f.timer_id, f.planned, f.attempt, `+"t."+strings.ReplaceAll(timerCols, ", ", ", t."), ids, ps, now, grace, owner, defTimeout)
 	if err != nil {
 		return nil, s.wrap("begin timer fires", err)
 	}
@@ -319,6 +367,14 @@ func (s *Store) FinishFires(ctx context.Context, owner string, os []store.Outcom
 	if len(os) == 0 {
 		return nil
 	}
+	err := s.finishFires(ctx, s.pool, owner, os)
+	if err != nil {
+		return s.wrap("finish timer fires", err)
+	}
+	return nil
+}
+
+func (s *Store) finishFires(ctx context.Context, q querier, owner string, os []store.Outcome) error {
 	n := len(os)
 	ids, ps, states, errs := make([]string, n), make([]int64, n), make([]string, n), make([]string, n)
 	att, due, started, finished, codes := make([]int32, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int32, n)
@@ -326,8 +382,8 @@ func (s *Store) FinishFires(ctx context.Context, owner string, os []store.Outcom
 		ids[i], ps[i], states[i], errs[i] = o.TimerID, o.Planned, o.State, o.Error
 		att[i], due[i], started[i], finished[i], codes[i] = int32(o.Attempt), o.DueAt, o.Started, o.Finished, int32(o.StatusCode)
 	}
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `WITH o AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::int[], $5::bigint[], $6::text[], $7::bigint[], $8::bigint[], $9::int[])
+	{
+		_, err := q.Exec(ctx, `WITH o AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::int[], $5::bigint[], $6::text[], $7::bigint[], $8::bigint[], $9::int[])
 				AS o(id, p, state, attempt, due, err, started, finished, code)),
 			u AS (UPDATE `+s.t("timer_fires")+` AS f SET state = o.state, due_at = CASE WHEN o.state = 'retry' THEN o.due ELSE f.due_at END,
 				owner = '', lease_until = 0, last_error = o.err, finished = o.finished
@@ -338,11 +394,7 @@ func (s *Store) FinishFires(ctx context.Context, owner string, os []store.Outcom
 			ON CONFLICT (timer_id, planned, attempt) DO UPDATE SET started = excluded.started, finished = excluded.finished, error = excluded.error, status_code = excluded.status_code`,
 			ids, ps, states, att, due, errs, started, finished, codes, owner)
 		return err
-	})
-	if err != nil {
-		return s.wrap("finish timer fires", err)
 	}
-	return nil
 }
 
 // ReleaseFires implements store.TimerStore.

@@ -27,6 +27,18 @@ func scanTimer(sc interface{ Scan(...any) error }) (store.Timer, error) {
 	return t, err
 }
 
+// liveCol reads whether a timer has a fire not over.
+const liveCol = `, EXISTS (SELECT 1 FROM timer_fires f WHERE f.timer_id = timers.id AND f.state IN ('pending', 'retry', 'running'))`
+
+func scanTimerLive(sc interface{ Scan(...any) error }) (store.Timer, error) {
+	var t store.Timer
+	var enabled, live int
+	err := sc.Scan(&t.ID, &t.Namespace, &t.Name, &t.Kind, &t.At, &t.Cron, &t.Payload, &enabled, &t.Version,
+		&t.MaxAttempts, &t.MinBackoff, &t.MaxBackoff, &t.Timeout, &t.Misfire, &t.NextAt, &t.Created, &t.Updated, &live)
+	t.Enabled, t.Live = enabled == 1, live == 1
+	return t, err
+}
+
 func b2i(b bool) int {
 	if b {
 		return 1
@@ -64,7 +76,7 @@ func (s *Store) InsertTimersTx(context.Context, any, []store.Timer) error {
 
 // GetTimer implements store.TimerStore.
 func (s *Store) GetTimer(ctx context.Context, id string) (store.Timer, bool, error) {
-	t, err := scanTimer(s.db.QueryRowContext(ctx, `SELECT `+timerCols+` FROM timers WHERE id = ?`, id))
+	t, err := scanTimerLive(s.db.QueryRowContext(ctx, `SELECT `+timerCols+liveCol+` FROM timers WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return t, false, nil
 	}
@@ -90,7 +102,7 @@ func stateCond(state string) string {
 
 // ListTimers implements store.TimerStore.
 func (s *Store) ListTimers(ctx context.Context, f store.TimerFilter) ([]store.Timer, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+timerCols+` FROM timers
+	rows, err := s.db.QueryContext(ctx, `SELECT `+timerCols+liveCol+` FROM timers
 		WHERE (? = '' OR namespace = ?) AND (? = '' OR kind = ?) AND id > ? AND `+stateCond(f.State)+`
 		ORDER BY id LIMIT ?`, f.Namespace, f.Namespace, f.Kind, f.Kind, f.After, f.Limit)
 	if err != nil {
@@ -99,7 +111,7 @@ func (s *Store) ListTimers(ctx context.Context, f store.TimerFilter) ([]store.Ti
 	defer rows.Close()
 	var out []store.Timer
 	for rows.Next() {
-		t, err := scanTimer(rows)
+		t, err := scanTimerLive(rows)
 		if err != nil {
 			return nil, s.readErr(err)
 		}
@@ -257,11 +269,32 @@ func (s *Store) ClaimFires(ctx context.Context, owner string, before, now, lease
 }
 
 // StartFires implements store.TimerStore.
-func (s *Store) StartFires(ctx context.Context, owner string, refs []store.FireRef, now, grace int64) ([]store.Started, error) {
+func (s *Store) StartFires(ctx context.Context, owner string, refs []store.FireRef, now, defTimeout, grace int64) ([]store.Started, error) {
+	return s.StepFires(ctx, owner, nil, refs, now, defTimeout, grace)
+}
+
+// FinishFires implements store.TimerStore.
+func (s *Store) FinishFires(ctx context.Context, owner string, os []store.Outcome) error {
+	_, err := s.StepFires(ctx, owner, os, nil, 0, 0, 0)
+	return err
+}
+
+// StepFires implements store.TimerStore.
+func (s *Store) StepFires(ctx context.Context, owner string, os []store.Outcome, refs []store.FireRef, now, defTimeout, grace int64) ([]store.Started, error) {
+	if len(os) == 0 && len(refs) == 0 {
+		return nil, nil
+	}
 	var out []store.Started
 	err := s.tx(ctx, func(tx *sql.Tx) error {
+		out = nil
+		if err := finishFires(ctx, tx, owner, os); err != nil {
+			return err
+		}
+		if len(refs) == 0 {
+			return nil
+		}
 		st, err := tx.PrepareContext(ctx, `UPDATE timer_fires SET state = 'running', attempt = attempt + 1,
-				lease_until = ? + (SELECT timeout FROM timers WHERE id = timer_id) + ?
+				lease_until = ? + (SELECT CASE WHEN timeout > 0 THEN timeout ELSE ? END FROM timers WHERE id = timer_id) + ?
 			WHERE timer_id = ? AND planned = ? AND owner = ? AND state IN ('pending', 'retry', 'running')
 				AND EXISTS (SELECT 1 FROM timers WHERE id = timer_id AND enabled = 1)
 			RETURNING attempt`)
@@ -276,7 +309,7 @@ func (s *Store) StartFires(ctx context.Context, owner string, refs []store.FireR
 		defer get.Close()
 		for _, r := range refs {
 			var attempt int
-			err := st.QueryRowContext(ctx, now, grace, r.TimerID, r.Planned, owner).Scan(&attempt)
+			err := st.QueryRowContext(ctx, now, defTimeout, grace, r.TimerID, r.Planned, owner).Scan(&attempt)
 			if errors.Is(err, sql.ErrNoRows) {
 				continue
 			}
@@ -294,9 +327,12 @@ func (s *Store) StartFires(ctx context.Context, owner string, refs []store.FireR
 	return out, err
 }
 
-// FinishFires implements store.TimerStore.
-func (s *Store) FinishFires(ctx context.Context, owner string, os []store.Outcome) error {
-	return s.tx(ctx, func(tx *sql.Tx) error {
+// finishFires records outcomes in tx.
+func finishFires(ctx context.Context, tx *sql.Tx, owner string, os []store.Outcome) error {
+	if len(os) == 0 {
+		return nil
+	}
+	{
 		upd, err := tx.PrepareContext(ctx, `UPDATE timer_fires SET state = ?, due_at = CASE WHEN ? = 'retry' THEN ? ELSE due_at END,
 				owner = '', lease_until = 0, last_error = ?, finished = ?
 			WHERE timer_id = ? AND planned = ? AND owner = ? AND attempt = ?`)
@@ -322,7 +358,7 @@ func (s *Store) FinishFires(ctx context.Context, owner string, os []store.Outcom
 			}
 		}
 		return nil
-	})
+	}
 }
 
 // ReleaseFires implements store.TimerStore.

@@ -214,3 +214,11 @@ func (t timerStore) StepFires(ctx context.Context, owner string, os []store.Outc
 	}
 	return s.StepFires(ctx, owner, os, refs, now, defTimeout, grace)
 }
+
+// TimersInUse returns the timer service if the App's code asked for it
+// (Timers), else nil: the admin page shows timers only then.
+func (a *App) TimersInUse() *timer.Service {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.timers
+}

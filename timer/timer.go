@@ -220,14 +220,15 @@ func validate(s *Spec, now time.Time) error {
 	return nil
 }
 
-// newID is a timer id: 26 lowercase base32 characters, time-ordered (the
-// first 48 bits are the creation's Unix ms, the next 16 a sequence of the
-// process's, the rest random), so a listing by id is by age.
+// newID is a timer id: 26 lowercase base32hex characters (whose order is
+// their bytes'), time-ordered (the first 48 bits are the creation's Unix
+// ms, the next 16 a sequence of the process's, the rest random), so a
+// listing by id is by age.
 func newID(now time.Time, seq uint16) string {
 	var b [16]byte
 	binary.BigEndian.PutUint64(b[:8], uint64(now.UnixMilli())<<16|uint64(seq))
 	rand.Read(b[8:])
-	return strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
+	return strings.ToLower(base32.HexEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
 }
 
 func ms(t time.Time) int64 {

@@ -119,6 +119,9 @@ func NewHandler(app *fom.App, o Options) (http.Handler, error) {
 	if err := into.Register(statistics.NewCollector(h.sources)); err != nil {
 		return nil, fmt.Errorf("fom/web: register metrics: %w", err)
 	}
+	if err := into.Register(newTimerMetrics(app)); err != nil {
+		return nil, fmt.Errorf("fom/web: register timer metrics: %w", err)
+	}
 	h.metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	h.router = h.routes()
 	return h, nil
@@ -209,6 +212,21 @@ func (h *handler) routes() chi.Router {
 				r.Get("/preview", h.apiPreview)
 			})
 			r.Get("/cluster", h.apiCluster)
+			r.Route("/timers", func(r chi.Router) {
+				r.Get("/", h.apiTimers)
+				r.Get("/counts", h.apiTimerCounts)
+				r.Get("/{id}", h.apiTimer)
+				r.Get("/{id}/fires", h.apiTimerFires)
+				r.Post("/{id}/{action:enable|disable}", h.apiTimerAction)
+				r.Delete("/{id}", h.apiTimerAction)
+				r.Post("/{id}/fires/{planned}/{action:retry}", h.apiTimerAction)
+			})
+		})
+		r.Route("/timers", func(r chi.Router) {
+			r.Get("/", h.pageTimers)
+			r.Get("/{id}", h.pageTimer)
+			r.With(h.csrf).Post("/{id}/{action:enable|disable|delete}", h.formTimerAction)
+			r.With(h.csrf).Post("/{id}/fires/{planned}/{action:retry}", h.formTimerAction)
 		})
 	})
 	return r

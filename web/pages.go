@@ -18,6 +18,7 @@ import (
 	"github.com/fom-go/fom/cluster"
 	"github.com/fom-go/fom/config"
 	"github.com/fom-go/fom/fom"
+	"github.com/fom-go/fom/store"
 )
 
 // pageCtx is what every page needs.
@@ -25,6 +26,7 @@ type pageCtx struct {
 	Title, AppTitle, Base, CSRF, CSS, JS string
 	Refresh                              string
 	Flash, FlashLevel                    string
+	Timers                               bool // the app uses durable timers: the header links to them
 }
 
 func (p pageCtx) hxHeaders() string {
@@ -33,7 +35,7 @@ func (p pageCtx) hxHeaders() string {
 }
 
 func (h *handler) page(r *http.Request, title string) pageCtx {
-	p := pageCtx{Title: title, AppTitle: h.o.Title, Base: h.base, CSS: h.asset("fom.css"), JS: h.asset("htmx.min.js"), Refresh: h.o.Refresh.String()}
+	p := pageCtx{Title: title, AppTitle: h.o.Title, Base: h.base, CSS: h.asset("fom.css"), JS: h.asset("htmx.min.js"), Refresh: h.o.Refresh.String(), Timers: h.app.TimersInUse() != nil}
 	q := r.URL.Query()
 	if msg := q.Get("msg"); msg != "" {
 		p.Flash, p.FlashLevel = msg, "info"
@@ -325,6 +327,14 @@ type auditRow struct {
 	Refused                                bool
 }
 
+func auditRows(entries []store.AuditEntry) []auditRow {
+	out := make([]auditRow, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, auditRow{At: absTime(e.At), Action: e.Action, Principal: e.Principal, Detail: e.Detail, Outcome: e.Outcome, Refused: e.Outcome != "ok"})
+	}
+	return out
+}
+
 type statsView struct {
 	RetentionDays int
 	Thresholds    string
@@ -390,9 +400,7 @@ func (h *handler) detail(ctx context.Context, sc *fom.ScheduleContext, typed map
 	set := st.Settings()
 	v.Stats = statsView{RetentionDays: set.RetentionDays, Thresholds: strings.Join(settingsBody(set).Thresholds, ", ")}
 	if entries, err := h.app.AuditLog(ctx, sc.Name(), 20); err == nil {
-		for _, e := range entries {
-			v.Audit = append(v.Audit, auditRow{At: absTime(e.At), Action: e.Action, Principal: e.Principal, Detail: e.Detail, Outcome: e.Outcome, Refused: e.Outcome != "ok"})
-		}
+		v.Audit = auditRows(entries)
 	} else {
 		h.log.Warn("reading the audit trail failed", zap.Error(err))
 	}

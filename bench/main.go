@@ -263,6 +263,20 @@ func main() {
 		runtime.GC()
 	}
 
+	if strings.Contains(*only, "timers") {
+		dsn := os.Getenv("FOM_TEST_DATABASE_URL")
+		if dsn == "" {
+			dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+		}
+		ns := []int{10000, 100000}
+		if *ladderFlag != "" {
+			ns = ladder
+		}
+		log("durable timers")
+		out.WriteString(timersScenario(dsn, ns, *passes, log))
+		runtime.GC()
+	}
+
 	if strings.Contains(*only, "flush") {
 		log("statistics flush")
 		out.WriteString(flushScenario([]int{100, 1000, 10000, 20000}, *liveFlush, log))

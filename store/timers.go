@@ -50,6 +50,13 @@ type Timer struct {
 	// Live (read by GetTimer and ListTimers): a fire of it is pending,
 	// running or to be retried.
 	Live bool
+	// First, when set at insert, is the timer's first fire, made with it
+	// (its NextAt is then the fire after it, or 0): a fire due soon is
+	// armed at once rather than at the next poll. Claimed by Owner until
+	// Lease, when Owner is set.
+	First        int64
+	Owner        string
+	LeaseUntil   int64
 }
 
 // TimerFilter selects timers for a listing, ordered by id.

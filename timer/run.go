@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -128,32 +129,29 @@ func (s *Service) loop() {
 func (s *Service) poll(ctx context.Context) error {
 	now := s.clk.Now()
 	horizon := now.Add(s.o.Window)
+	// A chunk of timers made, then a chunk of fires claimed and armed,
+	// soonest first: the first fires are armed before the later ones are
+	// made, however many are due within the window.
 	for {
-		ts, err := s.st.DueTimers(ctx, ms(horizon), 1000)
+		ts, err := s.st.DueTimers(ctx, ms(horizon), s.o.ClaimBatch)
 		if err != nil {
 			return fmt.Errorf("read due timers: %w", err)
 		}
-		if len(ts) == 0 {
-			break
+		if len(ts) > 0 {
+			as := make([]store.Advance, 0, len(ts))
+			for _, t := range ts {
+				as = append(as, advance(t, now, horizon))
+			}
+			if err := s.st.AdvanceTimers(ctx, as); err != nil {
+				return fmt.Errorf("make fires: %w", err)
+			}
 		}
-		as := make([]store.Advance, 0, len(ts))
-		for _, t := range ts {
-			as = append(as, advance(t, now, horizon))
-		}
-		if err := s.st.AdvanceTimers(ctx, as); err != nil {
-			return fmt.Errorf("make fires: %w", err)
-		}
-		if len(ts) < 1000 {
-			break
-		}
-	}
-	for {
 		cs, err := s.st.ClaimFires(ctx, s.o.Instance, ms(horizon), ms(now), s.o.Lease.Milliseconds(), s.o.ClaimBatch)
 		if err != nil {
 			return fmt.Errorf("claim fires: %w", err)
 		}
 		s.arm(cs)
-		if len(cs) < s.o.ClaimBatch {
+		if len(ts) < s.o.ClaimBatch && len(cs) < s.o.ClaimBatch {
 			return nil
 		}
 	}
@@ -353,36 +351,37 @@ func (s *Service) deliver(st store.Started) {
 	}
 	start := s.clk.Now()
 	s.metrics.late.observe(start.Sub(planned))
-	var err error
-	if k == nil {
-		err = fmt.Errorf("%w: %q: no handler on instance %s", ErrUnknownKind, t.Kind, s.o.Instance)
-	} else {
-		err = s.call(k.h, f, timeout)
-	}
-	end := s.clk.Now()
-	o := store.Outcome{State: store.FireSucceeded, Started: ms(start), Finished: ms(end)}
-	if err != nil {
-		o.Error = err.Error()
-		var pe *schedule.PanicError
-		if errors.As(err, &pe) {
-			o.Error += "\n" + pe.StackTrace()
-		}
-		o.State = store.FireRetry
-		var p permanent
-		switch {
-		case errors.As(err, &p), st.Attempt >= retry.MaxAttempts:
-			o.State = store.FireDead
-		default:
-			d := backoff(retry, st.Attempt)
-			var ra retryAfter
-			if errors.As(err, &ra) && ra.after > d {
-				d = ra.after
+	result := func(err error) {
+		end := s.clk.Now()
+		o := store.Outcome{State: store.FireSucceeded, Started: ms(start), Finished: ms(end)}
+		if err != nil {
+			o.Error = err.Error()
+			var pe *schedule.PanicError
+			if errors.As(err, &pe) {
+				o.Error += "\n" + pe.StackTrace()
 			}
-			o.DueAt = ms(end.Add(d))
+			o.State = store.FireRetry
+			var p permanent
+			switch {
+			case errors.As(err, &p), st.Attempt >= retry.MaxAttempts:
+				o.State = store.FireDead
+			default:
+				d := backoff(retry, st.Attempt)
+				var ra retryAfter
+				if errors.As(err, &ra) && ra.after > d {
+					d = ra.after
+				}
+				o.DueAt = ms(end.Add(d))
+			}
+			s.log.Info("timer fire failed", zap.String("timer", t.ID), zap.String("key", f.Key), zap.Int("attempt", st.Attempt), zap.String("outcome", o.State), zap.Error(err))
 		}
-		s.log.Info("timer fire failed", zap.String("timer", t.ID), zap.String("key", f.Key), zap.Int("attempt", st.Attempt), zap.String("outcome", o.State), zap.Error(err))
+		s.outcome(st, o, statusOf(err))
 	}
-	s.outcome(st, o, statusOf(err))
+	if k == nil {
+		result(fmt.Errorf("%w: %q: no handler on instance %s", ErrUnknownKind, t.Kind, s.o.Instance))
+		return
+	}
+	s.call(k.h, f, timeout, result)
 }
 
 func (s *Service) outcome(st store.Started, o store.Outcome, code int) {
@@ -397,35 +396,35 @@ func (s *Service) outcome(st store.Started, o store.Outcome, code int) {
 	s.signal(s.finSig)
 }
 
-// call runs h with the attempt's deadline, recovering a panic into an
-// error with its stack. A handler that ignores its context is left to
-// return on its own; its attempt counts as timed out.
-func (s *Service) call(h Handler, f Fire, timeout time.Duration) error {
+// call runs h with the attempt's deadline, on the delivering goroutine,
+// recovering a panic into an error with its stack. A handler that ignores
+// its context past the deadline is left to return on its own: the attempt
+// counts as timed out at once (done reports it then), and what it returns
+// later is dropped.
+func (s *Service) call(h Handler, f Fire, timeout time.Duration, done func(error)) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		defer func() {
-			if p := recover(); p != nil {
-				done <- &schedule.PanicError{Value: p, Stack: debug.Stack()}
-			}
-		}()
-		done <- h(ctx, f)
+	var once sync.Once
+	finish := func(err error) { once.Do(func() { done(err) }) }
+	stop := context.AfterFunc(ctx, func() {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			// A grace for a handler that returns as it sees the deadline;
+			// in real time, as the context's deadline is.
+			time.Sleep(100 * time.Millisecond)
+			finish(fmt.Errorf("timed out after %s (the handler did not return)", timeout))
+		}
+	})
+	defer stop()
+	defer func() {
+		if p := recover(); p != nil {
+			finish(&schedule.PanicError{Value: p, Stack: debug.Stack()})
+		}
 	}()
-	select {
-	case err := <-done:
-		if err == nil && ctx.Err() != nil {
-			return nil // returned in time, if just
-		}
-		return err
-	case <-ctx.Done():
-		select {
-		case err := <-done:
-			return err
-		case <-time.After(100 * time.Millisecond):
-		}
-		return fmt.Errorf("timed out after %s (the handler did not return)", timeout)
+	err := h(ctx, f)
+	if err == nil && ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		err = nil
 	}
+	finish(err)
 }
 
 // backoff is the pause before the attempt after attempt: exponential,

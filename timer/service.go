@@ -44,7 +44,8 @@ type Options struct {
 	// RetainSucceeded and RetainDead keep finished fires (for
 	// reconciliation) that long after they finished. Defaults 24h, 7 days.
 	RetainSucceeded, RetainDead time.Duration
-	// ClaimBatch bounds the fires claimed by one statement. Default 5000.
+	// ClaimBatch bounds the timers made and the fires claimed by one
+	// statement. Default 1000.
 	ClaimBatch int
 }
 
@@ -81,7 +82,7 @@ func (o *Options) defaults() error {
 		o.RetainDead = 7 * 24 * time.Hour
 	}
 	if o.ClaimBatch == 0 {
-		o.ClaimBatch = 5000
+		o.ClaimBatch = 1000
 	}
 	if o.Window < 10*time.Millisecond || o.Poll <= 0 || o.Lease < time.Second {
 		return fmt.Errorf("fom: timer service: window %s (at least 10ms), poll %s, lease %s (at least 1s)", o.Window, o.Poll, o.Lease)
@@ -343,6 +344,28 @@ func (s *Service) create(ctx context.Context, tx any, specs []Spec) ([]string, e
 			}
 		}
 	}
+	// A fire due within the window is made with its timer and, unless the
+	// caller's transaction may yet roll back, claimed here and armed at
+	// once: on time without waiting for a poll.
+	horizon := now.Add(s.o.Window)
+	running := s.isRunning()
+	for i := range ts {
+		t := &ts[i]
+		if !t.Enabled || t.NextAt == 0 || t.NextAt > ms(horizon) {
+			continue
+		}
+		a := advance(*t, now, horizon)
+		if len(a.Fires) == 0 {
+			continue
+		}
+		t.First, t.NextAt = a.Fires[0], a.Next
+		if len(a.Fires) > 1 { // a cron firing more than once in the window: the rest by the poll
+			t.NextAt = a.Fires[1]
+		}
+		if tx == nil && running {
+			t.Owner, t.LeaseUntil = s.o.Instance, max(t.First, ms(now))+s.o.Lease.Milliseconds()
+		}
+	}
 	var err error
 	if tx != nil {
 		err = s.st.InsertTimersTx(ctx, tx, ts)
@@ -356,14 +379,27 @@ func (s *Service) create(ctx context.Context, tx any, specs []Spec) ([]string, e
 		return nil, err
 	}
 	s.metrics.created.Add(int64(len(ts)))
-	horizon := ms(now.Add(s.o.Window))
+	var claimed []store.Claimed
+	poke := false
 	for _, t := range ts {
-		if t.Enabled && t.NextAt > 0 && t.NextAt <= horizon {
-			s.poke()
-			break
+		switch {
+		case t.Owner != "":
+			claimed = append(claimed, store.Claimed{FireRef: store.FireRef{TimerID: t.ID, Planned: t.First}, DueAt: t.First, Namespace: t.Namespace})
+		case t.First != 0:
+			poke = true
 		}
 	}
+	s.arm(claimed)
+	if poke {
+		s.poke()
+	}
 	return ids, nil
+}
+
+func (s *Service) isRunning() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.running
 }
 
 // poke asks the loop to poll now.

@@ -602,3 +602,30 @@ func TestTwoInstancesShareTheFires(t *testing.T) {
 		}
 	}
 }
+
+// A handler that never returns is timed out at its deadline (its context
+// canceled), recorded as such and retried; Stop does not wait for it past
+// its own context.
+func TestHandlerThatNeverReturnsIsTimedOut(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, sqliteStore(t))
+	release := make(chan struct{})
+	var calls sync.WaitGroup
+	calls.Add(2)
+	f.Handle("hang", func(ctx context.Context, fi Fire) error {
+		defer calls.Done()
+		<-release // ignores ctx
+		return nil
+	}, WithTimeout(100*time.Millisecond), WithRetry(Retry{MaxAttempts: 2, MinBackoff: 10 * time.Millisecond}))
+	f.Start(context.Background())
+	ctx := context.Background()
+	id, _ := f.Create(ctx, Spec{Name: "h", Kind: "hang", At: t0.Add(100 * time.Millisecond)})
+	f.step(200 * time.Millisecond)
+	waitFor(t, "the first attempt timed out and a second began", func() bool {
+		f.step(50 * time.Millisecond)
+		fs, _ := f.Fires(ctx, id, 1)
+		return len(fs) == 1 && len(fs[0].Attempts) >= 1 && strings.Contains(fs[0].Attempts[0].Error, "timed out after 100ms") && fs[0].Attempt == 2
+	})
+	close(release)
+	calls.Wait()
+}

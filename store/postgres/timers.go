@@ -51,7 +51,18 @@ type querier interface {
 
 // InsertTimers implements store.TimerStore.
 func (s *Store) InsertTimers(ctx context.Context, ts []store.Timer) error {
-	return s.insertTimers(ctx, s.pool, ts)
+	var ierr error
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		ierr = s.insertTimers(ctx, tx, ts)
+		return ierr
+	})
+	if ierr != nil {
+		return ierr
+	}
+	if err != nil {
+		return s.wrap("insert timers", err)
+	}
+	return nil
 }
 
 // InsertTimersTx implements store.TimerStore: tx is the caller's pgx.Tx,
@@ -90,6 +101,21 @@ func (s *Store) insertTimers(ctx context.Context, q querier, ts []store.Timer) e
 			$10::int[], $11::bigint[], $12::bigint[], $13::bigint[], $14::text[], $15::bigint[], $16::bigint[], $17::bigint[])`,
 		cols.id, cols.ns, cols.name, cols.kind, cols.at, cols.cron, cols.payload, cols.enabled, cols.version,
 		cols.maxA, cols.minB, cols.maxB, cols.tmo, cols.misfire, cols.next, cols.created, cols.updated)
+	if err == nil {
+		var fid, fns, fown []string
+		var fp, flease []int64
+		for _, t := range ts {
+			if t.First != 0 {
+				fid, fns, fown = append(fid, t.ID), append(fns, t.Namespace), append(fown, t.Owner)
+				fp, flease = append(fp, t.First), append(flease, t.LeaseUntil)
+			}
+		}
+		if len(fid) > 0 {
+			_, err = q.Exec(ctx, `INSERT INTO `+s.t("timer_fires")+` (timer_id, planned, namespace, state, attempt, base, due_at, owner, lease_until, last_error, finished)
+				SELECT id, p, ns, 'pending', 0, 0, p, own, lease, '', 0 FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::bigint[]) AS f(id, p, ns, own, lease)`,
+				fid, fp, fns, fown, flease)
+		}
+	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "timers_namespace_name_key" {
 		return fmt.Errorf("%w: %s", store.ErrDuplicateTimer, pe.Detail)

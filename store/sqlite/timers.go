@@ -54,6 +54,12 @@ func (s *Store) InsertTimers(ctx context.Context, ts []store.Timer) error {
 			return err
 		}
 		defer st.Close()
+		fire, err := tx.PrepareContext(ctx, `INSERT INTO timer_fires (timer_id, planned, namespace, state, attempt, base, due_at, owner, lease_until, last_error, finished)
+			VALUES (?, ?, ?, 'pending', 0, 0, ?, ?, ?, '', 0)`)
+		if err != nil {
+			return err
+		}
+		defer fire.Close()
 		for _, t := range ts {
 			_, err := st.ExecContext(ctx, t.ID, t.Namespace, t.Name, t.Kind, t.At, t.Cron, t.Payload, b2i(t.Enabled), t.Version,
 				t.MaxAttempts, t.MinBackoff, t.MaxBackoff, t.Timeout, t.Misfire, t.NextAt, t.Created, t.Updated)
@@ -62,6 +68,11 @@ func (s *Store) InsertTimers(ctx context.Context, ts []store.Timer) error {
 					return fmt.Errorf("%w: namespace %q, name %q", store.ErrDuplicateTimer, t.Namespace, t.Name)
 				}
 				return fmt.Errorf("insert timer %q: %w", t.Name, err)
+			}
+			if t.First != 0 {
+				if _, err := fire.ExecContext(ctx, t.ID, t.First, t.Namespace, t.First, t.Owner, t.LeaseUntil); err != nil {
+					return fmt.Errorf("insert the first fire of timer %q: %w", t.Name, err)
+				}
 			}
 		}
 		return nil

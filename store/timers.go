@@ -54,9 +54,9 @@ type Timer struct {
 	// (its NextAt is then the fire after it, or 0): a fire due soon is
 	// armed at once rather than at the next poll. Claimed by Owner until
 	// Lease, when Owner is set.
-	First        int64
-	Owner        string
-	LeaseUntil   int64
+	First      int64
+	Owner      string
+	LeaseUntil int64
 }
 
 // TimerFilter selects timers for a listing, ordered by id.

@@ -73,6 +73,7 @@ func (r *recorder) note(key string, due time.Time) {
 	}
 	r.seen[key] = true
 	r.late = append(r.late, now.Sub(due))
+
 	if r.first.IsZero() {
 		r.first = now
 	}

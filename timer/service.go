@@ -344,17 +344,22 @@ func (s *Service) create(ctx context.Context, tx any, specs []Spec) ([]string, e
 			}
 		}
 	}
-	// A fire due within the window is made with its timer and, unless the
-	// caller's transaction may yet roll back, claimed here and armed at
-	// once: on time without waiting for a poll.
+	// A one-shot's fire, and a cron timer's first when due within the
+	// window, is made with its timer (one row more in the same statement,
+	// where making it later is a statement of its own). One due within the
+	// window is also, unless the caller's transaction may yet roll back,
+	// claimed here and armed at once: on time without waiting for a poll.
 	horizon := now.Add(s.o.Window)
 	running := s.isRunning()
 	for i := range ts {
 		t := &ts[i]
-		if !t.Enabled || t.NextAt == 0 || t.NextAt > ms(horizon) {
+		if !t.Enabled || t.NextAt == 0 || (t.Cron != "" && t.NextAt > ms(horizon)) {
 			continue
 		}
 		a := advance(*t, now, horizon)
+		if t.Cron == "" {
+			a = store.Advance{Fires: []int64{t.NextAt}}
+		}
 		if len(a.Fires) == 0 {
 			continue
 		}
@@ -362,7 +367,7 @@ func (s *Service) create(ctx context.Context, tx any, specs []Spec) ([]string, e
 		if len(a.Fires) > 1 { // a cron firing more than once in the window: the rest by the poll
 			t.NextAt = a.Fires[1]
 		}
-		if tx == nil && running {
+		if tx == nil && running && t.First <= ms(horizon) {
 			t.Owner, t.LeaseUntil = s.o.Instance, max(t.First, ms(now))+s.o.Lease.Milliseconds()
 		}
 	}
@@ -385,7 +390,7 @@ func (s *Service) create(ctx context.Context, tx any, specs []Spec) ([]string, e
 		switch {
 		case t.Owner != "":
 			claimed = append(claimed, store.Claimed{FireRef: store.FireRef{TimerID: t.ID, Planned: t.First}, DueAt: t.First, Namespace: t.Namespace})
-		case t.First != 0:
+		case t.First != 0 && t.First <= ms(horizon):
 			poke = true
 		}
 	}

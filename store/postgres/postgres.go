@@ -20,6 +20,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -81,6 +82,10 @@ type Store struct {
 	schema   string // quoted identifier
 	name     string // as given
 	version  int
+
+	timerMu       sync.Mutex // guards the two below
+	timerInserted int        // timers inserted since the last ANALYZE
+	timerAnalyzed time.Time
 }
 
 var _ store.Store = (*Store)(nil)

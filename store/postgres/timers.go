@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -62,7 +63,29 @@ func (s *Store) InsertTimers(ctx context.Context, ts []store.Timer) error {
 	if err != nil {
 		return s.wrap("insert timers", err)
 	}
+	s.analyzeAfter(ctx, len(ts))
 	return nil
+}
+
+// analyzeAfter refreshes the planner's statistics of the timer tables
+// once many timers were inserted since it last did (at most every 10 s).
+// A table that grew from nothing faster than autovacuum looks (a minute)
+// is planned as tiny: a fire's lookup by key then scans the whole table,
+// hundreds of milliseconds a batch at ten thousand fires.
+func (s *Store) analyzeAfter(ctx context.Context, inserted int) {
+	now := time.Now()
+	s.timerMu.Lock()
+	s.timerInserted += inserted
+	due := s.timerInserted >= 1000 && now.Sub(s.timerAnalyzed) >= 10*time.Second
+	if due {
+		s.timerInserted, s.timerAnalyzed = 0, now
+	}
+	s.timerMu.Unlock()
+	if due {
+		// Only a plan's quality rides on it: a failure is left to
+		// autovacuum's own ANALYZE.
+		s.pool.Exec(ctx, "ANALYZE "+s.t("timers")+", "+s.t("timer_fires"))
+	}
 }
 
 // InsertTimersTx implements store.TimerStore: tx is the caller's pgx.Tx,

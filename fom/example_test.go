@@ -2,6 +2,7 @@ package fom_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/fom-go/fom/fom"
+	"github.com/fom-go/fom/timer"
 )
 
 // Cleanup purges expired sessions every five minutes.
@@ -132,4 +134,31 @@ func ExampleNamed() {
 	// Output:
 	// cleanup-acme cron 0 */5 * * * *
 	// cleanup-globex cron 0 */5 * * * *
+}
+
+// A durable timer: stored, delivered once it is due (at least once, with
+// the same key on every attempt), surviving a restart in between.
+func ExampleApp_Timers() {
+	dir, _ := os.MkdirTemp("", "fom-example")
+	defer os.RemoveAll(dir)
+	app, _ := fom.New(fom.WithDataDir(dir))
+	timers := app.Timers()
+	delivered := make(chan timer.Fire, 1)
+	timers.Handle("invoice.remind", func(ctx context.Context, f timer.Fire) error {
+		delivered <- f
+		return nil
+	})
+	ctx := context.Background()
+	if err := app.Start(ctx); err != nil {
+		panic(err)
+	}
+	defer app.Stop(ctx)
+	id, err := timers.Create(ctx, timer.Spec{Namespace: "billing", Name: "inv-42", Kind: "invoice.remind",
+		At: time.Now().Add(50 * time.Millisecond), Payload: json.RawMessage(`{"invoice":42}`)})
+	if err != nil {
+		panic(err)
+	}
+	f := <-delivered
+	fmt.Println(f.Name, f.Attempt, string(f.Payload), f.Key == timer.KeyOf(id, f.Planned))
+	// Output: inv-42 1 {"invoice":42} true
 }

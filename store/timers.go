@@ -118,7 +118,24 @@ type FireRecord struct {
 	DueAt     int64
 	Owner     string
 	LastError string
-	Attempts  []Attempt
+	// Last is the last attempt as the fire's row keeps it; Attempts are
+	// the attempts, oldest first (a store keeps a row for each failed one,
+	// a success only in the fire's row: CompleteAttempts adds it).
+	Last     Attempt
+	Attempts []Attempt
+}
+
+// CompleteAttempts adds to each succeeded fire its successful attempt,
+// which stores keep in the fire's row only.
+func CompleteAttempts(fs []FireRecord) {
+	for i := range fs {
+		f := &fs[i]
+		if f.State == FireSucceeded && (len(f.Attempts) == 0 || f.Attempts[len(f.Attempts)-1].Attempt != f.Attempt) {
+			l := f.Last
+			l.Attempt = f.Attempt
+			f.Attempts = append(f.Attempts, l)
+		}
+	}
 }
 
 // Attempt is one attempt of a fire.

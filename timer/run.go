@@ -340,7 +340,8 @@ func (s *Service) deliver(st store.Started) {
 		}
 	}
 	if ns != nil && ns.lim != nil {
-		if d := ns.lim.Reserve().DelayFrom(s.clk.Now()); d > 0 {
+		now := s.clk.Now()
+		if d := ns.lim.ReserveN(now, 1).DelayFrom(now); d > 0 {
 			select {
 			case <-s.clk.After(d):
 			case <-s.stop:

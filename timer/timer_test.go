@@ -629,3 +629,64 @@ func TestHandlerThatNeverReturnsIsTimedOut(t *testing.T) {
 	close(release)
 	calls.Wait()
 }
+
+// A namespace's concurrency bound holds its deliveries under way at
+// once, and its rate spaces them out; another namespace is not held back.
+func TestNamespaceConcurrencyAndRate(t *testing.T) {
+	t.Parallel()
+	s, err := New(Options{Store: sqliteStore(t), Instance: "lim", Window: time.Second, Poll: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	defer s.Stop(ctx)
+	var mu sync.Mutex
+	running, most := map[string]int{}, map[string]int{}
+	starts := map[string][]time.Time{}
+	done := make(chan string, 100)
+	s.Handle("k", func(ctx context.Context, f Fire) error {
+		mu.Lock()
+		running[f.Namespace]++
+		most[f.Namespace] = max(most[f.Namespace], running[f.Namespace])
+		starts[f.Namespace] = append(starts[f.Namespace], time.Now())
+		mu.Unlock()
+		time.Sleep(30 * time.Millisecond)
+		mu.Lock()
+		running[f.Namespace]--
+		mu.Unlock()
+		done <- f.Namespace
+		return nil
+	})
+	s.SetLimits("narrow", Limits{Concurrency: 2})
+	s.SetLimits("slow", Limits{Rate: 20, Burst: 1})
+	s.Start(ctx)
+	at := time.Now().Add(200 * time.Millisecond)
+	var specs []Spec
+	for i := range 10 {
+		for _, ns := range []string{"narrow", "slow", "free"} {
+			specs = append(specs, Spec{Namespace: ns, Name: "t" + strconv.Itoa(i), Kind: "k", At: at})
+		}
+	}
+	if _, err := s.CreateMany(ctx, specs); err != nil {
+		t.Fatal(err)
+	}
+	for range 30 {
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("deliveries did not finish")
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if most["narrow"] > 2 {
+		t.Errorf("%d deliveries of a namespace bound to 2 ran at once", most["narrow"])
+	}
+	if most["free"] < 3 {
+		t.Errorf("an unbounded namespace ran at most %d at once", most["free"])
+	}
+	ss := starts["slow"]
+	if span := ss[len(ss)-1].Sub(ss[0]); span < 400*time.Millisecond {
+		t.Errorf("10 deliveries at 20 a second (burst 1) spanned %s, want at least 450ms", span)
+	}
+}

@@ -435,11 +435,12 @@ func (s *Store) finishFires(ctx context.Context, q querier, owner string, os []s
 		_, err := q.Exec(ctx, `WITH o AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::int[], $5::bigint[], $6::text[], $7::bigint[], $8::bigint[], $9::int[])
 				AS o(id, p, state, attempt, due, err, started, finished, code)),
 			u AS (UPDATE `+s.t("timer_fires")+` AS f SET state = o.state, due_at = CASE WHEN o.state = 'retry' THEN o.due ELSE f.due_at END,
-				owner = '', lease_until = 0, last_error = o.err, finished = o.finished
+				owner = '', lease_until = 0, last_error = o.err, started = o.started, finished = o.finished, status_code = o.code
 				FROM o WHERE f.timer_id = o.id AND f.planned = o.p AND f.owner = $10 AND f.attempt = o.attempt
-				RETURNING f.timer_id, f.planned, f.attempt)
+				RETURNING f.timer_id, f.planned, f.attempt, f.state)
 			INSERT INTO `+s.t("timer_attempts")+` (timer_id, planned, attempt, started, finished, error, status_code)
 			SELECT o.id, o.p, o.attempt, o.started, o.finished, o.err, o.code FROM o JOIN u ON u.timer_id = o.id AND u.planned = o.p AND u.attempt = o.attempt
+			WHERE u.state <> 'succeeded'
 			ON CONFLICT (timer_id, planned, attempt) DO UPDATE SET started = excluded.started, finished = excluded.finished, error = excluded.error, status_code = excluded.status_code`,
 			ids, ps, states, att, due, errs, started, finished, codes, owner)
 		return err
@@ -467,19 +468,20 @@ func (s *Store) RetryFire(ctx context.Context, ref store.FireRef, now int64) (bo
 
 // Fires implements store.TimerStore.
 func (s *Store) Fires(ctx context.Context, timerID string, limit int) ([]store.FireRecord, error) {
-	rows, err := s.pool.Query(ctx, `SELECT planned, state, attempt, due_at, owner, last_error FROM `+s.t("timer_fires")+` WHERE timer_id = $1 ORDER BY planned DESC LIMIT $2`, timerID, limit)
+	rows, err := s.pool.Query(ctx, `SELECT planned, state, attempt, due_at, owner, last_error, started, finished, status_code FROM `+s.t("timer_fires")+` WHERE timer_id = $1 ORDER BY planned DESC LIMIT $2`, timerID, limit)
 	if err != nil {
 		return nil, s.wrap("read timer fires", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.FireRecord, error) {
 		f := store.FireRecord{FireRef: store.FireRef{TimerID: timerID}}
-		err := r.Scan(&f.Planned, &f.State, &f.Attempt, &f.DueAt, &f.Owner, &f.LastError)
+		err := r.Scan(&f.Planned, &f.State, &f.Attempt, &f.DueAt, &f.Owner, &f.LastError, &f.Last.Started, &f.Last.Finished, &f.Last.StatusCode)
 		return f, err
 	})
 	if err != nil || len(out) == 0 {
 		if err != nil {
 			err = s.wrap("read timer fires", err)
 		}
+		store.CompleteAttempts(out)
 		return out, err
 	}
 	idx := map[int64]int{}
@@ -502,6 +504,7 @@ func (s *Store) Fires(ctx context.Context, timerID string, limit int) ([]store.F
 	if err != nil {
 		return nil, s.wrap("read timer attempts", err)
 	}
+	store.CompleteAttempts(out)
 	return out, nil
 }
 

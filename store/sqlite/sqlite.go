@@ -144,7 +144,9 @@ func migrations() []string {
 			owner       TEXT NOT NULL,
 			lease_until INTEGER NOT NULL,
 			last_error  TEXT NOT NULL,
+			started     INTEGER NOT NULL DEFAULT 0,
 			finished    INTEGER NOT NULL,
+			status_code INTEGER NOT NULL DEFAULT 0,
 			PRIMARY KEY (timer_id, planned)
 		);
 		CREATE INDEX timer_fires_due ON timer_fires (due_at) WHERE state IN ('pending', 'retry', 'running');

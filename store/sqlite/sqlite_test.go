@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -139,7 +140,19 @@ func TestMigratesFromVersionOne(t *testing.T) {
 		if err != nil {
 			return nil, err
 		}
-		_, err = st.db.Exec(`DROP TABLE stats_days; DROP TABLE failures; DROP TABLE audit; DROP TABLE rounds; DROP TABLE stats_log; DROP TABLE meta; PRAGMA user_version = 1;`)
+		// Every table a later migration made goes.
+		rows, err := st.db.Query(`SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT IN ('config_edits', 'settings') AND name NOT LIKE 'sqlite_%'`)
+		if err != nil {
+			return st, err
+		}
+		var drop []string
+		for rows.Next() {
+			var n string
+			rows.Scan(&n)
+			drop = append(drop, "DROP TABLE "+n+";")
+		}
+		rows.Close()
+		_, err = st.db.Exec(strings.Join(drop, " ") + ` PRAGMA user_version = 1;`)
 		return st, err
 	}()
 	if err != nil {

@@ -345,7 +345,7 @@ func finishFires(ctx context.Context, tx *sql.Tx, owner string, os []store.Outco
 	}
 	{
 		upd, err := tx.PrepareContext(ctx, `UPDATE timer_fires SET state = ?, due_at = CASE WHEN ? = 'retry' THEN ? ELSE due_at END,
-				owner = '', lease_until = 0, last_error = ?, finished = ?
+				owner = '', lease_until = 0, last_error = ?, started = ?, finished = ?, status_code = ?
 			WHERE timer_id = ? AND planned = ? AND owner = ? AND attempt = ?`)
 		if err != nil {
 			return err
@@ -357,12 +357,12 @@ func finishFires(ctx context.Context, tx *sql.Tx, owner string, os []store.Outco
 		}
 		defer att.Close()
 		for _, o := range os {
-			res, err := upd.ExecContext(ctx, o.State, o.State, o.DueAt, o.Error, o.Finished, o.TimerID, o.Planned, owner, o.Attempt)
+			res, err := upd.ExecContext(ctx, o.State, o.State, o.DueAt, o.Error, o.Started, o.Finished, o.StatusCode, o.TimerID, o.Planned, owner, o.Attempt)
 			if err != nil {
 				return err
 			}
-			if n, _ := res.RowsAffected(); n == 0 {
-				continue // deleted, or taken over after the lease ran out
+			if n, _ := res.RowsAffected(); n == 0 || o.State == store.FireSucceeded {
+				continue // deleted, or taken over after the lease ran out; a success is in the fire's row
 			}
 			if _, err := att.ExecContext(ctx, o.TimerID, o.Planned, o.Attempt, o.Started, o.Finished, o.Error, o.StatusCode); err != nil {
 				return err
@@ -398,14 +398,14 @@ func (s *Store) RetryFire(ctx context.Context, ref store.FireRef, now int64) (bo
 
 // Fires implements store.TimerStore.
 func (s *Store) Fires(ctx context.Context, timerID string, limit int) ([]store.FireRecord, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT planned, state, attempt, due_at, owner, last_error FROM timer_fires WHERE timer_id = ? ORDER BY planned DESC LIMIT ?`, timerID, limit)
+	rows, err := s.db.QueryContext(ctx, `SELECT planned, state, attempt, due_at, owner, last_error, started, finished, status_code FROM timer_fires WHERE timer_id = ? ORDER BY planned DESC LIMIT ?`, timerID, limit)
 	if err != nil {
 		return nil, s.readErr(err)
 	}
 	var out []store.FireRecord
 	for rows.Next() {
 		f := store.FireRecord{FireRef: store.FireRef{TimerID: timerID}}
-		if err := rows.Scan(&f.Planned, &f.State, &f.Attempt, &f.DueAt, &f.Owner, &f.LastError); err != nil {
+		if err := rows.Scan(&f.Planned, &f.State, &f.Attempt, &f.DueAt, &f.Owner, &f.LastError, &f.Last.Started, &f.Last.Finished, &f.Last.StatusCode); err != nil {
 			rows.Close()
 			return nil, s.readErr(err)
 		}
@@ -413,6 +413,7 @@ func (s *Store) Fires(ctx context.Context, timerID string, limit int) ([]store.F
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil || len(out) == 0 {
+		store.CompleteAttempts(out)
 		return out, err
 	}
 	arows, err := s.db.QueryContext(ctx, `SELECT planned, attempt, started, finished, error, status_code FROM timer_attempts
@@ -435,6 +436,7 @@ func (s *Store) Fires(ctx context.Context, timerID string, limit int) ([]store.F
 			out[i].Attempts = append(out[i].Attempts, a)
 		}
 	}
+	store.CompleteAttempts(out)
 	return out, arows.Err()
 }
 

@@ -1,5 +1,6 @@
 -- Durable timers (package timer): definitions, their fires (one per timer
--- and planned time) and each fire's attempts. Times are Unix ms.
+-- and planned time; the last attempt's times and status in the fire's
+-- row) and the attempts that failed. Times are Unix ms.
 CREATE TABLE {{schema}}.timers (
 	id           TEXT PRIMARY KEY,
 	namespace    TEXT NOT NULL,
@@ -32,7 +33,9 @@ CREATE TABLE {{schema}}.timer_fires (
 	owner       TEXT NOT NULL,
 	lease_until BIGINT NOT NULL,
 	last_error  TEXT NOT NULL,
+	started     BIGINT NOT NULL DEFAULT 0,
 	finished    BIGINT NOT NULL,
+	status_code INT NOT NULL DEFAULT 0,
 	PRIMARY KEY (timer_id, planned)
 );
 CREATE INDEX timer_fires_due ON {{schema}}.timer_fires (due_at) WHERE state IN ('pending', 'retry', 'running');

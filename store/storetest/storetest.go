@@ -44,6 +44,14 @@ func Run(t *testing.T, open Open) {
 			c.fn(t, s)
 		})
 	}
+	for _, c := range timerCases() {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			s := open(t)
+			t.Cleanup(func() { s.Close() })
+			runTimers(t, s, c.fn)
+		})
+	}
 }
 
 var day0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)

@@ -250,10 +250,7 @@ func main() {
 	}
 
 	if strings.Contains(*only, "cluster") {
-		dsn := os.Getenv("FOM_TEST_DATABASE_URL")
-		if dsn == "" {
-			dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-		}
+		dsn := databaseURL()
 		ns := []int{1000, 10000}
 		if *ladderFlag != "" {
 			ns = ladder
@@ -264,10 +261,7 @@ func main() {
 	}
 
 	if strings.Contains(*only, "timers") {
-		dsn := os.Getenv("FOM_TEST_DATABASE_URL")
-		if dsn == "" {
-			dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-		}
+		dsn := databaseURL()
 		ns := []int{10000, 100000}
 		if *ladderFlag != "" {
 			ns = ladder
@@ -351,4 +345,13 @@ func times(xs []float64) string {
 		s[i] = fmt.Sprintf("%.2f×", x)
 	}
 	return strings.Join(s, ", ")
+}
+
+// databaseURL is the PostgreSQL of the cluster and timers scenarios:
+// FOM_TEST_DATABASE_URL, as the tests read it, else the local server.
+func databaseURL() string {
+	if dsn := os.Getenv("FOM_TEST_DATABASE_URL"); dsn != "" {
+		return dsn
+	}
+	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 }

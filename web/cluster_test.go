@@ -32,26 +32,7 @@ func TestClusterPageAndAPI(t *testing.T) {
 	pool := pgtest.Pool(t)
 	schema := pgtest.Schema(t, pool)
 	ctx := context.Background()
-	newApp := func(id string, jobs ...any) *fom.App {
-		st, err := postgres.Open(ctx, pgtest.DSN(), postgres.WithSchema(schema))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		app, err := fom.New(fom.WithStore(st), fom.WithInstanceID(id), fom.WithLeaseTTL(1500*time.Millisecond))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, j := range jobs {
-			if _, err := app.Register(j); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := app.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		return app
-	}
+	newApp := func(id string, jobs ...any) *fom.App { return clusterApp(t, schema, id, jobs...) }
 	gone := newApp("gone", &lonely{})
 	if err := gone.Stop(ctx); err != nil {
 		t.Fatal(err)
@@ -128,25 +109,7 @@ func TestClusterPageTellsTheClustersTruth(t *testing.T) {
 	ctx := context.Background()
 	var apps []*fom.App
 	for _, id := range []string{"t-1", "t-2", "t-3"} {
-		st, err := postgres.Open(ctx, pgtest.DSN(), postgres.WithSchema(schema))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		app, err := fom.New(fom.WithStore(st), fom.WithInstanceID(id), fom.WithLeaseTTL(1500*time.Millisecond))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, j := range []any{&everySecond{}, &everySecondToo{}} {
-			if _, err := app.Register(j); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := app.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		defer app.Stop(ctx)
-		apps = append(apps, app)
+		apps = append(apps, clusterApp(t, schema, id, &everySecond{}, &everySecondToo{}))
 	}
 	// Leases spread: two schedules, three instances, none holds both.
 	owners := func() map[string]string {
@@ -213,4 +176,30 @@ func TestClusterPageTellsTheClustersTruth(t *testing.T) {
 			t.Errorf("the page lacks %q", want)
 		}
 	}
+}
+
+// clusterApp starts an App of the cluster on schema with jobs, its leases
+// lasting 1.5 s; it stops with the test.
+func clusterApp(t *testing.T, schema, id string, jobs ...any) *fom.App {
+	t.Helper()
+	ctx := context.Background()
+	st, err := postgres.Open(ctx, pgtest.DSN(), postgres.WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	app, err := fom.New(fom.WithStore(st), fom.WithInstanceID(id), fom.WithLeaseTTL(1500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs {
+		if _, err := app.Register(j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := app.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { app.Stop(context.Background()) })
+	return app
 }

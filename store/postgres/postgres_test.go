@@ -69,6 +69,14 @@ func TestMigrationsRunOnceUnderConcurrentOpeners(t *testing.T) {
 
 func TestNewerSchemaIsRefused(t *testing.T) {
 	t.Parallel()
+	refusedAfter(t, "UPDATE {schema}.schema_version SET version = 99", "version 99")
+}
+
+// refusedAfter opens a schema, changes it with stmt ({schema} is its name)
+// as a newer build would, and checks that opening it again is refused
+// with ErrNewerSchema and want in the message.
+func refusedAfter(t *testing.T, stmt, want string) {
+	t.Helper()
 	admin := adminPool(t)
 	schema := testSchema(t, admin)
 	s, err := Open(context.Background(), testDSN(), WithSchema(schema))
@@ -76,11 +84,11 @@ func TestNewerSchemaIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	if _, err := admin.Exec(context.Background(), "UPDATE "+schema+".schema_version SET version = 99"); err != nil {
+	if _, err := admin.Exec(context.Background(), strings.ReplaceAll(stmt, "{schema}", schema)); err != nil {
 		t.Fatal(err)
 	}
 	_, err = Open(context.Background(), testDSN(), WithSchema(schema))
-	if !errors.Is(err, store.ErrNewerSchema) || !strings.Contains(err.Error(), "version 99") {
+	if !errors.Is(err, store.ErrNewerSchema) || !strings.Contains(err.Error(), want) {
 		t.Fatalf("got %v", err)
 	}
 }
@@ -122,18 +130,5 @@ func TestNewUsesAGivenPoolAndLeavesItOpen(t *testing.T) {
 // refused with both formats named.
 func TestNewerDataFormatIsRefused(t *testing.T) {
 	t.Parallel()
-	admin := adminPool(t)
-	schema := testSchema(t, admin)
-	s, err := Open(context.Background(), testDSN(), WithSchema(schema))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
-	if _, err := admin.Exec(context.Background(), "UPDATE "+schema+".meta SET value = '3' WHERE key = 'data_format'"); err != nil {
-		t.Fatal(err)
-	}
-	_, err = Open(context.Background(), testDSN(), WithSchema(schema))
-	if !errors.Is(err, store.ErrNewerSchema) || !strings.Contains(err.Error(), "data format 3, this build reads up to 2") {
-		t.Fatalf("got %v", err)
-	}
+	refusedAfter(t, "UPDATE {schema}.meta SET value = '3' WHERE key = 'data_format'", "data format 3, this build reads up to 2")
 }

@@ -119,16 +119,7 @@ func (s *Store) ListTimers(ctx context.Context, f store.TimerFilter) ([]store.Ti
 	if err != nil {
 		return nil, s.readErr(err)
 	}
-	defer rows.Close()
-	var out []store.Timer
-	for rows.Next() {
-		t, err := scanTimerLive(rows)
-		if err != nil {
-			return nil, s.readErr(err)
-		}
-		out = append(out, t)
-	}
-	return out, rows.Err()
+	return s.collectTimers(rows, scanTimerLive)
 }
 
 // CountTimers implements store.TimerStore.
@@ -210,10 +201,15 @@ func (s *Store) DueTimers(ctx context.Context, before int64, limit int) ([]store
 	if err != nil {
 		return nil, s.readErr(err)
 	}
+	return s.collectTimers(rows, scanTimer)
+}
+
+// collectTimers reads every row of rows with scan, and closes rows.
+func (s *Store) collectTimers(rows *sql.Rows, scan func(interface{ Scan(...any) error }) (store.Timer, error)) ([]store.Timer, error) {
 	defer rows.Close()
 	var out []store.Timer
 	for rows.Next() {
-		t, err := scanTimer(rows)
+		t, err := scan(rows)
 		if err != nil {
 			return nil, s.readErr(err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -360,8 +361,12 @@ func (s *Store) StartFires(ctx context.Context, owner string, refs []store.FireR
 	return s.startFires(ctx, s.pool, owner, refs, now, defTimeout, grace)
 }
 
-// StepFires implements store.TimerStore: two statements in one
-// transaction.
+// StepFires implements store.TimerStore in one statement: the outcomes
+// recorded and the attempts begun by data-modifying CTEs, which one
+// statement makes atomic without a transaction's BEGIN and COMMIT (a
+// batch is then one round trip, not four). The rows they change are
+// disjoint: a fire that just ended is not claimed again before a poll,
+// so it is not among those beginning.
 func (s *Store) StepFires(ctx context.Context, owner string, os []store.Outcome, refs []store.FireRef, now, defTimeout, grace int64) ([]store.Started, error) {
 	if len(os) == 0 {
 		return s.startFires(ctx, s.pool, owner, refs, now, defTimeout, grace)
@@ -369,19 +374,40 @@ func (s *Store) StepFires(ctx context.Context, owner string, os []store.Outcome,
 	if len(refs) == 0 {
 		return nil, s.FinishFires(ctx, owner, os)
 	}
-	var out []store.Started
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := s.finishFires(ctx, tx, owner, os); err != nil {
-			return err
-		}
-		var err error
-		out, err = s.startFires(ctx, tx, owner, refs, now, defTimeout, grace)
-		return err
-	})
+	o := outcomeArrays(os)
+	ids, ps := refArrays(refs)
+	rows, err := s.pool.Query(ctx, `WITH `+s.finishCTE("$1", "$10")+`,
+		s AS (`+s.startUpdate("$11", "$12", "$13", "$14", "$10", "$15")+`)
+		SELECT * FROM s`,
+		o.ids, o.ps, o.states, o.att, o.due, o.errs, o.started, o.finished, o.codes, owner, ids, ps, now, grace, defTimeout)
+	if err != nil {
+		return nil, s.wrap("record and begin timer fires", err)
+	}
+	out, err := collectStarted(rows)
 	if err != nil {
 		return nil, s.wrap("record and begin timer fires", err)
 	}
 	return out, nil
+}
+
+// startUpdate is the statement beginning attempts: refs $ids/$ps, now,
+// grace, owner and the default timeout as the parameters named.
+func (s *Store) startUpdate(ids, ps, now, grace, owner, defTimeout string) string {
+	return `UPDATE ` + s.t("timer_fires") + ` AS f SET state = 'running', attempt = f.attempt + 1, lease_until = ` + now + ` + CASE WHEN t.timeout > 0 THEN t.timeout ELSE ` + defTimeout + ` END + ` + grace + `
+		FROM unnest(` + ids + `::text[], ` + ps + `::bigint[]) AS r(id, p), ` + s.t("timers") + ` AS t
+		WHERE f.timer_id = r.id AND f.planned = r.p AND t.id = f.timer_id AND t.enabled
+			AND f.owner = ` + owner + ` AND f.state IN ('pending', 'retry', 'running')
+		RETURNING f.timer_id, f.planned, f.attempt, t.` + strings.ReplaceAll(timerCols, ", ", ", t.")
+}
+
+func collectStarted(rows pgx.Rows) ([]store.Started, error) {
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Started, error) {
+		var st store.Started
+		t := &st.Timer
+		err := r.Scan(&st.TimerID, &st.Planned, &st.Attempt, &t.ID, &t.Namespace, &t.Name, &t.Kind, &t.At, &t.Cron, &t.Payload, &t.Enabled, &t.Version,
+			&t.MaxAttempts, &t.MinBackoff, &t.MaxBackoff, &t.Timeout, &t.Misfire, &t.NextAt, &t.Created, &t.Updated)
+		return st, err
+	})
 }
 
 func (s *Store) startFires(ctx context.Context, q querier, owner string, refs []store.FireRef, now, defTimeout, grace int64) ([]store.Started, error) {
@@ -389,21 +415,11 @@ func (s *Store) startFires(ctx context.Context, q querier, owner string, refs []
 		return nil, nil
 	}
 	ids, ps := refArrays(refs)
-	rows, err := q.Query(ctx, `UPDATE `+s.t("timer_fires")+` AS f SET state = 'running', attempt = f.attempt + 1, lease_until = $3 + CASE WHEN t.timeout > 0 THEN t.timeout ELSE $6 END + $4
-		FROM unnest($1::text[], $2::bigint[]) AS r(id, p), `+s.t("timers")+` AS t
-		WHERE f.timer_id = r.id AND f.planned = r.p AND t.id = f.timer_id AND t.enabled
-			AND f.owner = $5 AND f.state IN ('pending', 'retry', 'running')
-		RETURNING f.timer_id, f.planned, f.attempt, `+"t."+strings.ReplaceAll(timerCols, ", ", ", t."), ids, ps, now, grace, owner, defTimeout)
+	rows, err := q.Query(ctx, s.startUpdate("$1", "$2", "$3", "$4", "$5", "$6"), ids, ps, now, grace, owner, defTimeout)
 	if err != nil {
 		return nil, s.wrap("begin timer fires", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Started, error) {
-		var st store.Started
-		t := &st.Timer
-		err := r.Scan(&st.TimerID, &st.Planned, &st.Attempt, &t.ID, &t.Namespace, &t.Name, &t.Kind, &t.At, &t.Cron, &t.Payload, &t.Enabled, &t.Version,
-			&t.MaxAttempts, &t.MinBackoff, &t.MaxBackoff, &t.Timeout, &t.Misfire, &t.NextAt, &t.Created, &t.Updated)
-		return st, err
-	})
+	out, err := collectStarted(rows)
 	if err != nil {
 		return nil, s.wrap("begin timer fires", err)
 	}
@@ -423,28 +439,47 @@ func (s *Store) FinishFires(ctx context.Context, owner string, os []store.Outcom
 	return nil
 }
 
-func (s *Store) finishFires(ctx context.Context, q querier, owner string, os []store.Outcome) error {
+// outcomes are a batch of outcomes as arrays, one a column.
+type outcomes struct {
+	ids, states, errs          []string
+	ps, due, started, finished []int64
+	att, codes                 []int32
+}
+
+func outcomeArrays(os []store.Outcome) outcomes {
 	n := len(os)
-	ids, ps, states, errs := make([]string, n), make([]int64, n), make([]string, n), make([]string, n)
-	att, due, started, finished, codes := make([]int32, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int32, n)
-	for i, o := range os {
-		ids[i], ps[i], states[i], errs[i] = o.TimerID, o.Planned, o.State, o.Error
-		att[i], due[i], started[i], finished[i], codes[i] = int32(o.Attempt), o.DueAt, o.Started, o.Finished, int32(o.StatusCode)
+	o := outcomes{ids: make([]string, n), states: make([]string, n), errs: make([]string, n), ps: make([]int64, n), due: make([]int64, n),
+		started: make([]int64, n), finished: make([]int64, n), att: make([]int32, n), codes: make([]int32, n)}
+	for i, x := range os {
+		o.ids[i], o.ps[i], o.states[i], o.errs[i] = x.TimerID, x.Planned, x.State, x.Error
+		o.att[i], o.due[i], o.started[i], o.finished[i], o.codes[i] = int32(x.Attempt), x.DueAt, x.Started, x.Finished, int32(x.StatusCode)
 	}
-	{
-		_, err := q.Exec(ctx, `WITH o AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::int[], $5::bigint[], $6::text[], $7::bigint[], $8::bigint[], $9::int[])
-				AS o(id, p, state, attempt, due, err, started, finished, code)),
-			u AS (UPDATE `+s.t("timer_fires")+` AS f SET state = o.state, due_at = CASE WHEN o.state = 'retry' THEN o.due ELSE f.due_at END,
-				owner = '', lease_until = 0, last_error = o.err, started = o.started, finished = o.finished, status_code = o.code
-				FROM o WHERE f.timer_id = o.id AND f.planned = o.p AND f.owner = $10 AND f.attempt = o.attempt
-				RETURNING f.timer_id, f.planned, f.attempt, f.state)
-			INSERT INTO `+s.t("timer_attempts")+` (timer_id, planned, attempt, started, finished, error, status_code)
+	return o
+}
+
+// finishCTE records outcomes: the fires updated (fenced by owner and
+// attempt) and a row for each failed attempt. Its nine arrays are the
+// parameters from first on, in outcomes' order; owner the one named.
+func (s *Store) finishCTE(first, owner string) string {
+	n, _ := strconv.Atoi(strings.TrimPrefix(first, "$"))
+	p := func(i int) string { return "$" + strconv.Itoa(n+i) }
+	return `o AS (SELECT * FROM unnest(` + p(0) + `::text[], ` + p(1) + `::bigint[], ` + p(2) + `::text[], ` + p(3) + `::int[], ` + p(4) + `::bigint[], ` + p(5) + `::text[], ` + p(6) + `::bigint[], ` + p(7) + `::bigint[], ` + p(8) + `::int[])
+			AS o(id, p, state, attempt, due, err, started, finished, code)),
+		u AS (UPDATE ` + s.t("timer_fires") + ` AS f SET state = o.state, due_at = CASE WHEN o.state = 'retry' THEN o.due ELSE f.due_at END,
+			owner = '', lease_until = 0, last_error = o.err, started = o.started, finished = o.finished, status_code = o.code
+			FROM o WHERE f.timer_id = o.id AND f.planned = o.p AND f.owner = ` + owner + ` AND f.attempt = o.attempt
+			RETURNING f.timer_id, f.planned, f.attempt, f.state),
+		a AS (INSERT INTO ` + s.t("timer_attempts") + ` (timer_id, planned, attempt, started, finished, error, status_code)
 			SELECT o.id, o.p, o.attempt, o.started, o.finished, o.err, o.code FROM o JOIN u ON u.timer_id = o.id AND u.planned = o.p AND u.attempt = o.attempt
 			WHERE u.state <> 'succeeded'
-			ON CONFLICT (timer_id, planned, attempt) DO UPDATE SET started = excluded.started, finished = excluded.finished, error = excluded.error, status_code = excluded.status_code`,
-			ids, ps, states, att, due, errs, started, finished, codes, owner)
-		return err
-	}
+			ON CONFLICT (timer_id, planned, attempt) DO UPDATE SET started = excluded.started, finished = excluded.finished, error = excluded.error, status_code = excluded.status_code)`
+}
+
+func (s *Store) finishFires(ctx context.Context, q querier, owner string, os []store.Outcome) error {
+	o := outcomeArrays(os)
+	_, err := q.Exec(ctx, `WITH `+s.finishCTE("$1", "$10")+` SELECT count(*) FROM u`,
+		o.ids, o.ps, o.states, o.att, o.due, o.errs, o.started, o.finished, o.codes, owner)
+	return err
 }
 
 // ReleaseFires implements store.TimerStore.

@@ -83,9 +83,10 @@ type Store struct {
 	name     string // as given
 	version  int
 
-	timerMu       sync.Mutex // guards the two below
-	timerInserted int        // timers inserted since the last ANALYZE
-	timerAnalyzed time.Time
+	timerMu        sync.Mutex // guards the two below
+	timerInserted  int        // timers inserted since the last ANALYZE
+	timerAtAnalyze int        // and before it
+	timerAnalyzed  time.Time
 }
 
 var _ store.Store = (*Store)(nil)

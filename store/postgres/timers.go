@@ -69,16 +69,19 @@ func (s *Store) InsertTimers(ctx context.Context, ts []store.Timer) error {
 }
 
 // analyzeAfter refreshes the planner's statistics of the timer tables
-// once many timers were inserted since it last did (at most every 10 s).
-// A table that grew from nothing faster than autovacuum looks (a minute)
-// is planned as tiny: a fire's lookup by key then scans the whole table,
-// hundreds of milliseconds a batch at ten thousand fires.
+// once the timers inserted since it last did are a thousand and half as
+// many as before (at most once a second). A table that grew faster than
+// autovacuum looks (a minute) is planned as the small table it was: a
+// batch's lookups by key then scan it whole, hundreds of milliseconds a
+// batch at ten thousand fires, past the statement's deadline at a hundred
+// thousand.
 func (s *Store) analyzeAfter(ctx context.Context, inserted int) {
 	now := time.Now()
 	s.timerMu.Lock()
 	s.timerInserted += inserted
-	due := s.timerInserted >= 1000 && now.Sub(s.timerAnalyzed) >= 10*time.Second
+	due := s.timerInserted >= 1000 && 2*s.timerInserted >= s.timerAtAnalyze && now.Sub(s.timerAnalyzed) >= time.Second
 	if due {
+		s.timerAtAnalyze += s.timerInserted
 		s.timerInserted, s.timerAnalyzed = 0, now
 	}
 	s.timerMu.Unlock()

@@ -690,3 +690,48 @@ func TestNamespaceConcurrencyAndRate(t *testing.T) {
 		t.Errorf("10 deliveries at 20 a second (burst 1) spanned %s, want at least 450ms", span)
 	}
 }
+
+// failingStep is a store whose StepFires fails while fail is set, as a
+// store error mid-claim would.
+type failingStep struct {
+	store.TimerStore
+	mu   sync.Mutex
+	fail int // calls left to fail
+}
+
+func (f *failingStep) StepFires(ctx context.Context, owner string, os []store.Outcome, refs []store.FireRef, now, defTimeout, grace int64) ([]store.Started, error) {
+	f.mu.Lock()
+	if f.fail > 0 {
+		f.fail--
+		f.mu.Unlock()
+		return nil, errors.New("connection reset by peer")
+	}
+	f.mu.Unlock()
+	return f.TimerStore.StepFires(ctx, owner, os, refs, now, defTimeout, grace)
+}
+
+// A store error while a fire begins leaves it claimed and undelivered; it
+// is delivered once its claim's lease ends and a poll claims it again,
+// once, nothing half-written.
+func TestStoreErrorWhileBeginning(t *testing.T) { forEachStore(t, storeErrorWhileBeginning) }
+
+func storeErrorWhileBeginning(t *testing.T, newStore func(*testing.T) store.TimerStore) {
+	st := &failingStep{TimerStore: newStore(t), fail: 1}
+	f := newFake(t, st, func(o *Options) { o.Lease = 2 * time.Second })
+	g := newGot()
+	f.handle(t, "k", g, nil)
+	f.Start(context.Background())
+	ctx := context.Background()
+	id, err := f.Create(ctx, Spec{Name: "e", Kind: "k", At: t0.Add(200 * time.Millisecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.step(500 * time.Millisecond)
+	g.none(t, "a fire whose beginning failed")
+	f.step(3 * time.Second) // the claim's lease (due + 2 s) ends, and a poll claims it again
+	fi := g.wait(t, "the fire, after its lease")
+	if fi.TimerID != id || fi.Attempt != 1 {
+		t.Fatalf("fire %+v", fi)
+	}
+	g.none(t, "delivered once")
+}

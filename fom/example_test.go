@@ -57,7 +57,7 @@ func ExampleApp_Register() {
 	// Output:
 	// cleanup INITED cron 0 */5 * * * *
 	// 4 30s
-	// fom: register *fom_test.Broken: no work: define Run(ctx context.Context) (any, error), Tasks(ctx context.Context) ([]fom.Task, error), or a methods tag; key "fixedrate" value "10": unknown key (did you mean "fixedRate"?); key "threadMax" value "0": must be between 1 and 10000, got 0
+	// fom: register *fom_test.Broken: no work: define Run(ctx context.Context) (any, error) or Run(ctx context.Context) error, Tasks(ctx context.Context) ([]fom.Task, error), or a methods tag; key "fixedrate" value "10": unknown key (did you mean "fixedRate"?); key "threadMax" value "0": must be between 1 and 10000, got 0
 }
 
 func ExampleValue() {

@@ -23,7 +23,8 @@ type jobType struct {
 	tagErr   error
 	values   []valueField
 	methods  []workMethod // from the methods tag
-	run      bool         // has Run(ctx) (any, error)
+	run      bool         // has Run(ctx) (any, error) or Run(ctx) error
+	runErr   bool         // Run's form is Run(ctx) error
 	tasks    bool         // has Tasks(ctx) ([]Task, error)
 	next     bool         // has Next(Round) (time.Time, bool)
 	problems []string
@@ -58,7 +59,7 @@ type signature struct {
 
 func signatures() map[string]signature {
 	return map[string]signature{
-		"Run":         {[]reflect.Type{ctxType}, []reflect.Type{anyType, errType}, "func(context.Context) (any, error)"},
+		"Run":         {[]reflect.Type{ctxType}, []reflect.Type{anyType, errType}, "func(context.Context) (any, error) or func(context.Context) error"},
 		"Tasks":       {[]reflect.Type{ctxType}, []reflect.Type{reflect.TypeFor[[]Task](), errType}, "func(context.Context) ([]fom.Task, error)"},
 		"OnComplete":  {[]reflect.Type{ctxType, reflect.TypeFor[Round]()}, nil, "func(context.Context, fom.Round)"},
 		"OnResult":    {[]reflect.Type{reflect.TypeFor[Result]()}, nil, "func(fom.Result)"},
@@ -166,6 +167,10 @@ func analyze(t reflect.Type) *jobType {
 			continue
 		}
 		sig := sigs[name]
+		if name == "Run" && (signature{in: []reflect.Type{ctxType}, out: []reflect.Type{errType}}).matches(m) {
+			jt.run, jt.runErr = true, true // the methods tag's short form, for Run too
+			continue
+		}
 		if !sig.matches(m) {
 			jt.problems = append(jt.problems, fmt.Sprintf("method %s has signature %s, want %s", name, methodText(m), sig.text))
 			continue
@@ -210,7 +215,7 @@ func analyze(t reflect.Type) *jobType {
 	// A methods tag whose every name was bad has its own problems above;
 	// one that names nothing at all is "no work" like a missing one.
 	if !jt.run && !jt.tasks && len(jt.methods) == 0 && marker && !named {
-		jt.problems = append(jt.problems, "no work: define Run(ctx context.Context) (any, error), Tasks(ctx context.Context) ([]fom.Task, error), or a methods tag")
+		jt.problems = append(jt.problems, "no work: define Run(ctx context.Context) (any, error) or Run(ctx context.Context) error, Tasks(ctx context.Context) ([]fom.Task, error), or a methods tag")
 	}
 	return jt
 }
@@ -310,8 +315,14 @@ func (jt *jobType) work(name string, job any) schedule.Job {
 	// (read-only) slice serves every round.
 	var fixed []Task
 	if jt.run {
-		b.run = runTask{id: name, job: job.(runner)}
-		fixed = append(fixed, &b.run)
+		r, ok := job.(runner)
+		if jt.runErr {
+			r, ok = errRun{job.(errRunner)}, true
+		}
+		if ok {
+			b.run = runTask{id: name, job: r}
+			fixed = append(fixed, &b.run)
+		}
 	}
 	for _, m := range jt.methods {
 		id := name + "." + m.name
@@ -364,8 +375,15 @@ type (
 	batcher interface {
 		Tasks(context.Context) ([]Task, error)
 	}
-	planner interface{ Next(Round) (time.Time, bool) }
+	planner   interface{ Next(Round) (time.Time, bool) }
+	errRunner interface{ Run(context.Context) error }
 )
+
+// errRun is a job's Run(ctx) error as the runner a task calls: made once,
+// at registration.
+type errRun struct{ j errRunner }
+
+func (e errRun) Run(ctx context.Context) (any, error) { return nil, e.j.Run(ctx) }
 
 // boundJob is what the engine calls of a registered job: its tasks, its
 // Run as a task and its Next as the plan, in one object. A fire reaches

@@ -83,7 +83,7 @@ type badMethods struct {
 func (*badMethods) SyncUsers(context.Context) error { return nil }
 func (*badMethods) WrongSig(string) error           { return nil }
 func (*badMethods) OnComplete(Round)                {}
-func (*badMethods) Run(ctx context.Context) error   { return nil }
+func (*badMethods) Run(ctx context.Context) string  { return "" }
 
 type badValueFields struct {
 	Schedule  `fixedRate:"1m"`
@@ -124,8 +124,8 @@ func TestBadDeclarations(t *testing.T) {
 		{&typo{}, `fom: register *fom.typo: key "colour" value "red": unknown key; key "fixedrate" value "10s": unknown key (did you mean "fixedRate"?); key "threadmax" value "2": unknown key (did you mean "threadMax"?)`},
 		{&twoPlans{}, `fom: register *fom.twoPlans: key "fixedDelay" value "10s": at most one of cron, fixedRate, fixedDelay may be set, found cron and fixedDelay (clear the others with an empty value)`},
 		{&badValues{}, `fom: register *fom.badValues: key "cron" value "61 * * * * *": bad cron spec: end of range (61) above maximum (59): 61; key "deadTime" value "tomorrow": not an RFC 3339 time such as 2026-01-02T15:04:05Z: tomorrow; key "execOnLoad" value "maybe": not a boolean (use true or false): maybe; key "queueSize" value "-1": must be between 0 and 1000000, got -1; key "threadMax" value "0": must be between 1 and 10000, got 0`},
-		{&noWork{}, `fom: register *fom.noWork: no work: define Run(ctx context.Context) (any, error), Tasks(ctx context.Context) ([]fom.Task, error), or a methods tag`},
-		{&badMethods{}, `fom: register *fom.badMethods: method Run has signature func(context.Context) error, want func(context.Context) (any, error); method OnComplete has signature func(fom.Round), want func(context.Context, fom.Round); key "methods" value "SyncUsers,Missing,WrongSig": method Missing not found on *fom.badMethods (it must be exported and have a pointer or value receiver); key "methods" value "SyncUsers,Missing,WrongSig": method WrongSig has signature func(string) error, want func(context.Context) (any, error) or func(context.Context) error`},
+		{&noWork{}, `fom: register *fom.noWork: no work: define Run(ctx context.Context) (any, error) or Run(ctx context.Context) error, Tasks(ctx context.Context) ([]fom.Task, error), or a methods tag`},
+		{&badMethods{}, `fom: register *fom.badMethods: method Run has signature func(context.Context) string, want func(context.Context) (any, error) or func(context.Context) error; method OnComplete has signature func(fom.Round), want func(context.Context, fom.Round); key "methods" value "SyncUsers,Missing,WrongSig": method Missing not found on *fom.badMethods (it must be exported and have a pointer or value receiver); key "methods" value "SyncUsers,Missing,WrongSig": method WrongSig has signature func(string) error, want func(context.Context) (any, error) or func(context.Context) error`},
 		{&badValueFields{}, `fom: register *fom.badValueFields: field NoKey: a fom.Value field needs a key, such as ` + "`fom:\"noKey\"`" + `; field hidden: a fom.Value field must be exported; field BatchSize key "batchSize" default "lots": not a 64-bit integer: lots; field Wait key "wait" default "5": a duration needs a unit, such as 5s or 5ms; field Level key "level" default "300": not an unsigned 8-bit integer: 300`},
 		{&notMarked{}, `fom: register *fom.notMarked: the struct does not embed fom.Schedule`},
 		{runJob{}, `fom: register fom.runJob: a job must be a pointer to a struct that embeds fom.Schedule`},
@@ -222,5 +222,33 @@ func TestReflectionIsCachedPerType(t *testing.T) {
 	again, _ := app.types.Load(reflect.TypeOf(&envJob{}))
 	if first != again {
 		t.Fatal("the type was analysed again")
+	}
+}
+
+type errRunJob struct {
+	Schedule `name:"errRun" execOnLoad:"true"`
+}
+
+func (*errRunJob) Run(context.Context) error { return errors.New("disk full") }
+
+// Run(ctx) error is accepted as the methods tag's short form is: its
+// error is the task's.
+func TestRunThatReturnsOnlyAnError(t *testing.T) {
+	t.Parallel()
+	app := newTestApp(t)
+	sc, err := app.Register(&errRunJob{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); sc.Info().Counts.Failed != 1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the Run(ctx) error task's failure was not counted: %+v", sc.Info().Counts)
+		}
+	}
+	if f := sc.Stats().Failures(); len(f) != 1 || f[0].Error != "disk full" || f[0].TaskID != "errRun" {
+		t.Fatalf("failures %+v", f)
 	}
 }

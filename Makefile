@@ -7,7 +7,10 @@ PKGS     := ./...
 .PHONY: run test bench generate check fmt vet screenshots
 
 run: ## run the quickstart app with its admin page on http://127.0.0.1:8080/fom/
-	$(GO) run ./examples/quickstart
+	@# Built, then run: go run answers Ctrl-C with exit status 1 even when
+	@# the app stopped cleanly (and make would report an error).
+	$(GO) build -o bin/quickstart ./examples/quickstart
+	./bin/quickstart
 
 test: ## all tests under the race detector
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)

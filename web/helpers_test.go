@@ -72,8 +72,8 @@ func newFixture(t *testing.T, o Options) *fixture {
 	return &fixture{t: t, app: app, h: h, dir: dir}
 }
 
-// testHost is the Host of test requests.
-const testHost = "127.0.0.1:8080"
+// testHost is the Host header of test requests (httptest: no socket).
+const testHost = "127.0.0.1"
 
 // csrf loads a page and returns its CSRF cookie and the token its forms carry.
 func (f *fixture) csrf() (cookie, token string) {

@@ -21,8 +21,9 @@ import (
 // instances are reported rather than followed silently.
 
 // Declare records this instance's code declaration of each schedule (key
-// -> code default), replacing what it recorded before.
-func (c *Coordinator) Declare(ctx context.Context, decls map[string]map[string]string) error {
+// -> code default); with replace, what it recorded of other schedules
+// goes (at start), else it is kept (a schedule registered later).
+func (c *Coordinator) Declare(ctx context.Context, decls map[string]map[string]string, replace bool) error {
 	names := slices.Sorted(maps.Keys(decls))
 	docs := make([]string, len(names))
 	for i, n := range names {
@@ -33,8 +34,10 @@ func (c *Coordinator) Declare(ctx context.Context, decls map[string]map[string]s
 		docs[i] = string(b)
 	}
 	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "DELETE FROM "+c.t("declarations")+" WHERE instance = $1 AND NOT (schedule = ANY($2))", c.o.InstanceID, names); err != nil {
-			return err
+		if replace {
+			if _, err := tx.Exec(ctx, "DELETE FROM "+c.t("declarations")+" WHERE instance = $1 AND NOT (schedule = ANY($2))", c.o.InstanceID, names); err != nil {
+				return err
+			}
 		}
 		_, err := tx.Exec(ctx, "INSERT INTO "+c.t("declarations")+` (instance, schedule, decl)
 			SELECT $1, n, d::jsonb FROM unnest($2::text[], $3::text[]) AS x(n, d)

@@ -348,9 +348,10 @@ func (a *App) Register(job any, opts ...RegisterOption) (*ScheduleContext, error
 	a.typeOf[d.name] = jt.typeName
 	a.log.Info("registered", zap.String("schedule", d.name), zap.String("type", jt.typeName), zap.String("plan", sc.Info().Plan))
 	if a.running && a.coord != nil {
-		a.mu.Unlock() // declare reads every schedule
-		a.declare(ctx)
-		a.mu.Lock()
+		// This one schedule's declaration; the next resync compares.
+		if err := a.coord.Declare(ctx, map[string]map[string]string{d.name: declarationOf(sc)}, false); err != nil {
+			a.log.Warn("recording the schedule's declaration failed", zap.String("schedule", d.name), zap.Error(err))
+		}
 	}
 	if a.running && cfg.Settings().Enable {
 		if err := sc.StartupHere(); err != nil && !errors.Is(err, schedule.ErrPastDeadTime) {

@@ -327,18 +327,23 @@ func (a *App) follow(name string, running bool) {
 	a.coord.Kick()
 }
 
-// declare records this instance's code declaration of its schedules and
-// logs how live instances disagree.
+// declarationOf is a schedule's code declaration: each key's code default.
+func declarationOf(sc *ScheduleContext) map[string]string {
+	d := map[string]string{}
+	for _, e := range sc.Config().Entries() {
+		d[e.Key] = e.Default
+	}
+	return d
+}
+
+// declare records this instance's code declaration of its schedules, in
+// place of what it recorded before, and logs how live instances disagree.
 func (a *App) declare(ctx context.Context) {
 	decls := map[string]map[string]string{}
 	for _, sc := range a.Schedules() {
-		d := map[string]string{}
-		for _, e := range sc.Config().Entries() {
-			d[e.Key] = e.Default
-		}
-		decls[sc.Name()] = d
+		decls[sc.Name()] = declarationOf(sc)
 	}
-	if err := a.coord.Declare(ctx, decls); err != nil {
+	if err := a.coord.Declare(ctx, decls, true); err != nil {
 		a.log.Warn("recording this instance's declarations failed", zap.Error(err))
 		return
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/fom-go/fom/config"
 	"github.com/fom-go/fom/schedule"
 	"github.com/fom-go/fom/statistics"
+	"github.com/fom-go/fom/store"
 	"github.com/fom-go/fom/store/postgres"
 )
 
@@ -446,14 +447,23 @@ func (a *App) ClusterDays(ctx context.Context, name string) ([]statistics.DaySum
 	if !ok {
 		return sc.Stats().Days(), nil
 	}
-	set := sc.Stats().Settings()
 	today := a.o.clock.Now()
-	from := today.AddDate(0, 0, -(set.RetentionDays - 1))
-	days, err := pg.LoadClusterDays(ctx, name, from)
+	days, err := pg.LoadClusterDays(ctx, name, a.retentionFrom(sc, today))
 	if err != nil {
 		return nil, err
 	}
-	others := days[:0] // this instance's own count live, not as last written
+	return a.mergedDays(sc, days, today)
+}
+
+// retentionFrom is the first day a schedule's statistics keep.
+func (a *App) retentionFrom(sc *ScheduleContext, today time.Time) time.Time {
+	return today.AddDate(0, 0, -(sc.Stats().Settings().RetentionDays - 1))
+}
+
+// mergedDays sums days every instance stored with this instance's own,
+// counted live rather than as last written.
+func (a *App) mergedDays(sc *ScheduleContext, days []store.Day, today time.Time) ([]statistics.DaySummary, error) {
+	others := days[:0]
 	for _, d := range days {
 		if d.Instance != a.coord.ID() {
 			others = append(others, d)
@@ -479,17 +489,42 @@ type ClusterTotals struct {
 	Rounds, Tasks, Success int64
 }
 
-// ClusterTotals sums a schedule's days over every instance (ClusterDays).
-func (a *App) ClusterTotals(ctx context.Context, name string) (ClusterTotals, error) {
-	days, err := a.ClusterDays(ctx, name)
+// ClusterTotals sums each named schedule's days over every instance (as
+// ClusterDays does), reading the store once for all of them; ok is false
+// when the App is not one of a cluster.
+func (a *App) ClusterTotals(ctx context.Context, names []string) (totals map[string]ClusterTotals, ok bool, err error) {
+	pg, isPG := a.o.store.(*postgres.Store)
+	if a.coord == nil || !isPG {
+		return nil, false, nil
+	}
+	today := a.o.clock.Now()
+	var scs []*ScheduleContext
+	from := today
+	for _, n := range names {
+		if sc := a.Schedule(n); sc != nil {
+			scs = append(scs, sc)
+			if f := a.retentionFrom(sc, today); f.Before(from) {
+				from = f
+			}
+		}
+	}
+	byName, err := pg.LoadClusterDaysOf(ctx, names, from)
 	if err != nil {
-		return ClusterTotals{}, err
+		return nil, true, err
 	}
-	var t ClusterTotals
-	for _, d := range days {
-		t.Rounds += d.Rounds
-		t.Tasks += d.Count
-		t.Success += d.ByStatus["success"]
+	totals = make(map[string]ClusterTotals, len(scs))
+	for _, sc := range scs {
+		days, err := a.mergedDays(sc, byName[sc.Name()], today)
+		if err != nil {
+			return nil, true, err
+		}
+		var t ClusterTotals
+		for _, d := range days {
+			t.Rounds += d.Rounds
+			t.Tasks += d.Count
+			t.Success += d.ByStatus["success"]
+		}
+		totals[sc.Name()] = t
 	}
-	return t, nil
+	return totals, true, nil
 }

@@ -227,13 +227,21 @@ func (h *handler) leases(ctx context.Context, scs []*fom.ScheduleContext) map[st
 // instance (the statistics' retention window), rather than this
 // instance's since it started: a non-owner runs none of them.
 func (h *handler) clusterCounts(ctx context.Context, rows []rowView) {
-	for i := range rows {
-		t, err := h.app.ClusterTotals(ctx, rows[i].Name)
+	names := make([]string, len(rows))
+	for i, r := range rows {
+		names[i] = r.Name
+	}
+	totals, ok, err := h.app.ClusterTotals(ctx, names) // one query for the page
+	if !ok || err != nil {
 		if err != nil {
-			h.log.Warn("cluster statistics unavailable; showing this instance's", zap.String("schedule", rows[i].Name), zap.Error(err))
-			continue
+			h.log.Warn("cluster statistics unavailable; showing this instance's", zap.Error(err))
 		}
-		rows[i].Rounds, rows[i].Success, rows[i].Failed, rows[i].ClusterCounts = t.Rounds, t.Success, t.Tasks-t.Success, true
+		return
+	}
+	for i := range rows {
+		if t, ok := totals[rows[i].Name]; ok {
+			rows[i].Rounds, rows[i].Success, rows[i].Failed, rows[i].ClusterCounts = t.Rounds, t.Success, t.Tasks-t.Success, true
+		}
 	}
 }
 

@@ -512,25 +512,44 @@ func (s *Store) LoadClusterDays(ctx context.Context, schedule string, from time.
 }
 
 func (s *Store) loadDays(ctx context.Context, schedule string, from time.Time, all bool) ([]store.Day, error) {
-	rows, err := s.pool.Query(ctx, "SELECT to_char(day, 'YYYY-MM-DD'), data, instance FROM "+s.t("stats_days")+" WHERE schedule = $1 AND day >= $2::date AND ($3 OR instance = $4) ORDER BY day, instance", schedule, dayKey(from), all, s.instanceID())
+	days, err := s.loadDaysOf(ctx, []string{schedule}, from, all)
 	if err != nil {
 		return nil, s.wrap(fmt.Sprintf("load statistics of schedule %q", schedule), err)
 	}
+	return days, nil
+}
+
+// LoadClusterDaysOf is LoadClusterDays of several schedules in one query,
+// by schedule.
+func (s *Store) LoadClusterDaysOf(ctx context.Context, schedules []string, from time.Time) (map[string][]store.Day, error) {
+	days, err := s.loadDaysOf(ctx, schedules, from, true)
+	if err != nil {
+		return nil, s.wrap(fmt.Sprintf("load statistics of %d schedules", len(schedules)), err)
+	}
+	out := map[string][]store.Day{}
+	for _, d := range days {
+		out[d.Schedule] = append(out[d.Schedule], d)
+	}
+	return out, nil
+}
+
+func (s *Store) loadDaysOf(ctx context.Context, schedules []string, from time.Time, all bool) ([]store.Day, error) {
+	rows, err := s.pool.Query(ctx, "SELECT schedule, to_char(day, 'YYYY-MM-DD'), data, instance FROM "+s.t("stats_days")+" WHERE schedule = ANY($1) AND day >= $2::date AND ($3 OR instance = $4) ORDER BY schedule, day, instance", schedules, dayKey(from), all, s.instanceID())
+	if err != nil {
+		return nil, err
+	}
 	var out []store.Day
-	var day, inst string
+	var sched, day, inst string
 	var data []byte
-	_, err = pgx.ForEachRow(rows, []any{&day, &data, &inst}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&sched, &day, &data, &inst}, func() error {
 		t, err := time.Parse(time.DateOnly, day)
 		if err != nil {
 			return fmt.Errorf("bad day %q: %w", day, err)
 		}
-		out = append(out, store.Day{Schedule: schedule, Day: t, Data: append([]byte(nil), data...), Instance: inst})
+		out = append(out, store.Day{Schedule: sched, Day: t, Data: append([]byte(nil), data...), Instance: inst})
 		return nil
 	})
-	if err != nil {
-		return nil, s.wrap(fmt.Sprintf("load statistics of schedule %q", schedule), err)
-	}
-	return out, nil
+	return out, err
 }
 
 // LoadFailures implements store.Store.

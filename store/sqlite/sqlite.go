@@ -161,6 +161,18 @@ func migrations() []string {
 			status_code INTEGER NOT NULL,
 			PRIMARY KEY (timer_id, planned, attempt)
 		);`,
+		// 11: the timer service's namespaces (fomd).
+		`CREATE TABLE namespaces (
+			name        TEXT PRIMARY KEY,
+			token_hash  TEXT NOT NULL UNIQUE,
+			secrets     TEXT NOT NULL,
+			rate        REAL NOT NULL,
+			burst       INTEGER NOT NULL,
+			concurrency INTEGER NOT NULL,
+			max_timers  INTEGER NOT NULL,
+			created     INTEGER NOT NULL,
+			updated     INTEGER NOT NULL
+		);`,
 	}
 }
 

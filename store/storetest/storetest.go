@@ -35,6 +35,7 @@ func Run(t *testing.T, open Open) {
 		{"AuditNewestFirstAndPruned", auditNewestFirstAndPruned},
 		{"RoundsInSlotsNewestFirst", roundsInSlotsNewestFirst},
 		{"RoundsPrunedByAgeAndCount", roundsPrunedByAgeAndCount},
+		{"NamespacesKeptAndFound", namespacesKeptAndFound},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

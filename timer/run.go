@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -352,6 +353,7 @@ func (s *Service) deliver(st store.Started) {
 	}
 	start := s.clk.Now()
 	s.metrics.late.observe(start.Sub(planned))
+	var status atomic.Int32
 	result := func(err error) {
 		end := s.clk.Now()
 		o := store.Outcome{State: store.FireSucceeded, Started: ms(start), Finished: ms(end)}
@@ -376,13 +378,17 @@ func (s *Service) deliver(st store.Started) {
 			}
 			s.log.Info("timer fire failed", zap.String("timer", t.ID), zap.String("key", f.Key), zap.Int("attempt", st.Attempt), zap.String("outcome", o.State), zap.Error(err))
 		}
-		s.outcome(st, o, statusOf(err))
+		code := statusOf(err)
+		if code == 0 {
+			code = int(status.Load())
+		}
+		s.outcome(st, o, code)
 	}
 	if k == nil {
 		result(fmt.Errorf("%w: %q: no handler on instance %s", ErrUnknownKind, t.Kind, s.o.Instance))
 		return
 	}
-	s.call(k.h, f, timeout, result)
+	s.call(context.WithValue(context.Background(), statusKey{}, &status), k.h, f, timeout, result)
 }
 
 func (s *Service) outcome(st store.Started, o store.Outcome, code int) {
@@ -402,8 +408,8 @@ func (s *Service) outcome(st store.Started, o store.Outcome, code int) {
 // its context past the deadline is left to return on its own: the attempt
 // counts as timed out at once (done reports it then), and what it returns
 // later is dropped.
-func (s *Service) call(h Handler, f Fire, timeout time.Duration, done func(error)) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+func (s *Service) call(base context.Context, h Handler, f Fire, timeout time.Duration, done func(error)) {
+	ctx, cancel := context.WithTimeout(base, timeout)
 	defer cancel()
 	var once sync.Once
 	finish := func(err error) { once.Do(func() { done(err) }) }
@@ -446,6 +452,17 @@ func backoff(r Retry, attempt int) time.Duration {
 type StatusError interface {
 	error
 	StatusCode() int
+}
+
+type statusKey struct{}
+
+// ReportStatus records the HTTP status an attempt's handler got, for the
+// fire's history when the attempt succeeds (a failed attempt's status
+// comes from its error, a StatusError). Outside a handler it does nothing.
+func ReportStatus(ctx context.Context, code int) {
+	if p, ok := ctx.Value(statusKey{}).(*atomic.Int32); ok {
+		p.Store(int32(code))
+	}
 }
 
 func statusOf(err error) int {

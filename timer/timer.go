@@ -122,6 +122,12 @@ func (p permanent) Unwrap() error { return p.err }
 // once.
 func Permanent(err error) error { return permanent{err} }
 
+// IsPermanent says whether err was marked Permanent.
+func IsPermanent(err error) bool {
+	var p permanent
+	return errors.As(err, &p)
+}
+
 // retryAfter asks for the next attempt no sooner than after.
 type retryAfter struct {
 	err   error
@@ -134,6 +140,15 @@ func (r retryAfter) Unwrap() error { return r.err }
 // RetryAfter is err with the earliest the next attempt may come (an HTTP
 // 429's Retry-After).
 func RetryAfter(err error, after time.Duration) error { return retryAfter{err, after} }
+
+// RetryAfterOf is the pause a RetryAfter error asks for.
+func RetryAfterOf(err error) (time.Duration, bool) {
+	var r retryAfter
+	if errors.As(err, &r) {
+		return r.after, true
+	}
+	return 0, false
+}
 
 // SpecError is a bad spec: the field, the value and why.
 type SpecError struct {

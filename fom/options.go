@@ -10,6 +10,7 @@ import (
 
 	"github.com/fom-go/fom/schedule/wheel"
 	"github.com/fom-go/fom/store"
+	"github.com/fom-go/fom/timer"
 )
 
 // Option configures an App.
@@ -25,6 +26,7 @@ type options struct {
 	leaseTTL   time.Duration
 	flushEvery time.Duration  // 0: flushInterval
 	coalesce   *time.Duration // nil: DefaultFireCoalescing
+	timers     timer.Options  // the timer service's tuning
 }
 
 // DefaultDataDir is where the SQLite store lives unless WithDataDir or
@@ -100,6 +102,20 @@ func WithLeaseTTL(d time.Duration) Option {
 			return fmt.Errorf("fom: lease TTL %s: at least 300ms", d)
 		}
 		o.leaseTTL = d
+		return nil
+	}
+}
+
+// WithTimerOptions tunes the durable timer service (App.Timers): its
+// window, poll, lease, retention and claim batch. Its Store, Clock, Logger
+// and Instance are the App's and are ignored here.
+func WithTimerOptions(t timer.Options) Option {
+	return func(o *options) error {
+		if t.Window < 0 || t.Poll < 0 || t.Lease < 0 || t.RetainSucceeded < 0 || t.RetainDead < 0 || t.ClaimBatch < 0 {
+			return fmt.Errorf("fom: timer options: negative window %s, poll %s, lease %s, retention %s/%s or claim batch %d",
+				t.Window, t.Poll, t.Lease, t.RetainSucceeded, t.RetainDead, t.ClaimBatch)
+		}
+		o.timers = t
 		return nil
 	}
 }

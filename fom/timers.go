@@ -30,7 +30,9 @@ func (a *App) Timers() *timer.Service {
 		h, _ := os.Hostname()
 		id = fmt.Sprintf("%s-%d", h, os.Getpid())
 	}
-	s, err := timer.New(timer.Options{Store: timerStore{a}, Clock: a.o.clock, Logger: a.o.logger, Instance: id})
+	to := a.o.timers
+	to.Store, to.Clock, to.Logger, to.Instance = timerStore{a}, a.o.clock, a.o.logger, id
+	s, err := timer.New(to)
 	if err != nil { // only a store or a bound can be wrong, and both are the App's
 		panic(err)
 	}

@@ -62,7 +62,7 @@ type Timer struct {
 // TimerFilter selects timers for a listing, ordered by id.
 type TimerFilter struct {
 	Namespace, Kind string // "" for any
-	State           string // "", "enabled", "disabled" or "done"
+	State           string // "", "enabled", "disabled", "done", or "dead": with a dead fire
 	After           string // the cursor: ids after it
 	Limit           int
 }

@@ -446,18 +446,21 @@ func (s *Service) view(t store.Timer) Timer {
 
 // Filter selects timers for List.
 type Filter struct {
-	Namespace, Kind, State string
-	Cursor                 string // from the previous page's next cursor
-	Limit                  int    // default 100, at most 1000
+	Namespace, Kind string
+	// State is enabled, disabled or done (a one-shot that fired), or dead:
+	// a fire of the timer is dead (what needs attention).
+	State  string
+	Cursor string // from the previous page's next cursor
+	Limit  int    // default 100, at most 1000
 }
 
 // List returns a page of timers by id (by age) and the cursor of the next
 // page ("" after the last).
 func (s *Service) List(ctx context.Context, f Filter) ([]Timer, string, error) {
 	switch f.State {
-	case "", "enabled", "disabled", "done":
+	case "", "enabled", "disabled", "done", "dead":
 	default:
-		return nil, "", bad("state", f.State, "enabled, disabled or done")
+		return nil, "", bad("state", f.State, "enabled, disabled, done or dead (a fire of it is dead)")
 	}
 	if f.Limit <= 0 {
 		f.Limit = 100
@@ -636,4 +639,9 @@ func (s *Service) RetryFire(ctx context.Context, id string, planned time.Time) e
 func (s *Service) Counts(ctx context.Context, ns string) (store.FireCounts, error) {
 	now := s.clk.Now()
 	return s.st.CountFires(ctx, ns, ms(now.Add(-time.Second)), ms(now.Add(time.Minute)))
+}
+
+// Count is the number of timers of a namespace ("" for all).
+func (s *Service) Count(ctx context.Context, ns string) (int64, error) {
+	return s.st.CountTimers(ctx, ns)
 }

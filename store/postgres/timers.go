@@ -174,6 +174,8 @@ func (s *Store) stateCond(state string) string {
 		return `NOT enabled`
 	case "done":
 		return `enabled AND next_at = 0 AND NOT ` + live
+	case "dead":
+		return `EXISTS (SELECT 1 FROM ` + s.t("timer_fires") + ` f WHERE f.timer_id = timers.id AND f.state = 'dead')`
 	}
 	return "true"
 }

@@ -107,6 +107,8 @@ func stateCond(state string) string {
 		return `enabled = 0`
 	case "done":
 		return `enabled = 1 AND next_at = 0 AND NOT ` + live
+	case "dead":
+		return `EXISTS (SELECT 1 FROM timer_fires f WHERE f.timer_id = timers.id AND f.state = 'dead')`
 	}
 	return "1 = 1"
 }

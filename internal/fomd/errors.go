@@ -76,14 +76,23 @@ func newError(status int, msg string, errs ...error) huma.StatusError {
 		}
 		var d *huma.ErrorDetail
 		if errors.As(err, &d) {
+			loc := d.Location
+			// A missing property is reported on its parent object.
+			if name, ok := strings.CutPrefix(d.Message, "expected required property "); ok {
+				if name, _, ok = strings.Cut(name, " "); ok {
+					loc += "." + name
+				}
+			}
 			if e.Err.Field == "" {
-				e.Err.Field = strings.TrimPrefix(strings.TrimPrefix(strings.TrimPrefix(d.Location, "body."), "query."), "path.")
+				e.Err.Field = strings.TrimPrefix(strings.TrimPrefix(strings.TrimPrefix(strings.TrimPrefix(loc, "body."), "query."), "path."), "header.")
 			}
 			part := d.Message
 			if d.Location != "" {
 				part = d.Location + ": " + part
 			}
-			if d.Value != nil {
+			switch d.Value.(type) {
+			case nil, map[string]any, []any:
+			default:
 				part += fmt.Sprintf(" (got %v)", d.Value)
 			}
 			parts = append(parts, part)

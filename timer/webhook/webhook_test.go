@@ -171,7 +171,10 @@ func TestRetryAfterAsADate(t *testing.T) {
 }
 
 func TestResponseBodyKeptBounded(t *testing.T) {
-	r := newReceiver(t, func(w http.ResponseWriter, _ int) { w.WriteHeader(503); io.WriteString(w, strings.Repeat("x", 100_000)) })
+	r := newReceiver(t, func(w http.ResponseWriter, _ int) {
+		w.WriteHeader(503)
+		io.WriteString(w, strings.Repeat("x", 100_000))
+	})
 	s := New(Options{Guard: loopback()})
 	defer s.Close()
 	err := s.Handle(context.Background(), fire(t, Callback{URL: r.srv.URL}, 1))

@@ -3,6 +3,7 @@ package fomd
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -190,6 +191,43 @@ func (s *Server) registerTimers(api huma.API) {
 				return nil, fromService(err)
 			}
 			return &timerBody{timerOut(t)}, nil
+		})
+
+	type batchIn struct {
+		Body struct {
+			Timers []TimerIn `json:"timers" minItems:"1" maxItems:"1000"`
+		}
+	}
+	type batchOut struct {
+		Body struct {
+			IDs []string `json:"ids" doc:"the timers' ids, in the order given"`
+		}
+	}
+	huma.Register(api, huma.Operation{OperationID: "create-timers", Method: http.MethodPost, Path: "/api/v1/timers/batch", Summary: "Create up to 1000 timers at once: all or none",
+		Tags: []string{"timers"}, DefaultStatus: http.StatusCreated, Security: bearer(), MaxBodyBytes: max(s.cfg.MaxBody, 16<<20),
+		Errors: []int{400, 401, 403, 409, 413, 422, 429}},
+		func(ctx context.Context, in *batchIn) (*batchOut, error) {
+			specs := make([]timer.Spec, len(in.Body.Timers))
+			for i, t := range in.Body.Timers {
+				ns, err := s.namespaceFor(ctx, t.Namespace)
+				if err == nil {
+					t.Namespace = ns
+					specs[i], err = s.spec(t)
+				}
+				if err != nil {
+					e := fromService(err).(*APIError)
+					e.Err.Field = fmt.Sprintf("timers[%d].%s", i, e.Err.Field)
+					e.Err.Message = fmt.Sprintf("timers[%d]: %s", i, e.Err.Message)
+					return nil, e
+				}
+			}
+			ids, err := s.timers.CreateMany(ctx, specs)
+			if err != nil {
+				return nil, fromService(err)
+			}
+			out := &batchOut{}
+			out.Body.IDs = ids
+			return out, nil
 		})
 
 	huma.Register(api, huma.Operation{OperationID: "get-timer", Method: http.MethodGet, Path: "/api/v1/timers/{id}", Summary: "Get a timer",

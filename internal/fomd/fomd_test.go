@@ -450,6 +450,18 @@ func TestRefusalsAreJSONNamingTheField(t *testing.T) {
 	if e := c.do("POST", "/api/v1/timers", map[string]any{"name": "a", "at": soon, "callback": cb}, 409)["error"].(map[string]any); e["field"] != "name" {
 		t.Errorf("duplicate: %v", e)
 	}
+	// A batch is all or none; the error names the element.
+	batch := map[string]any{"timers": []any{map[string]any{"name": "b1", "at": soon, "callback": cb}, map[string]any{"name": "b2", "at": soon, "callback": map[string]any{"url": "gopher://x"}}}}
+	if e := c.do("POST", "/api/v1/timers/batch", batch, 422)["error"].(map[string]any); e["field"] != "timers[1].callback.url" {
+		t.Errorf("batch: %v", e)
+	}
+	batch["timers"].([]any)[1].(map[string]any)["callback"] = cb
+	if ids := c.do("POST", "/api/v1/timers/batch", batch, 201)["ids"].([]any); len(ids) != 2 {
+		t.Errorf("batch ids %v", ids)
+	}
+	if l := c.do("GET", "/api/v1/timers", nil, 200)["timers"].([]any); len(l) != 3 {
+		t.Errorf("after the batch: %d timers", len(l))
+	}
 	c.do("GET", "/api/v1/timers?state=sleeping", nil, 422)
 	c.do("GET", "/api/v1/timers/nope", nil, 404)
 	c.do("GET", "/api/v1/nothing", nil, 404)
@@ -495,7 +507,7 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 			t.Errorf("operation %s is documented but not routed", d)
 		}
 	}
-	for _, want := range []string{"POST /api/v1/timers", "GET /api/v1/timers/{id}", "GET /api/v1/timers", "PATCH /api/v1/timers/{id}",
+	for _, want := range []string{"POST /api/v1/timers", "POST /api/v1/timers/batch", "GET /api/v1/timers/{id}", "GET /api/v1/timers", "PATCH /api/v1/timers/{id}",
 		"POST /api/v1/timers/{id}/enable", "POST /api/v1/timers/{id}/disable", "DELETE /api/v1/timers/{id}", "GET /api/v1/timers/{id}/fires",
 		"POST /api/v1/timers/{id}/fires/{planned}/retry", "POST /api/v1/namespaces", "GET /api/v1/namespaces/{name}", "PATCH /api/v1/namespaces/{name}",
 		"DELETE /api/v1/namespaces/{name}"} {

@@ -38,6 +38,8 @@ func main() {
 	costN := flag.Int("cost-n", 1000, "internal: jobs of a -cost-lib measurement")
 	costSpread := flag.Bool("cost-spread", false, "internal: a -cost-lib measurement's jobs are spread over the second")
 	costDir := flag.String("cost-dir", "", "internal: the app's data directory of a -cost-lib measurement (none: the child prepares one)")
+	fomdN := flag.Int("fomd-n", 100_000, "timers of the fomd scenario")
+	fomdSpread := flag.Duration("fomd-spread", time.Minute, "the window the fomd scenario's timers fall due over")
 	flag.Parse()
 	// Each measurement window of the periodic scenarios is profiled to
 	// files with this prefix when it is set.
@@ -268,6 +270,12 @@ func main() {
 		}
 		log("durable timers")
 		out.WriteString(timersScenario(dsn, ns, *passes, log))
+		runtime.GC()
+	}
+
+	if strings.Contains(*only, "fomd") {
+		log("fomd")
+		out.WriteString(fomdScenario(databaseURL(), *fomdN, *fomdSpread, log))
 		runtime.GC()
 	}
 

@@ -529,3 +529,42 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 		}
 	}
 }
+
+// Off loopback the admin page and the metrics need the admin token (as a
+// bearer token, or basic auth "admin" with it).
+func TestAdminPageNeedsTheTokenOffLoopback(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Addr = "0.0.0.0:0"
+	s := start(t, cfg)
+	_, port, _ := strings.Cut(s.Addr(), "]:")
+	if port == "" {
+		_, port, _ = strings.Cut(s.Addr(), ":")
+	}
+	base := "http://127.0.0.1:" + port
+	get := func(path string, set func(*http.Request)) int {
+		req, _ := http.NewRequest("GET", base+path, nil)
+		if set != nil {
+			set(req)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, p := range []string{"/fom/", "/metrics"} {
+		if c := get(p, nil); c != 401 {
+			t.Errorf("%s without a token: %d", p, c)
+		}
+		if c := get(p, func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+s.AdminToken()) }); c != 200 {
+			t.Errorf("%s with the token: %d", p, c)
+		}
+		if c := get(p, func(r *http.Request) { r.SetBasicAuth("admin", s.AdminToken()) }); c != 200 {
+			t.Errorf("%s with basic auth: %d", p, c)
+		}
+	}
+	if c := get("/healthz", nil); c != 200 {
+		t.Errorf("healthz: %d", c)
+	}
+}

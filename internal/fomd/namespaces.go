@@ -152,19 +152,7 @@ func (c *namespaces) get(ctx context.Context, name string) (namespace, bool, err
 	c.mu.Lock()
 	n, ok := c.byName[name]
 	c.mu.Unlock()
-	if ok {
-		return n, true, nil
-	}
-	sn, ok, err := c.st.GetNamespace(ctx, name)
-	if err != nil || !ok {
-		return namespace{}, false, err
-	}
-	n, err = decodeNamespace(sn)
-	if err != nil {
-		return n, false, err
-	}
-	c.put(n)
-	return n, true, nil
+	return c.orStore(n, ok, func() (store.Namespace, bool, error) { return c.st.GetNamespace(ctx, name) })
 }
 
 // byToken finds the namespace of a bearer token.
@@ -174,15 +162,19 @@ func (c *namespaces) byToken(ctx context.Context, tok string) (namespace, bool, 
 	name, ok := c.byHash[h]
 	n := c.byName[name]
 	c.mu.Unlock()
-	if ok {
+	return c.orStore(n, ok, func() (store.Namespace, bool, error) { return c.st.NamespaceByToken(ctx, h) })
+}
+
+// orStore is n when the cache had it, else what read finds, then cached.
+func (c *namespaces) orStore(n namespace, cached bool, read func() (store.Namespace, bool, error)) (namespace, bool, error) {
+	if cached {
 		return n, true, nil
 	}
-	sn, ok, err := c.st.NamespaceByToken(ctx, h)
+	sn, ok, err := read()
 	if err != nil || !ok {
 		return namespace{}, false, err
 	}
-	n, err = decodeNamespace(sn)
-	if err != nil {
+	if n, err = decodeNamespace(sn); err != nil {
 		return n, false, err
 	}
 	c.put(n)

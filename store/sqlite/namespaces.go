@@ -37,10 +37,16 @@ func (s *Store) InsertNamespace(ctx context.Context, n store.Namespace) error {
 
 // UpdateNamespace implements store.NamespaceStore.
 func (s *Store) UpdateNamespace(ctx context.Context, n store.Namespace) (bool, error) {
+	return s.execOne(ctx, `UPDATE namespaces SET token_hash = ?, secrets = ?, rate = ?, burst = ?, concurrency = ?, max_timers = ?, updated = ? WHERE name = ?`,
+		n.TokenHash, string(n.Secrets), n.Rate, n.Burst, n.Concurrency, n.MaxTimers, n.Updated, n.Name)
+}
+
+// execOne runs a statement that changes one row in a transaction, and
+// says whether it did.
+func (s *Store) execOne(ctx context.Context, query string, args ...any) (bool, error) {
 	var found bool
 	err := s.tx(ctx, func(tx *sql.Tx) error {
-		r, err := tx.ExecContext(ctx, `UPDATE namespaces SET token_hash = ?, secrets = ?, rate = ?, burst = ?, concurrency = ?, max_timers = ?, updated = ? WHERE name = ?`,
-			n.TokenHash, string(n.Secrets), n.Rate, n.Burst, n.Concurrency, n.MaxTimers, n.Updated, n.Name)
+		r, err := tx.ExecContext(ctx, query, args...)
 		if err != nil {
 			return err
 		}
@@ -92,15 +98,5 @@ func (s *Store) ListNamespaces(ctx context.Context) ([]store.Namespace, error) {
 
 // DeleteNamespace implements store.NamespaceStore.
 func (s *Store) DeleteNamespace(ctx context.Context, name string) (bool, error) {
-	var found bool
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		r, err := tx.ExecContext(ctx, `DELETE FROM namespaces WHERE name = ?`, name)
-		if err != nil {
-			return err
-		}
-		k, err := r.RowsAffected()
-		found = k == 1
-		return err
-	})
-	return found, err
+	return s.execOne(ctx, `DELETE FROM namespaces WHERE name = ?`, name)
 }

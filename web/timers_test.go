@@ -63,7 +63,7 @@ func TestTimersSectionAndAPI(t *testing.T) {
 	if len(list.Timers) != 1 || list.Next != "" || list.Timers[0].ID != cid {
 		t.Fatalf("second page %+v", list)
 	}
-	f.do("GET", "/fom/api/timers?state=sleepy", "").expect(t, 400, `fom: timer field "state" value "sleepy": enabled, disabled or done`)
+	f.do("GET", "/fom/api/timers?state=sleepy", "").expect(t, 400, `fom: timer field "state" value "sleepy": enabled, disabled, done or dead (a fire of it is dead)`)
 	f.do("GET", "/fom/api/timers/nope", "").expect(t, 404, "fom: timer not found: nope")
 	var counts timerCounts
 	f.do("GET", "/fom/api/timers/counts", "").expect(t, 200, "ok").data(t, &counts)

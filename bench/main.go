@@ -24,7 +24,7 @@ func main() {
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here; the cost scenario measures each contender in a child process, whose profile goes to this name with -contender-N-spread added")
 	memprofile := flag.String("memprofile", "", "write a heap profile here at the end, sampling one allocation per 4 KiB")
 	ladderFlag := flag.String("ladder", "", "comma-separated N values for the periodic scenario")
-	libsFlag := flag.String("libs", "", "comma-separated libraries to run (periodic: fom, runtime, robfig, gocron; cost: runtime, robfig, fom, app); default all")
+	libsFlag := flag.String("libs", "", "comma-separated libraries to run (periodic: fom, runtime, robfig, gocron; cost: runtime, robfig, fom, app; timers: sqlite, pg1, pg3, river); default all")
 	trials := flag.Int("trials", 3, "tries per step of the periodic ladder; a step passes when one try does")
 	windowFlag := flag.Duration("window", 0, "measurement window per try of the periodic ladder (default 2s, 5s with -full)")
 	tick := flag.Duration("tick", 100*time.Microsecond, "tick of fom's wheels in the periodic scenario")
@@ -55,8 +55,8 @@ func main() {
 		return
 	}
 	for _, k := range strings.Split(*libsFlag, ",") { // a misspelt name would otherwise measure nothing of it
-		if k = strings.TrimSpace(k); k != "" && !slices.Contains([]string{"fom", "runtime", "robfig", "gocron", "app"}, k) {
-			fmt.Fprintf(os.Stderr, "-libs: %q is none of fom, runtime, robfig, gocron (periodic) and app (cost)\n", k)
+		if k = strings.TrimSpace(k); k != "" && !slices.Contains([]string{"fom", "runtime", "robfig", "gocron", "app", "sqlite", "pg1", "pg3", "river"}, k) {
+			fmt.Fprintf(os.Stderr, "-libs: %q is none of fom, runtime, robfig, gocron (periodic), app (cost), sqlite, pg1, pg3 and river (timers)\n", k)
 			os.Exit(2)
 		}
 	}
@@ -269,7 +269,7 @@ func main() {
 			ns = ladder
 		}
 		log("durable timers")
-		out.WriteString(timersScenario(dsn, ns, *passes, log))
+		out.WriteString(timersScenario(dsn, ns, *passes, *libsFlag, log))
 		runtime.GC()
 	}
 

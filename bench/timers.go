@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -335,19 +336,25 @@ func riverTimers(dsn string, n int) timerRun {
 
 // timersScenario runs every contender at each N, passes times
 // interleaved, and prints the table.
-func timersScenario(dsn string, ns []int, passes int, log func(string)) string {
+func timersScenario(dsn string, ns []int, passes int, libs string, log func(string)) string {
 	var b strings.Builder
 	b.WriteString("\n### Durable timers: N one-shot timers due 1-5 s after insert\n\n")
 	b.WriteString("| contender | N | inserts/s (bulk) | inserts/s (single) | delivered | twice | delivered/s | p50 late | p99 late | max late | CPU/fire |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, n := range ns {
 		for p := range passes {
-			for _, c := range []func() timerRun{
-				func() timerRun { return fomSQLite(n) },
-				func() timerRun { return fomPostgres(dsn, 1, n) },
-				func() timerRun { return fomPostgres(dsn, 3, n) },
-				func() timerRun { return riverTimers(dsn, n) },
+			for _, c := range []struct {
+				lib string
+				run func() timerRun
+			}{
+				{"sqlite", func() timerRun { return fomSQLite(n) }},
+				{"pg1", func() timerRun { return fomPostgres(dsn, 1, n) }},
+				{"pg3", func() timerRun { return fomPostgres(dsn, 3, n) }},
+				{"river", func() timerRun { return riverTimers(dsn, n) }},
 			} {
-				r := c()
+				if libs != "" && !slices.Contains(strings.Split(libs, ","), c.lib) {
+					continue
+				}
+				r := c.run()
 				log(fmt.Sprintf("timers N=%d pass %d: %s", n, p+1, r.name))
 				if r.err != "" {
 					fmt.Fprintf(&b, "| %s | %d | error: %s |||||||||\n", r.name, n, r.err)

@@ -42,9 +42,11 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	s.wheel, s.running, s.stop = w, true, make(chan struct{})
 	s.mu.Unlock()
-	s.wg.Add(2)
+	s.wg.Add(1 + dispatchers)
 	go s.loop()
-	go s.dispatch()
+	for range dispatchers {
+		go s.dispatch()
+	}
 	s.poke()
 	return nil
 }
@@ -249,6 +251,10 @@ func (s *Service) dispatch() {
 		}
 	}
 }
+
+// dispatchers write batches at once: one is written while the next
+// gathers, so the store's round trip is not all of a batch's time.
+const dispatchers = 2
 
 // maxStep bounds the fires one batch begins or finishes.
 const maxStep = 2000

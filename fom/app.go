@@ -73,8 +73,10 @@ type App struct {
 	yielding   func() // tests: called when a flush begins to wait for rounds
 }
 
-// New builds an app. It allocates only: no goroutine runs and no file is
-// opened until the first Register.
+// New builds an app and opens its embedded store (unless WithStore gave
+// one): a data directory another process holds, or a file that is not a
+// fom store, is refused here. No schedule runs until Start; Stop closes
+// the store.
 func New(opts ...Option) (*App, error) {
 	o := options{dataDir: DefaultDataDir}
 	for _, opt := range opts {
@@ -133,6 +135,14 @@ func New(opts ...Option) (*App, error) {
 		a.coord = coord
 		a.conflicts.SetClaims(coord) // enableTaskConflict holds across instances
 		if err := pg.BindInstance(coord.ID()); err != nil {
+			return nil, fmt.Errorf("fom: new app: %w", err)
+		}
+	}
+	if o.store == nil {
+		// The embedded store is opened here, so that a data dir another
+		// process holds is said once, by New, rather than as the failure
+		// of the first Register.
+		if _, err := a.store(context.Background()); err != nil {
 			return nil, fmt.Errorf("fom: new app: %w", err)
 		}
 	}

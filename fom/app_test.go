@@ -145,19 +145,12 @@ func TestCorruptStoreIsReportedAndUntouched(t *testing.T) {
 	if err := os.WriteFile(path, junk, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	app, err := New(WithDataDir(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = app.Register(&knobJob{})
+	_, err := New(WithDataDir(dir))
 	if !errors.Is(err, store.ErrCorrupt) || !strings.Contains(err.Error(), path) {
 		t.Fatalf("got %v", err)
 	}
 	if got, _ := os.ReadFile(path); !bytes.Equal(got, junk) {
 		t.Fatal("corrupt file modified")
-	}
-	if err := app.Stop(context.Background()); err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -349,9 +342,11 @@ func TestOptionsAreValidated(t *testing.T) {
 			t.Errorf("got %v, want %v", err, tc.want)
 		}
 	}
-	if _, err := New(); err != nil {
+	app, err := New(WithDataDir(t.TempDir()))
+	if err != nil {
 		t.Fatal(err)
 	}
+	app.Stop(context.Background())
 }
 
 func TestStatisticsSurviveRestart(t *testing.T) {
@@ -623,11 +618,7 @@ func TestTimedOutStopReleasesTheStoreWhenTheTaskReturns(t *testing.T) {
 		t.Fatal("stop returned while a task was stuck")
 	}
 	// While the task runs the store is still this App's.
-	other, err := New(WithDataDir(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := other.Register(&runJob{}); err == nil || !strings.Contains(err.Error(), "in use") {
+	if _, err := New(WithDataDir(dir)); err == nil || !strings.Contains(err.Error(), "in use") {
 		t.Fatalf("a second App opened the store while a task of the first could still write: %v", err)
 	}
 	close(job.release)
@@ -635,11 +626,10 @@ func TestTimedOutStopReleasesTheStoreWhenTheTaskReturns(t *testing.T) {
 	var next *App
 	var sc *ScheduleContext
 	for deadline := time.Now().Add(5 * time.Second); ; {
-		if next, err = New(WithDataDir(dir)); err != nil {
-			t.Fatal(err)
-		}
-		if sc, err = next.Register(&stuckJob{started: make(chan struct{}), release: make(chan struct{})}); err == nil {
-			break
+		if next, err = New(WithDataDir(dir)); err == nil {
+			if sc, err = next.Register(&stuckJob{started: make(chan struct{}), release: make(chan struct{})}); err == nil {
+				break
+			}
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("a new App after the task returned: %v", err)

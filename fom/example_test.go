@@ -27,10 +27,11 @@ func ExampleNew() {
 	dir, _ := os.MkdirTemp("", "fom-example")
 	defer os.RemoveAll(dir)
 
-	app, err := fom.New(fom.WithDataDir(dir))
+	app, err := fom.New(fom.WithDataDir(dir)) // opens the store in dir
 	if err != nil {
 		panic(err)
 	}
+	defer app.Stop(context.Background()) // closes it
 	fmt.Println(len(app.Schedules()), "schedules")
 	// Output: 0 schedules
 }

@@ -62,6 +62,10 @@ type Options struct {
 	AllowedHosts []string
 	// Logger logs refused requests and failed writes. Default: no-op.
 	Logger *zap.Logger
+	// Registerer, when set, also gets fom's metrics (RegisterMetrics), so
+	// that they join the service's own registry and its /metrics.
+	// {prefix}/metrics serves them either way.
+	Registerer prometheus.Registerer
 }
 
 // ErrNilApp is returned by NewHandler without an app.
@@ -112,15 +116,13 @@ func NewHandler(app *fom.App, o Options) (http.Handler, error) {
 		return nil, err
 	}
 	reg := prometheus.NewRegistry()
-	var into prometheus.Registerer = reg
-	if id := app.InstanceID(); id != "" { // several instances report the same schedules
-		into = prometheus.WrapRegistererWith(prometheus.Labels{"fom_instance": id}, reg)
+	if err := RegisterMetrics(app, reg); err != nil {
+		return nil, err
 	}
-	if err := into.Register(statistics.NewCollector(h.sources)); err != nil {
-		return nil, fmt.Errorf("fom/web: register metrics: %w", err)
-	}
-	if err := into.Register(newTimerMetrics(app)); err != nil {
-		return nil, fmt.Errorf("fom/web: register timer metrics: %w", err)
+	if o.Registerer != nil {
+		if err := RegisterMetrics(app, o.Registerer); err != nil {
+			return nil, err
+		}
 	}
 	h.metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	h.router = h.routes()
@@ -243,9 +245,31 @@ func (h *handler) serveAsset(w http.ResponseWriter, r *http.Request) {
 	w.Write(a.body)
 }
 
-func (h *handler) sources() []statistics.Source {
+// RegisterMetrics registers app's metrics (its schedules' statistics, and
+// its durable timers') with r: a service's own registry, served at its own
+// /metrics beside the rest of its metrics. On a cluster store each series
+// carries the instance as the label fom_instance. NewHandler registers them
+// with the handler's registry (served at {prefix}/metrics) and with
+// Options.Registerer.
+func RegisterMetrics(app *fom.App, r prometheus.Registerer) error {
+	if app == nil {
+		return ErrNilApp
+	}
+	if id := app.InstanceID(); id != "" { // several instances report the same schedules
+		r = prometheus.WrapRegistererWith(prometheus.Labels{"fom_instance": id}, r)
+	}
+	if err := r.Register(statistics.NewCollector(func() []statistics.Source { return sourcesOf(app) })); err != nil {
+		return fmt.Errorf("fom/web: register metrics: %w", err)
+	}
+	if err := r.Register(newTimerMetrics(app)); err != nil {
+		return fmt.Errorf("fom/web: register timer metrics: %w", err)
+	}
+	return nil
+}
+
+func sourcesOf(app *fom.App) []statistics.Source {
 	var out []statistics.Source
-	for _, sc := range h.app.Schedules() {
+	for _, sc := range app.Schedules() {
 		i := sc.Info()
 		out = append(out, statistics.Source{Schedule: i.Name, State: i.State.String(), Stats: sc.Stats(), Waiting: i.Waiting, Active: i.Active,
 			Stalled: i.Stalled, LastOutcome: string(i.LastOutcome), LastSuccess: i.LastSuccess, LastLate: i.LastLate})

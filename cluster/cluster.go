@@ -154,7 +154,7 @@ func New(pool *pgxpool.Pool, schema string, o Options) (*Coordinator, error) {
 		o.Logger = zap.NewNop()
 	}
 	c := &Coordinator{
-		pool: pool, schema: pgx.Identifier{schema}.Sanitize(), o: o, log: o.Logger.Named("cluster").With(zap.String("instance", o.InstanceID)),
+		pool: pool, schema: pgx.Identifier{schema}.Sanitize(), o: o, log: o.Logger.Named("cluster").With(zap.String("fom_instance", o.InstanceID)),
 		// The trust window ends this much before the lease can expire:
 		// room for the local clock to run slower than the database's.
 		margin: o.LeaseTTL / 5,

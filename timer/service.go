@@ -168,7 +168,7 @@ func New(o Options) (*Service, error) {
 		return nil, err
 	}
 	return &Service{
-		o: o, st: o.Store, clk: o.Clock, log: o.Logger.Named("timer").With(zap.String("instance", o.Instance)),
+		o: o, st: o.Store, clk: o.Clock, log: o.Logger.Named("timer").With(zap.String("fom_instance", o.Instance)),
 		kinds: map[string]*kind{}, spaces: map[string]*namespace{}, armed: map[store.FireRef]*wheel.Timer{},
 		kick: make(chan struct{}, 1), dueSig: make(chan struct{}, 1), finSig: make(chan struct{}, 1),
 		metrics: newMetrics(),

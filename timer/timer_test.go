@@ -15,6 +15,8 @@ import (
 
 	"github.com/jonboulle/clockwork"
 	"go.uber.org/goleak"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/fom-go/fom/internal/pgtest"
 	"github.com/fom-go/fom/store"
@@ -734,4 +736,35 @@ func storeErrorWhileBeginning(t *testing.T, newStore func(*testing.T) store.Time
 		t.Fatalf("fire %+v", fi)
 	}
 	g.none(t, "delivered once")
+}
+
+// The service's log records carry the instance as fom_instance, so that an
+// app whose logger has its own "instance" field gets no key twice.
+func TestLogRecordsCarryTheInstanceOnce(t *testing.T) {
+	t.Parallel()
+	core, logs := observer.New(zap.InfoLevel)
+	log := zap.New(core).With(zap.String("instance", "web-1"))
+	f := newFake(t, sqliteStore(t), func(o *Options) { o.Logger = log })
+	g := newGot()
+	f.handle(t, "k", g, func(Fire) error { return Permanent(errors.New("no")) })
+	if err := f.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Create(context.Background(), Spec{Namespace: "n", Name: "a", Kind: "k", At: t0}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); logs.FilterMessage("timer fire failed").Len() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("no failure logged")
+		}
+		f.step(100 * time.Millisecond)
+	}
+	e := logs.FilterMessage("timer fire failed").All()[0]
+	keys := map[string]int{}
+	for _, fl := range e.Context {
+		keys[fl.Key]++
+	}
+	if keys["instance"] != 1 || keys["fom_instance"] != 1 || e.ContextMap()["fom_instance"] != "test" {
+		t.Fatalf("fields %v", e.Context)
+	}
 }

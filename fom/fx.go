@@ -3,6 +3,7 @@ package fom
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"reflect"
 
 	"go.uber.org/fx"
@@ -36,9 +37,10 @@ var Module = fx.Module("fom",
 type fxParams struct {
 	fx.In
 	Lifecycle   fx.Lifecycle
-	Config      *Config     `optional:"true"`
-	ConfigValue Config      `optional:"true"`
-	Logger      *zap.Logger `optional:"true"`
+	Config      *Config      `optional:"true"`
+	ConfigValue Config       `optional:"true"`
+	Logger      *zap.Logger  `optional:"true"`
+	Slog        *slog.Logger `optional:"true"` // used when the graph has no *zap.Logger
 }
 
 func newFxApp(p fxParams) (*App, error) {
@@ -64,6 +66,8 @@ func newFxApp(p fxParams) (*App, error) {
 	}
 	if p.Logger != nil {
 		opts = append(opts, WithLogger(p.Logger))
+	} else if p.Slog != nil {
+		opts = append(opts, WithSlog(p.Slog))
 	}
 	app, err := New(opts...)
 	if err != nil {

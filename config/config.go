@@ -40,6 +40,9 @@ type Entry struct {
 	Editable bool
 	Custom   bool // declared by the job (a fom.Value field) rather than built in
 	Doc      string
+	// Kind and Hint present a custom key in an editor: "int", "duration",
+	// "bool" or "text", and its unit and bounds in words.
+	Kind, Hint string
 }
 
 // CustomKey declares a job-specific key, such as one bound to a fom.Value field.
@@ -54,6 +57,8 @@ type CustomKey struct {
 	Verbatim bool
 	// Parse reports whether a value is acceptable.
 	Parse func(string) error
+	// Kind and Hint, for an editor (Entry).
+	Kind, Hint string
 }
 
 // Persister saves a schedule's operator edits. SaveConfig receives the whole
@@ -109,6 +114,8 @@ type keyDef struct {
 	verbatim bool
 	doc      string
 	parse    func(string) error
+	kind     string // a custom key's, for an editor
+	hint     string
 }
 
 // check normalises a value (trimmed unless verbatim), bounds its length,
@@ -181,7 +188,7 @@ func New(schedule string, spec Spec) (*Config, error) {
 		if parse == nil {
 			parse = func(string) error { return nil }
 		}
-		d := keyDef{name: k.Name, def: k.Default, editable: true, custom: true, verbatim: k.Verbatim, doc: k.Doc, parse: parse}
+		d := keyDef{name: k.Name, def: k.Default, editable: true, custom: true, verbatim: k.Verbatim, doc: k.Doc, parse: parse, kind: k.Kind, hint: k.Hint}
 		def, err := d.check(k.Default)
 		if err != nil {
 			problems = append(problems, Problem{Key: k.Name, Value: k.Default, Reason: what + " default: " + err.Error()})
@@ -372,7 +379,7 @@ func (c *Config) Entries() []Entry {
 	s := c.cur.Load()
 	out := make([]Entry, 0, len(c.defs))
 	for i, d := range c.defs {
-		e := Entry{Key: d.name, Value: s.values[i], Default: c.codeDefault(d.name), Editable: d.editable, Custom: d.custom, Doc: d.doc}
+		e := Entry{Key: d.name, Value: s.values[i], Default: c.codeDefault(d.name), Editable: d.editable, Custom: d.custom, Doc: d.doc, Kind: d.kind, Hint: d.hint}
 		switch _, tagged := c.tags[d.name]; {
 		case hasKey(s.persist, d.name):
 			e.Source = SourcePersisted

@@ -36,6 +36,7 @@ type valueField struct {
 	key    string
 	def    string
 	hasDef bool
+	bounds bounds
 }
 
 type workMethod struct {
@@ -153,7 +154,14 @@ func analyze(t reflect.Type) *jobType {
 			case !ok || key == "":
 				jt.problems = append(jt.problems, fmt.Sprintf("field %s: a fom.Value field needs a key, such as `fom:\"%s\"`", f.Name, lowerCamel(f.Name)))
 			default:
-				jt.values = append(jt.values, valueField{index: f.Index, field: f.Name, key: key, def: def, hasDef: hasDef})
+				vf := valueField{index: f.Index, field: f.Name, key: key, def: def, hasDef: hasDef}
+				vf.bounds.min, vf.bounds.max = f.Tag.Get("min"), f.Tag.Get("max")
+				if o := f.Tag.Get("oneof"); o != "" {
+					for _, c := range strings.Split(o, ",") {
+						vf.bounds.oneof = append(vf.bounds.oneof, strings.TrimSpace(c))
+					}
+				}
+				jt.values = append(jt.values, vf)
 			}
 		}
 	}
@@ -291,16 +299,20 @@ func (jt *jobType) declare(job any, name string) (*declaration, []string) {
 			continue
 		}
 		b := rv.Elem().FieldByIndex(vf.index).Addr().Interface().(binder)
-		parse, set, kind := b.parser()
+		parse, set, kind, typ, hint, err := b.parser(vf.bounds)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("field %s key %q: %v", vf.field, vf.key, err))
+			continue
+		}
 		if err := parse(def); err != nil {
 			if !vf.hasDef {
-				err = fmt.Errorf("no default given and the zero text is not a %s; add `default:\"...\"`", kind)
+				err = fmt.Errorf("no default given and the zero text is not a %s; add `default:\"...\"`", typ)
 			}
 			problems = append(problems, fmt.Sprintf("field %s key %q default %q: %v", vf.field, vf.key, def, err))
 			continue
 		}
-		d.custom = append(d.custom, config.CustomKey{Name: vf.key, Default: def, Parse: parse, Doc: kind + " (field " + vf.field + ")",
-			Field: jt.typeName + "." + vf.field, Verbatim: kind == "string"})
+		d.custom = append(d.custom, config.CustomKey{Name: vf.key, Default: def, Parse: parse, Doc: typ + " (field " + vf.field + ")",
+			Field: jt.typeName + "." + vf.field, Verbatim: typ == "string", Kind: kind, Hint: hint})
 		d.setter[vf.key] = set
 	}
 	d.job = jt.work(d.name, job)

@@ -3,7 +3,9 @@ package fom
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -39,23 +41,123 @@ func (v *Value[T]) Get() T {
 	return zero
 }
 
-// parser returns the function that parses and stores a string value.
-func (v *Value[T]) parser() (parse func(string) error, set func(string) error, kind string) {
+// Bounds a Value field's tag may set: min and max for numbers and
+// durations, oneof (comma separated) for any type.
+type bounds struct {
+	min, max string
+	oneof    []string
+}
+
+// parser returns the function that checks a string value (its type and
+// the field's bounds), the one that also stores it, the kind and type an
+// editor shows, and a hint of the bounds. A bound that is not a value of
+// the field's type, or min on a string, is an error.
+func (v *Value[T]) parser(b bounds) (parse, set func(string) error, kind, typ, hint string, err error) {
 	p := parseAs[T]()
-	return func(s string) error { _, err := p(s); return err },
+	rt := reflect.TypeFor[T]()
+	typ = rt.String()
+	kind = kindOf(rt)
+	ordered := kind == "int" || kind == "duration" || kind == "number"
+	var lo, hi *T
+	for _, x := range []struct {
+		name, s string
+		to      **T
+	}{{"min", b.min, &lo}, {"max", b.max, &hi}} {
+		if x.s == "" {
+			continue
+		}
+		if !ordered {
+			return nil, nil, "", "", "", fmt.Errorf("%s:%q: a %s has no order; use oneof", x.name, x.s, typ)
+		}
+		val, perr := p(x.s)
+		if perr != nil {
+			return nil, nil, "", "", "", fmt.Errorf("%s:%q: %v", x.name, x.s, perr)
+		}
+		*x.to = &val
+	}
+	if lo != nil && hi != nil && less(*hi, *lo) {
+		return nil, nil, "", "", "", fmt.Errorf("min:%q is above max:%q", b.min, b.max)
+	}
+	var choices []T
+	for _, c := range b.oneof {
+		val, perr := p(c)
+		if perr != nil {
+			return nil, nil, "", "", "", fmt.Errorf("oneof:%q: %v", c, perr)
+		}
+		choices = append(choices, val)
+	}
+	check := func(s string) (T, error) {
+		x, err := p(s)
+		if err != nil {
+			return x, err
+		}
+		switch {
+		case lo != nil && hi != nil && (less(x, *lo) || less(*hi, x)):
+			return x, fmt.Errorf("must be between %s and %s, got %s", b.min, b.max, s)
+		case lo != nil && less(x, *lo):
+			return x, fmt.Errorf("must be at least %s, got %s", b.min, s)
+		case hi != nil && less(*hi, x):
+			return x, fmt.Errorf("must be at most %s, got %s", b.max, s)
+		case len(choices) > 0 && !slices.Contains(choices, x):
+			return x, fmt.Errorf("must be one of %s, got %q", strings.Join(b.oneof, ", "), s)
+		}
+		return x, nil
+	}
+	switch {
+	case lo != nil && hi != nil:
+		hint = b.min + " to " + b.max
+	case lo != nil:
+		hint = "at least " + b.min
+	case hi != nil:
+		hint = "at most " + b.max
+	case len(choices) > 0:
+		hint = "one of " + strings.Join(b.oneof, ", ")
+	}
+	return func(s string) error { _, err := check(s); return err },
 		func(s string) error {
-			x, err := p(s)
+			x, err := check(s)
 			if err != nil {
 				return err
 			}
 			v.p.Store(&x)
 			return nil
-		}, reflect.TypeFor[T]().String()
+		}, kind, typ, hint, nil
+}
+
+// kindOf is how an editor presents a type.
+func kindOf(rt reflect.Type) string {
+	if rt == reflect.TypeFor[time.Duration]() {
+		return "duration"
+	}
+	switch rt.Kind() {
+	case reflect.Bool:
+		return "bool"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "int"
+	case reflect.Float32, reflect.Float64:
+		return "number"
+	}
+	return "text"
+}
+
+// less orders two values of a numeric kind.
+func less[T ValueType](a, b T) bool {
+	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
+	switch va.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return va.Int() < vb.Int()
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return va.Uint() < vb.Uint()
+	case reflect.Float32, reflect.Float64:
+		return va.Float() < vb.Float()
+	}
+	return false
 }
 
 // binder is implemented by *Value[T]; registration finds Value fields by it.
 type binder interface {
-	parser() (parse func(string) error, set func(string) error, kind string)
+	parser(b bounds) (parse, set func(string) error, kind, typ, hint string, err error)
 }
 
 var _ binder = (*Value[int])(nil)

@@ -81,7 +81,7 @@ type entryView struct {
 	Custom   bool   `json:"custom"`
 	Doc      string `json:"doc"`
 	Group    string `json:"group"`          // job, plan, pool, timeouts, behaviour
-	Kind     string `json:"kind"`           // bool, duration, int, text
+	Kind     string `json:"kind"`           // bool, duration, int, number, text
 	Hint     string `json:"hint,omitempty"` // unit and bounds
 }
 
@@ -117,7 +117,7 @@ func viewOf(sc *fom.ScheduleContext) scheduleView {
 func entriesOf(sc *fom.ScheduleContext) []entryView {
 	var out []entryView
 	for _, e := range sc.Config().Entries() {
-		v := entryView{Key: e.Key, Value: e.Value, Default: e.Default, Source: e.Source.String(), Editable: e.Editable, Custom: e.Custom, Doc: e.Doc}
+		v := entryView{Key: e.Key, Value: e.Value, Default: e.Default, Source: e.Source.String(), Editable: e.Editable, Custom: e.Custom, Doc: e.Doc, Kind: e.Kind, Hint: e.Hint}
 		m := metaOf(v)
 		v.Group, v.Kind, v.Hint = m.Group, m.Kind, m.Hint
 		out = append(out, v)

@@ -53,6 +53,15 @@ type keyMeta struct {
 // (a boolean when its default is one).
 func metaOf(e entryView) keyMeta {
 	if e.Custom {
+		switch e.Kind { // the field's type, with the bounds of its tag
+		case kindBool, kindDuration, kindInt:
+			return keyMeta{groupJob, e.Kind, customHint(e)}
+		case "number":
+			return keyMeta{groupJob, kindText, customHint(e)}
+		case "":
+		default:
+			return keyMeta{groupJob, kindText, e.Hint}
+		}
 		if _, err := config.ParseBool(e.Default); err == nil && e.Default != "" && e.Default != "0" && e.Default != "1" {
 			return keyMeta{groupJob, kindBool, ""}
 		}
@@ -90,6 +99,18 @@ func metaOf(e entryView) keyMeta {
 		return keyMeta{groupBehaviour, kindText, "at most " + strconv.Itoa(config.MaxValueLen) + " bytes"}
 	}
 	return keyMeta{groupBehaviour, kindText, ""}
+}
+
+// customHint is a custom key's unit and bounds.
+func customHint(e entryView) string {
+	unit := map[string]string{kindDuration: "Go duration", kindInt: "integer", "number": "number"}[e.Kind]
+	switch {
+	case unit == "":
+		return e.Hint
+	case e.Hint == "":
+		return unit
+	}
+	return unit + ", " + e.Hint
 }
 
 // cfgGroup is one group of the editor.

@@ -15,7 +15,7 @@ import (
 // key tagged "yes".
 type knobs struct {
 	fom.Schedule `name:"knobs" fixedRate:"1h" enableTaskConflict:"yes"`
-	Batch        fom.Value[int]  `fom:"batch" default:"10"`
+	Batch        fom.Value[int]  `fom:"batch" default:"10" min:"1" max:"10000"`
 	DryRun       fom.Value[bool] `fom:"dryRun" default:"false"`
 }
 
@@ -87,6 +87,16 @@ func TestConfigEditor(t *testing.T) {
 		if e.Key == "taskOverTime" && (e.Group != "timeouts" || e.Kind != "duration" || e.Hint == "") {
 			t.Fatalf("API entry %+v", e)
 		}
+		if e.Key == "batch" && (e.Group != "job" || e.Kind != "int" || e.Hint != "integer, 1 to 10000") {
+			t.Fatalf("a bounded knob %+v", e)
+		}
+	}
+	// A knob's bounds hold for the page's edits as for a built-in key's.
+	if r := f.do("PATCH", "/fom/api/schedules/knobs/config", `{"batch":"-5"}`); r.status != http.StatusBadRequest || !strings.Contains(r.body, "must be between 1 and 10000, got -5") {
+		t.Fatalf("batch -5: %d %s", r.status, r.body)
+	}
+	if !strings.Contains(f.do("GET", "/fom/schedules/knobs", "").body, "integer, 1 to 10000") {
+		t.Fatal("the editor does not show the knob's bounds")
 	}
 }
 

@@ -51,16 +51,19 @@ type Context struct {
 	wheel     *wheel.Wheel // shared timer, or nil for runtime timers
 	rec       Recorder     // nil for none
 
-	last        time.Time
-	next        time.Time
-	rounds      int64
-	lastLate    time.Duration // how late the last round started
-	lastSuccess time.Time     // end of the last round whose every task succeeded
-	resumeFrom  time.Time     // RUNNING: Resume asked for; applied after the round
-	changed     chan struct{} // made when someone waits; closed at the next state change or round end
-	loop        *loop
-	gate        Gate // admits planned rounds, or nil
-	job         Job
+	last     time.Time
+	next     time.Time
+	rounds   int64
+	lastLate time.Duration // how late the last round started
+	// Unix ns (0: none): the end of the last round whose every task
+	// succeeded, and the start of the first round of the failing streak.
+	lastSuccess, failingSince int64
+	failStreak                int32         // scheduled rounds in a row that did not succeed
+	resumeFrom                time.Time     // RUNNING: Resume asked for; applied after the round
+	changed                   chan struct{} // made when someone waits; closed at the next state change or round end
+	loop                      *loop
+	gate                      Gate // admits planned rounds, or nil
+	job                       Job
 
 	// Read when asked, or when the schedule is set up or edited.
 	name     string

@@ -42,6 +42,11 @@ type Info struct {
 	LastOutcome Outcome
 	LastSuccess time.Time
 	LastLate    time.Duration
+	// ConsecutiveFailures counts the scheduled rounds in a row, the last
+	// one included, that did not succeed (0 when the last did), and
+	// FailingSince is when the first of them started.
+	ConsecutiveFailures int
+	FailingSince        time.Time
 	// StopReason says why a STOPPED schedule stopped by itself or was
 	// not started ("deadTime 2026-01-01T00:00:00Z passed", "the plan has
 	// no further fire"); "" when an operator stopped it or it runs.
@@ -92,7 +97,8 @@ func (c *Context) Info() Info {
 	i := Info{
 		Name: c.name, State: c.state, Plan: c.planString(), Remark: c.cfg.Current().Remark,
 		Loaded: c.loaded, Last: c.last, Next: c.next, Rounds: c.rounds, Batches: c.batches,
-		LastOutcome: c.lastOutcome.outcome(), LastSuccess: c.lastSuccess, LastLate: c.lastLate,
+		LastOutcome: c.lastOutcome.outcome(), LastSuccess: unixNano(c.lastSuccess), LastLate: c.lastLate,
+		ConsecutiveFailures: int(c.failStreak), FailingSince: unixNano(c.failingSince),
 		StopReason: c.stopReasonLocked(),
 	}
 	gen := c.gen
@@ -197,4 +203,12 @@ func (c *Context) stopReasonLocked() string {
 		return "the plan has no further fire"
 	}
 	return ""
+}
+
+// unixNano is a time kept as Unix ns, zero for 0.
+func unixNano(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
 }

@@ -564,7 +564,12 @@ func (c *Context) complete(ctx context.Context, r Round) {
 		o := OutcomeOf(r)
 		c.lastOutcome, c.lastLate = codeOf(o), r.Start.Sub(r.Planned)
 		if o == OutcomeSuccess {
-			c.lastSuccess = r.End
+			c.lastSuccess, c.failingSince, c.failStreak = r.End.UnixNano(), 0, 0
+		} else {
+			if c.failStreak == 0 {
+				c.failingSince = r.Start.UnixNano()
+			}
+			c.failStreak++
 		}
 	}
 	c.notifyLocked()

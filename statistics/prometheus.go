@@ -20,6 +20,9 @@ type Source struct {
 	LastOutcome string
 	LastSuccess time.Time
 	LastLate    time.Duration
+	// ConsecutiveFailures counts the scheduled rounds in a row that did
+	// not succeed (0 when the last did).
+	ConsecutiveFailures int
 }
 
 // Outcomes lists the round outcomes the outcome gauge reports.
@@ -41,6 +44,7 @@ type Collector struct {
 	success *prometheus.Desc
 	outcome *prometheus.Desc
 	late    *prometheus.Desc
+	streak  *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
@@ -59,12 +63,13 @@ func NewCollector(sources func() []Source) *Collector {
 		success: prometheus.NewDesc("fom_last_success_timestamp_seconds", "When a round of the schedule last succeeded in every task (Unix time); absent until one did in this process.", l, nil),
 		outcome: prometheus.NewDesc("fom_last_round_outcome", "1 for the last round's outcome, 0 for the others; absent until a round ran.", []string{"schedule", "outcome"}, nil),
 		late:    prometheus.NewDesc("fom_last_fire_lateness_seconds", "How late the last round started after its planned fire.", l, nil),
+		streak:  prometheus.NewDesc("fom_consecutive_failures", "Scheduled rounds in a row, the last included, that did not succeed (0 when the last did).", l, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.tasks, c.cost, c.state, c.waiting, c.active, c.stalled, c.success, c.outcome, c.late} {
+	for _, d := range []*prometheus.Desc{c.tasks, c.cost, c.state, c.waiting, c.active, c.stalled, c.success, c.outcome, c.late, c.streak} {
 		ch <- d
 	}
 }
@@ -116,5 +121,6 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			}
 			ch <- prometheus.MustNewConstMetric(c.late, prometheus.GaugeValue, src.LastLate.Seconds(), src.Schedule)
 		}
+		ch <- prometheus.MustNewConstMetric(c.streak, prometheus.GaugeValue, float64(src.ConsecutiveFailures), src.Schedule)
 	}
 }

@@ -70,6 +70,16 @@ type scheduleView struct {
 	// StopReason: why a STOPPED schedule stopped by itself or did not
 	// start (a deadTime past, a plan with no further fire).
 	StopReason string `json:"stopReason,omitempty"`
+	// What broke and since when: the last scheduled round's outcome, the
+	// rounds in a row that did not succeed and when the first began, the
+	// newest failure's error, and the health the table colours the row by
+	// (failing, stalled, late, ok; "" before a round ran).
+	LastOutcome         string     `json:"last_outcome,omitempty"`
+	LastSuccess         *time.Time `json:"last_success,omitempty"`
+	ConsecutiveFailures int        `json:"consecutive_failures"`
+	FailingSince        *time.Time `json:"failing_since,omitempty"`
+	LastError           string     `json:"last_error,omitempty"`
+	Health              string     `json:"health"`
 }
 
 type entryView struct {
@@ -110,8 +120,41 @@ func viewOf(sc *fom.ScheduleContext) scheduleView {
 		Name: i.Name, State: i.State.String(), Plan: i.Plan, Remark: i.Remark,
 		Loaded: timePtr(i.Loaded), Last: timePtr(i.Last), Next: timePtr(i.Next),
 		Rounds: i.Rounds, Batches: i.Batches, Waiting: i.Waiting, Active: i.Active, Abandoned: i.Abandoned, Stalled: i.Stalled, LogLevel: sc.LogLevel().String(), StopReason: i.StopReason,
-		Counts: map[string]int64{"success": c.Success, "failed": c.Failed, "timeout": c.Timeout, "rejected": c.Rejected, "conflict": c.Conflict, "canceled": c.Canceled},
+		Counts:      map[string]int64{"success": c.Success, "failed": c.Failed, "timeout": c.Timeout, "rejected": c.Rejected, "conflict": c.Conflict, "canceled": c.Canceled},
+		LastOutcome: string(i.LastOutcome), LastSuccess: timePtr(i.LastSuccess), ConsecutiveFailures: i.ConsecutiveFailures,
+		FailingSince: timePtr(i.FailingSince), LastError: lastError(sc), Health: healthOf(i),
 	}
+}
+
+// lateHealth is how late a round may start before its schedule shows as
+// late.
+const lateHealth = time.Second
+
+// healthOf is what the table colours a schedule's row by.
+func healthOf(i fom.Info) string {
+	switch {
+	case i.Stalled:
+		return "stalled"
+	case i.ConsecutiveFailures > 0:
+		return "failing"
+	case i.LastOutcome == "":
+		return ""
+	case i.LastLate > lateHealth:
+		return "late"
+	}
+	return "ok"
+}
+
+// lastError is the newest recorded failure's error while the schedule is
+// failing ("" otherwise).
+func lastError(sc *fom.ScheduleContext) string {
+	if sc.Info().ConsecutiveFailures == 0 {
+		return ""
+	}
+	if fs := sc.Stats().Failures(); len(fs) > 0 {
+		return fs[0].Error
+	}
+	return ""
 }
 
 func entriesOf(sc *fom.ScheduleContext) []entryView {

@@ -272,7 +272,7 @@ func sourcesOf(app *fom.App) []statistics.Source {
 	for _, sc := range app.Schedules() {
 		i := sc.Info()
 		out = append(out, statistics.Source{Schedule: i.Name, State: i.State.String(), Stats: sc.Stats(), Waiting: i.Waiting, Active: i.Active,
-			Stalled: i.Stalled, LastOutcome: string(i.LastOutcome), LastSuccess: i.LastSuccess, LastLate: i.LastLate})
+			Stalled: i.Stalled, LastOutcome: string(i.LastOutcome), LastSuccess: i.LastSuccess, LastLate: i.LastLate, ConsecutiveFailures: i.ConsecutiveFailures})
 	}
 	return out
 }

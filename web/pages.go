@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/a-h/templ"
 	"github.com/go-chi/chi/v5"
@@ -78,8 +79,12 @@ type rowView struct {
 	StopReason                    string // why a STOPPED schedule stopped by itself
 	OwnerNote                     string // the owner is not answering, and when another takes over
 	ClusterCounts                 bool   // Rounds, Success and Failed are every instance's
-	lastAt                        time.Time
-	nextAt                        time.Time
+	// Health colours the row (failing, stalled, late, ok); Failing says
+	// since when and how many rounds in a row, LastError the newest
+	// failure's first line.
+	Health, Failing, LastError string
+	lastAt                     time.Time
+	nextAt                     time.Time
 }
 
 // relTime says how far t is from now ("3 min ago", "in 12 s"); "—" for none.
@@ -165,7 +170,55 @@ func (h *handler) rowOf(sc *fom.ScheduleContext) rowView {
 		LastTitle: lastTitle(i), NextTitle: absTime(i.Next), Outcome: string(i.LastOutcome), nextAt: i.Next, lastAt: i.Last,
 		Rounds: i.Rounds, Success: i.Counts.Success, Failed: i.Counts.Total() - i.Counts.Success, Waiting: i.Waiting, Active: i.Active,
 		Abandoned: i.Abandoned, Stalled: i.Stalled, StopReason: i.StopReason,
+		Health: healthOf(i), Failing: failingText(i, now), LastError: clip(lastError(sc), 160),
 	}
+}
+
+// failingText says since when a schedule fails: "failing since 09:12 (7
+// rounds in a row), last success 08:58".
+func failingText(i fom.Info, now time.Time) string {
+	if i.ConsecutiveFailures == 0 {
+		return ""
+	}
+	s := "failing since " + clockTime(i.FailingSince, now) + " (" + strconv.Itoa(i.ConsecutiveFailures) + " round"
+	if i.ConsecutiveFailures > 1 {
+		s += "s in a row"
+	}
+	s += ")"
+	if !i.LastSuccess.IsZero() {
+		s += ", last success " + clockTime(i.LastSuccess, now)
+	} else {
+		s += ", no success since the start"
+	}
+	return s
+}
+
+// clockTime is t as a reader of today's page wants it: 15:04:05 today,
+// with the date before.
+func clockTime(t, now time.Time) string {
+	if t.IsZero() {
+		return "—"
+	}
+	t = t.In(now.Location())
+	if y, m, d := t.Date(); y == now.Year() && m == now.Month() && d == now.Day() {
+		return t.Format("15:04:05")
+	}
+	return t.Format("Jan 2 15:04:05")
+}
+
+// clip is s's first line, at most n bytes (cut on a rune).
+func clip(s string, n int) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > n {
+		cut := n
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return s
 }
 
 // rows is the page of the table a request asks for.

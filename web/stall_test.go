@@ -150,7 +150,8 @@ func TestTableAndMetricsTellTheLastRound(t *testing.T) {
 		return r[:strings.Index(r, "</tr>")]
 	}
 	r := row("flaky")
-	for _, want := range []string{`data-testid="outcome">failed<`, `class="num bad" data-label="not ok" data-testid="failed">1<`, `data-testid="last" title="20`, "no full success since the start", " ms late"} {
+	for _, want := range []string{`data-testid="outcome">failed<`, `class="num bad" data-label="not ok" data-testid="failed">1<`, `data-testid="last" title="20`, "no full success since the start", " ms late",
+		`data-health="failing"`, `data-testid="failing">failing since `, `(1 round), no success since the start<`, `data-testid="last-error">first run fails<`} {
 		if !strings.Contains(r, want) {
 			t.Errorf("row lacks %q: %s", want, r)
 		}
@@ -159,7 +160,18 @@ func TestTableAndMetricsTellTheLastRound(t *testing.T) {
 		t.Errorf("a zero is coloured: %s", a)
 	}
 	metrics := f.do("GET", "/fom/metrics", "").body
-	if !strings.Contains(metrics, `fom_last_round_outcome{outcome="failed",schedule="flaky"} 1`) || strings.Contains(metrics, `fom_last_success_timestamp_seconds{schedule="flaky"}`) {
+	var list []scheduleView
+	f.do("GET", "/fom/api/schedules", "").expect(t, 200, "ok").data(t, &list)
+	for _, v := range list {
+		if v.Name == "flaky" && (v.Health != "failing" || v.ConsecutiveFailures != 1 || v.FailingSince == nil || v.LastError != "first run fails" || v.LastOutcome != "failed") {
+			t.Errorf("API: %+v", v)
+		}
+		if v.Name == "alpha" && v.ConsecutiveFailures != 0 {
+			t.Errorf("API: %+v", v)
+		}
+	}
+	if !strings.Contains(metrics, `fom_last_round_outcome{outcome="failed",schedule="flaky"} 1`) || strings.Contains(metrics, `fom_last_success_timestamp_seconds{schedule="flaky"}`) ||
+		!strings.Contains(metrics, `fom_consecutive_failures{schedule="flaky"} 1`) {
 		t.Fatalf("metrics after a failed round:\n%s", grepLines(metrics, "flaky"))
 	}
 	f.do("POST", "/fom/api/schedules/flaky/exec", "").expect(t, 200, "ok")
@@ -170,7 +182,11 @@ func TestTableAndMetricsTellTheLastRound(t *testing.T) {
 		}
 	}
 	metrics = f.do("GET", "/fom/metrics", "").body
-	if !strings.Contains(metrics, `fom_last_round_outcome{outcome="success",schedule="flaky"} 1`) || !strings.Contains(metrics, `fom_last_success_timestamp_seconds{schedule="flaky"}`) {
+	if r := row("flaky"); !strings.Contains(r, `data-health="ok"`) || strings.Contains(r, "failing since") || strings.Contains(r, "last-error") {
+		t.Errorf("after a success the row still fails: %s", r)
+	}
+	if !strings.Contains(metrics, `fom_last_round_outcome{outcome="success",schedule="flaky"} 1`) || !strings.Contains(metrics, `fom_last_success_timestamp_seconds{schedule="flaky"}`) ||
+		!strings.Contains(metrics, `fom_consecutive_failures{schedule="flaky"} 0`) {
 		t.Fatalf("metrics after a good round:\n%s", grepLines(metrics, "flaky"))
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -409,10 +408,4 @@ func (m *timerMetrics) Collect(ch chan<- prometheus.Metric) {
 }
 
 // firstLine is an error's first line, for a summary.
-func firstLine(s string) string {
-	line, _, _ := strings.Cut(s, "\n")
-	if len(line) > 200 {
-		line = line[:200] + "…"
-	}
-	return line
-}
+func firstLine(s string) string { return clip(s, 200) }

@@ -238,6 +238,38 @@ func TestAdminPageInChromium(t *testing.T) {
 		waitText(row("importOrders", "rounds"), atLeast(round), "round count after exec now")
 	}
 	waitText(row("importOrders", "failed"), atLeast(1), "failures counted")
+	// What broke and since when, at each width: the failing schedule's
+	// row says since when and shows the error; its page shows the error
+	// first, above the fold at 1280×800 and 1440×900, and the editor last.
+	for _, vp := range [][2]int64{{1280, 800}, {1440, 900}, {390, 844}} {
+		must(t, chromedp.Run(ctx, chromedp.EmulateViewport(vp[0], vp[1]), chromedp.Navigate(run1.url+"/"), chromedp.WaitVisible(`[data-testid="schedules"]`, chromedp.ByQuery)))
+		waitText(row("importOrders", "failing"), func(s string) bool { return strings.HasPrefix(s, "failing since ") && strings.Contains(s, "round") }, "the failing row's streak")
+		waitText(row("importOrders", "last-error"), func(s string) bool { return s == "shop API answered 503" }, "the failing row's error")
+		var health string
+		must(t, chromedp.Run(ctx, chromedp.Evaluate(`document.querySelector('[data-testid="row-importOrders"]').dataset.health`, &health)))
+		if health != "failing" {
+			t.Errorf("the failing row's health is %q", health)
+		}
+		var fold struct {
+			Bottom  float64 `json:"bottom"`
+			InOrder bool    `json:"inOrder"`
+		}
+		must(t, chromedp.Run(ctx, chromedp.Navigate(run1.url+"/schedules/importOrders"), chromedp.WaitVisible(`[data-testid="problem-error"]`, chromedp.ByQuery),
+			chromedp.Evaluate(`(() => {
+				const q = s => document.querySelector(s);
+				const before = (a, b) => !!(a.compareDocumentPosition(b) & Node.DOCUMENT_POSITION_FOLLOWING);
+				return {bottom: q('[data-testid="problem-error"]').getBoundingClientRect().bottom,
+					inOrder: before(q('[data-testid="problem"]'), q('[data-testid="failures"]')) && before(q('[data-testid="failures"]'), q('[data-testid="history"]')) &&
+						before(q('[data-testid="history"]'), q('[data-testid="days"]')) && before(q('[data-testid="audit"]'), q('[data-testid="config-form"]'))};
+			})()`, &fold)))
+		if vp[0] >= 1280 && fold.Bottom > float64(vp[1]) {
+			t.Errorf("at %dx%d the last error ends at %.0f px, below the fold", vp[0], vp[1], fold.Bottom)
+		}
+		if !fold.InOrder {
+			t.Errorf("at %d px the schedule page is not in the order problem, failures, rounds, statistics, audit, configuration", vp[0])
+		}
+	}
+	must(t, chromedp.Run(ctx, chromedp.EmulateViewport(1440, 1000), chromedp.Navigate(run1.url+"/"), chromedp.WaitVisible(`[data-testid="schedules"]`, chromedp.ByQuery)))
 	// The start button of a started schedule is disabled; a post anyway
 	// (a stale page, say) shows the engine's refusal.
 	js := "(() => { const b = document.querySelector(" + strconv.Quote(row("alpha", "start")) + "); b.form.action = b.formAction; b.form.submit() })()"

@@ -214,6 +214,7 @@ func (h *handler) routes() chi.Router {
 				r.Get("/preview", h.apiPreview)
 			})
 			r.Get("/cluster", h.apiCluster)
+			r.Get("/openapi.json", h.apiOpenAPI)
 			r.Route("/timers", func(r chi.Router) {
 				r.Get("/", h.apiTimers)
 				r.Get("/counts", h.apiTimerCounts)

@@ -8,6 +8,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	"go.uber.org/zap"
 
+	"github.com/fom-go/fom/schedule"
 	"github.com/fom-go/fom/schedule/wheel"
 	"github.com/fom-go/fom/store"
 	"github.com/fom-go/fom/timer"
@@ -27,6 +28,7 @@ type options struct {
 	flushEvery time.Duration  // 0: flushInterval
 	coalesce   *time.Duration // nil: DefaultFireCoalescing
 	timers     timer.Options  // the timer service's tuning
+	tracer     schedule.Tracer
 }
 
 // DefaultDataDir is where the SQLite store lives unless WithDataDir or
@@ -102,6 +104,18 @@ func WithLeaseTTL(d time.Duration) Option {
 			return fmt.Errorf("fom: lease TTL %s: at least 300ms", d)
 		}
 		o.leaseTTL = d
+		return nil
+	}
+}
+
+// WithTracer observes every round, batch and task of the App's schedules:
+// package otelfom makes OpenTelemetry spans of them.
+func WithTracer(t schedule.Tracer) Option {
+	return func(o *options) error {
+		if t == nil {
+			return errors.New("fom: tracer is nil")
+		}
+		o.tracer = t
 		return nil
 	}
 }

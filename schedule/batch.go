@@ -35,6 +35,7 @@ type Batch struct {
 	one    [1]Result   // the round's one result, when its group is used again
 	dout   *delayedOut // a delayed batch's outcome; the Batch is then used again
 	d      *Delayed    // with dout
+	span   func(Round) // ends the batch's span (Options.Tracer), or nil
 }
 
 // batchCtx is a batch's context when the caller's can never be canceled:
@@ -127,12 +128,26 @@ func (c *Context) submit(ctx context.Context, tasks []Task, d *Delayed, out *del
 		b = new(Batch)
 	}
 	b.number, b.c, b.gen, b.dout, b.d = n, c, gen, out, d
+	delayedParent := gen.ctx
+	if gen.tracer != nil {
+		from := ctx
+		if out != nil {
+			from = gen.ctx
+		}
+		traced, end := gen.tracer.StartRound(from, RoundStart{Schedule: c.name, Number: n, Batch: true, Start: c.clk.Now()})
+		b.span = end
+		if out != nil {
+			delayedParent = traced
+		} else {
+			ctx = traced
+		}
+	}
 	switch {
 	case out != nil:
 		// A delayed batch's tasks derive from the generation's context
 		// itself (a Background's values, and the schedule): this Batch is
 		// used again, and a task may keep its context past its return.
-		b.ctx = gen.ctx
+		b.ctx = delayedParent
 	case ctx.Done() == nil:
 		b.own = batchCtx{Context: gen.ctx, values: ctx, c: c}
 		b.ctx = &b.own
@@ -172,6 +187,9 @@ func (b *Batch) end() {
 		b.gen.tmo.remove(nil, g)
 	}
 	b.round = g.round(c.clk)
+	if b.span != nil {
+		b.span(b.round)
+	}
 	if g.home != nil && len(b.round.Results) == 1 {
 		b.one[0] = b.round.Results[0] // the group's own slice is used again
 		b.round.Results = b.one[:]

@@ -120,7 +120,8 @@ type generation struct {
 	delayed *Delayed               // sentinel of the pending SubmitAt batches' ring, made by the first; guarded by Context.mu
 	wheel   *wheel.Wheel           // own wheel for SubmitAt when none is shared; made on first use, guarded by Context.mu
 	reuse   atomic.Pointer[reused] // made by the first batch that uses something again
-	_       [24]byte
+	tracer  Tracer                 // Options.Tracer, or nil
+	_       [8]byte
 
 	// The pool, in the same allocation from the third line on: a fire
 	// reads its first two lines, which then sit beside the generation's
@@ -218,7 +219,7 @@ func New(cfg *config.Config, job Job, opts Options) (*Context, error) {
 	c := &Context{
 		name: name, cfg: cfg, job: job,
 		clk: opts.Clock, conflicts: opts.Conflicts, rec: opts.Recorder, stats: opts.Stats, wheel: opts.Wheel, runners: opts.Runners, gate: opts.Gate,
-		level: zap.NewAtomicLevelAt(zapcore.InfoLevel), hooks: &hooks{control: opts.Control},
+		level: zap.NewAtomicLevelAt(zapcore.InfoLevel), hooks: &hooks{control: opts.Control, tracer: opts.Tracer},
 	}
 	if c.clk == nil {
 		c.clk = clockwork.NewRealClock()
@@ -346,6 +347,7 @@ func (c *Context) ensureGeneration() *generation {
 	g.pool.init(c, g, sizeOf(s))
 	g.tmo = newTimeouts(c.clk, &g.wg, func(d deadline) { c.expire(g, d) })
 	g.stall.heapIndex = -1
+	g.tracer = c.hooks.tracer
 	c.gen = g
 	return g
 }
@@ -359,6 +361,7 @@ func sizeOf(s *config.Settings) poolSize {
 type hooks struct {
 	onLevel func(zapcore.Level) error // saves a log level
 	control Control                   // carries out Startup, Shutdown and ExecNow, or nil
+	tracer  Tracer                    // Options.Tracer, copied into each generation
 }
 
 // Startup starts the schedule. With Options.Control (a cluster) it starts

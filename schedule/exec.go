@@ -152,6 +152,10 @@ func (c *Context) exec(gen *generation, run *taskRun) {
 		run.group.keep.Store(true) // the timeout watcher may hold the run past its end
 		gen.tmo.add(deadline{at: start.Add(ts.overTime), run: run})
 	}
+	endSpan := func(Result) {}
+	if gen.tracer != nil {
+		ctx, endSpan = gen.tracer.StartTask(ctx, c.name, run.id, run.group.number, run.group.batch)
+	}
 	value, err := c.call(ctx, run.task)
 	// The cost is the time since the start (the end is Started+Cost): on
 	// the real clock, Since reads only the monotonic clock, where time.Now
@@ -172,6 +176,7 @@ func (c *Context) exec(gen *generation, run *taskRun) {
 		}
 	}
 	c.settle(run, res)
+	endSpan(run.outcome())
 	if a, ok := run.task.(AfterExecer); ok {
 		final := run.outcome()
 		if perr := safeCall(func() { a.AfterExec(ctx, final) }); perr != nil {

@@ -46,8 +46,31 @@ type Recorder interface {
 	RecordRound(schedule string, r Round)
 }
 
+// Tracer observes rounds, batches and tasks: package otelfom makes
+// OpenTelemetry spans of them. StartRound is called as a round or batch
+// begins, with the context it starts from; the context it returns is the
+// parent of the round's tasks' contexts, and end is called with the
+// finished round. StartTask wraps one task's run the same way. Both are
+// called on the engine's goroutines and must not block.
+type Tracer interface {
+	StartRound(ctx context.Context, s RoundStart) (context.Context, func(Round))
+	StartTask(ctx context.Context, schedule, task string, round int64, batch bool) (context.Context, func(Result))
+}
+
+// RoundStart is a round or batch as it begins.
+type RoundStart struct {
+	Schedule string
+	Number   int64
+	Batch    bool
+	Cause    Cause
+	Planned  time.Time
+	Start    time.Time
+}
+
 // Options are a Context's collaborators. Every field is optional.
 type Options struct {
+	// Tracer, when set, observes every round, batch and task.
+	Tracer Tracer
 	// Clock drives every wait and timestamp. Default: the real clock.
 	Clock clockwork.Clock
 	// Logger is the parent logger; the context logs through a child named

@@ -453,7 +453,11 @@ func (c *Context) runRound(l *loop, gen *generation, planned time.Time, cause Ca
 		ce.Write(zap.Int64("round", n), zap.Time("planned", planned), zap.Duration("late", start.Sub(planned)))
 	}
 	ts := c.taskSettings()
-	g := rn.roundGroup(gen.ctx, n, planned, start)
+	parent, endSpan := gen.ctx, func(Round) {}
+	if gen.tracer != nil {
+		parent, endSpan = gen.tracer.StartRound(gen.ctx, RoundStart{Schedule: c.name, Number: n, Cause: cause, Planned: planned, Start: start})
+	}
+	g := rn.roundGroup(parent, n, planned, start)
 	tasks, err := c.job.Fixed, error(nil)
 	if c.job.Tasks != nil {
 		tasks, err = c.createTasks(l.ctx)
@@ -498,6 +502,7 @@ func (c *Context) runRound(l *loop, gen *generation, planned time.Time, cause Ca
 	}
 	r = g.round(c.clk)
 	r.Cause, r.By = cause, by
+	endSpan(r)
 	if reuse && c.keepsRounds() {
 		r.Results = slices.Clone(r.Results) // the group's own slice is used again
 	}

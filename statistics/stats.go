@@ -861,6 +861,34 @@ func (s *Stats) Results() []ResultRecord {
 }
 
 // costSnapshot returns the since-start cost histogram and counts.
+// CostSummary is a schedule's task outcomes and costs since the start, as
+// a metrics exporter reports them (package statistics/promstat).
+type CostSummary struct {
+	Counts [numStatus]int64 // by status, in StatusNames' order
+	// Below counts the tasks that cost at most each of the settings'
+	// thresholds; Count and Sum are every task's (Sum from the
+	// histogram's bucket midpoints).
+	Below map[time.Duration]uint64
+	Count uint64
+	Sum   time.Duration
+}
+
+// CostSummary returns the outcomes and costs since the start.
+func (s *Stats) CostSummary() CostSummary {
+	hist, counts := s.costSnapshot()
+	out := CostSummary{Counts: counts, Below: map[time.Duration]uint64{}, Count: uint64(hist.Count())}
+	for _, t := range s.Settings().Thresholds {
+		out.Below[t] = uint64(hist.CountBelow(t))
+	}
+	var sum float64
+	hist.each(func(k int32, n int64) {
+		lo, hi := bounds(k)
+		sum += float64(n) * float64(lo+(hi-lo)/2)
+	})
+	out.Sum = time.Duration(sum)
+	return out
+}
+
 func (s *Stats) costSnapshot() (Histogram, [numStatus]int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -16,8 +16,6 @@ import (
 	"unsafe"
 
 	"github.com/jonboulle/clockwork"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
 
 	"github.com/fom-go/fom/store/sqlite"
@@ -227,56 +225,6 @@ func TestExport(t *testing.T) {
 	if err != nil || len(fails) != 2 || fails[0][1] != "round" || fails[1][3] != "b,\"q\"" || fails[1][6] != "line1\nline2" {
 		t.Fatalf("failures csv %v %v", err, fails)
 	}
-}
-
-func TestPrometheusCollector(t *testing.T) {
-	t.Parallel()
-	clk := clockwork.NewFakeClockAt(day1)
-	s, _ := New("job", clk, DefaultSettings())
-	s.Record(Sample{Status: Success, Cost: 500 * time.Millisecond})
-	s.Record(Sample{Status: Success, Cost: 5 * time.Second})
-	s.Record(Sample{Status: Timeout, Cost: 30 * time.Second})
-	c := NewCollector(func() []Source {
-		return []Source{{Schedule: "job", State: "SLEEPING", Stats: s, Waiting: 3, Active: 1}}
-	})
-	reg := prometheus.NewPedanticRegistry()
-	if err := reg.Register(c); err != nil {
-		t.Fatal(err)
-	}
-	want := `
-# HELP fom_tasks_total Task outcomes by status.
-# TYPE fom_tasks_total counter
-fom_tasks_total{schedule="job",status="canceled"} 0
-fom_tasks_total{schedule="job",status="conflict"} 0
-fom_tasks_total{schedule="job",status="failed"} 0
-fom_tasks_total{schedule="job",status="rejected"} 0
-fom_tasks_total{schedule="job",status="success"} 2
-fom_tasks_total{schedule="job",status="timeout"} 1
-# HELP fom_schedule_state 1 for the schedule's current state, 0 for the others.
-# TYPE fom_schedule_state gauge
-fom_schedule_state{schedule="job",state="INITED"} 0
-fom_schedule_state{schedule="job",state="RUNNING"} 0
-fom_schedule_state{schedule="job",state="SLEEPING"} 1
-fom_schedule_state{schedule="job",state="STOPPED"} 0
-fom_schedule_state{schedule="job",state="STOPPING"} 0
-# HELP fom_tasks_waiting Tasks queued for a worker.
-# TYPE fom_tasks_waiting gauge
-fom_tasks_waiting{schedule="job"} 3
-`
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "fom_tasks_total", "fom_schedule_state", "fom_tasks_waiting"); err != nil {
-		t.Fatal(err)
-	}
-	mfs, _ := reg.Gather()
-	for _, mf := range mfs {
-		if mf.GetName() == "fom_task_cost_seconds" {
-			h := mf.GetMetric()[0].GetHistogram()
-			if h.GetSampleCount() != 3 || h.GetBucket()[0].GetCumulativeCount() != 1 || h.GetBucket()[1].GetCumulativeCount() != 2 {
-				t.Fatalf("histogram %v", h)
-			}
-			return
-		}
-	}
-	t.Fatal("no cost histogram")
 }
 
 func TestHistogramLongestDuration(t *testing.T) {

@@ -19,7 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fom-go/fom/fom"
-	"github.com/fom-go/fom/statistics"
+	"github.com/fom-go/fom/statistics/promstat"
 )
 
 //go:embed static
@@ -259,7 +259,7 @@ func RegisterMetrics(app *fom.App, r prometheus.Registerer) error {
 	if id := app.InstanceID(); id != "" { // several instances report the same schedules
 		r = prometheus.WrapRegistererWith(prometheus.Labels{"fom_instance": id}, r)
 	}
-	if err := r.Register(statistics.NewCollector(func() []statistics.Source { return sourcesOf(app) })); err != nil {
+	if err := r.Register(promstat.NewCollector(func() []promstat.Source { return sourcesOf(app) })); err != nil {
 		return fmt.Errorf("fom/web: register metrics: %w", err)
 	}
 	if err := r.Register(newTimerMetrics(app)); err != nil {
@@ -268,11 +268,11 @@ func RegisterMetrics(app *fom.App, r prometheus.Registerer) error {
 	return nil
 }
 
-func sourcesOf(app *fom.App) []statistics.Source {
-	var out []statistics.Source
+func sourcesOf(app *fom.App) []promstat.Source {
+	var out []promstat.Source
 	for _, sc := range app.Schedules() {
 		i := sc.Info()
-		out = append(out, statistics.Source{Schedule: i.Name, State: i.State.String(), Stats: sc.Stats(), Waiting: i.Waiting, Active: i.Active,
+		out = append(out, promstat.Source{Schedule: i.Name, State: i.State.String(), Stats: sc.Stats(), Waiting: i.Waiting, Active: i.Active,
 			Stalled: i.Stalled, LastOutcome: string(i.LastOutcome), LastSuccess: i.LastSuccess, LastLate: i.LastLate, ConsecutiveFailures: i.ConsecutiveFailures})
 	}
 	return out

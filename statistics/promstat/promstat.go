@@ -1,16 +1,21 @@
-package statistics
+// Package promstat exposes fom's schedule statistics to Prometheus. It is
+// a package of its own so that an app that serves no metrics links none
+// of Prometheus: package web registers it.
+package promstat
 
 import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fom-go/fom/statistics"
 )
 
 // Source is one schedule as the collector sees it.
 type Source struct {
 	Schedule string
 	State    string
-	Stats    *Stats
+	Stats    *statistics.Stats
 	Waiting  int
 	Active   int
 	Stalled  bool
@@ -76,23 +81,18 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
-	names := StatusNames()
+	names := statistics.StatusNames()
 	for _, src := range c.sources() {
 		if src.Stats != nil {
-			hist, counts := src.Stats.costSnapshot()
-			for i, n := range counts {
+			cs := src.Stats.CostSummary()
+			for i, n := range cs.Counts {
 				ch <- prometheus.MustNewConstMetric(c.tasks, prometheus.CounterValue, float64(n), src.Schedule, names[i])
 			}
-			buckets := map[float64]uint64{}
-			for _, t := range src.Stats.Settings().Thresholds {
-				buckets[t.Seconds()] = uint64(hist.CountBelow(t))
+			buckets := make(map[float64]uint64, len(cs.Below))
+			for t, n := range cs.Below {
+				buckets[t.Seconds()] = n
 			}
-			var sum float64
-			hist.each(func(k int32, n int64) {
-				lo, hi := bounds(k)
-				sum += float64(n) * (lo + (hi-lo)/2).Seconds()
-			})
-			ch <- prometheus.MustNewConstHistogram(c.cost, uint64(hist.Count()), sum, buckets, src.Schedule)
+			ch <- prometheus.MustNewConstHistogram(c.cost, cs.Count, cs.Sum.Seconds(), buckets, src.Schedule)
 		}
 		for _, st := range States() {
 			v := 0.0

@@ -29,22 +29,18 @@
 //
 // The engine sees none of this: schedule keeps no SQL, and an App without
 // a cluster store pays nothing.
+//
+// This package holds the cluster's types; the coordinator on PostgreSQL is
+// package pgcluster, which store/postgres builds for an App.
 package cluster
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"os"
-	"slices"
-	"sync"
-	"sync/atomic"
+	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 )
 
@@ -98,683 +94,13 @@ type Options struct {
 	Execute func(schedule, action, by string) error
 }
 
-// Coordinator is one instance's part in the cluster. It implements
-// schedule.Gate.
-type Coordinator struct {
-	pool   *pgxpool.Pool
-	schema string // quoted
-	o      Options
-	log    *zap.Logger
-	margin time.Duration
-
-	mu         sync.Mutex
-	names      map[string]bool  // schedules this instance can run
-	owned      map[string]int64 // schedule -> term
-	trustUntil time.Time        // local clock; leases are trusted before it
-	live       int              // live instances at the last tick
-	renewed    time.Time        // the last successful renewal
-	renewErr   string           // why the last tick failed, "" if it did not
-	listening  bool
-	pending    map[int64]chan string // forwarded requests awaiting an answer
-	admits     chan admission        // fires to record (admitLoop)
-	kick       chan struct{}         // a tick now (Kick)
-
-	tickStatements, fires atomic.Int64 // counters (see Counters)
-	batches               atomic.Int64 // numbers fire batches; from the clock at New, so a restarted instance of the same id does not reuse a number
-
-	// lostAnswer, set by tests, turns a fire batch's answer into the error
-	// of a connection cut after its commit.
-	lostAnswer func() error
-	stop, done chan struct{}
-}
-
 // ErrStarted is returned by Start on a running coordinator.
 var ErrStarted = errors.New("fom: cluster: coordinator already started")
-
-// New builds a coordinator on pool, whose tables are in schema (see
-// store/postgres: its migrations create them). It starts nothing.
-func New(pool *pgxpool.Pool, schema string, o Options) (*Coordinator, error) {
-	if pool == nil {
-		return nil, errors.New("fom: cluster: pool is nil")
-	}
-	if o.LeaseTTL == 0 {
-		o.LeaseTTL = DefaultLeaseTTL
-	}
-	if o.RenewEvery == 0 {
-		o.RenewEvery = o.LeaseTTL / 3
-	}
-	if o.RenewEvery <= 0 || o.RenewEvery*2 > o.LeaseTTL {
-		return nil, fmt.Errorf("fom: cluster: RenewEvery %s must be positive and at most half of LeaseTTL %s", o.RenewEvery, o.LeaseTTL)
-	}
-	if o.InstanceID == "" {
-		host, _ := os.Hostname()
-		o.InstanceID = fmt.Sprintf("%s-%d-%04x", host, os.Getpid(), rand.IntN(1<<16))
-	}
-	if o.Logger == nil {
-		o.Logger = zap.NewNop()
-	}
-	c := &Coordinator{
-		pool: pool, schema: pgx.Identifier{schema}.Sanitize(), o: o, log: o.Logger.Named("cluster").With(zap.String("fom_instance", o.InstanceID)),
-		// The trust window ends this much before the lease can expire:
-		// room for the local clock to run slower than the database's.
-		margin: o.LeaseTTL / 5,
-		names:  map[string]bool{}, owned: map[string]int64{}, pending: map[int64]chan string{},
-		admits: make(chan admission, 256), kick: make(chan struct{}, 1),
-	}
-	c.batches.Store(time.Now().UnixNano())
-	return c, nil
-}
-
-// ID returns the instance id.
-func (c *Coordinator) ID() string { return c.o.InstanceID }
-
-func (c *Coordinator) t(name string) string { return c.schema + "." + name }
-
-// Add makes schedules runnable by this instance (their lease rows are
-// created if missing at the next tick, or at once when started).
-func (c *Coordinator) Add(ctx context.Context, names ...string) error {
-	c.mu.Lock()
-	for _, n := range names {
-		c.names[n] = true
-	}
-	running := c.stop != nil
-	c.mu.Unlock()
-	if running {
-		return c.ensureLeases(ctx, names)
-	}
-	return nil
-}
-
-func (c *Coordinator) ensureLeases(ctx context.Context, names []string) error {
-	if len(names) == 0 {
-		return nil
-	}
-	// In one order on every instance: instances starting at once insert
-	// the same rows without deadlocking each other.
-	names = slices.Sorted(slices.Values(names))
-	_, err := c.pool.Exec(ctx, "INSERT INTO "+c.t("leases")+" (schedule, owner, term, expires_at) SELECT n, '', 0, '-infinity' FROM unnest($1::text[]) AS n ON CONFLICT DO NOTHING", names)
-	if err != nil {
-		return fmt.Errorf("fom: cluster: create leases: %w", err)
-	}
-	_, err = c.pool.Exec(ctx, "UPDATE "+c.t("instances")+" SET schedules = ARRAY(SELECT DISTINCT unnest(schedules || $2::text[]) ORDER BY 1) WHERE id = $1", c.o.InstanceID, names)
-	if err != nil {
-		return fmt.Errorf("fom: cluster: record the schedules of instance %s: %w", c.o.InstanceID, err)
-	}
-	return nil
-}
-
-// Start registers the instance, takes its first leases (so that the
-// schedules it owns run from their first fire), and keeps heartbeating
-// and renewing until Stop.
-func (c *Coordinator) Start(ctx context.Context) error {
-	c.mu.Lock()
-	if c.stop != nil {
-		c.mu.Unlock()
-		return ErrStarted
-	}
-	names := c.namesLocked()
-	c.mu.Unlock()
-	_, err := c.pool.Exec(ctx, "INSERT INTO "+c.t("instances")+` (id, host, version, started_at, heartbeat_at, stopped)
-		VALUES ($1, $2, $3, now(), now(), false)
-		ON CONFLICT (id) DO UPDATE SET host = excluded.host, version = excluded.version, started_at = now(), heartbeat_at = now(), stopped = false, schedules = '{}'`,
-		c.o.InstanceID, hostname(), c.o.Version)
-	if err != nil {
-		return fmt.Errorf("fom: cluster: register instance %s: %w", c.o.InstanceID, err)
-	}
-	if err := c.ensureLeases(ctx, names); err != nil {
-		return err
-	}
-	c.tick(ctx)
-	c.mu.Lock()
-	c.stop, c.done = make(chan struct{}), make(chan struct{})
-	stop, done := c.stop, c.done
-	c.mu.Unlock()
-	go c.loop(stop, done)
-	return nil
-}
-
-// listen delivers the notifications of the channel until stop closes,
-// reconnecting after a lost connection. The periodic Resync covers what is
-// missed meanwhile.
-func (c *Coordinator) listen(stop chan struct{}) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		<-stop
-		cancel()
-	}()
-	for ctx.Err() == nil {
-		if err := c.listenOnce(ctx); err != nil && ctx.Err() == nil {
-			c.log.Warn("listening for changes failed; retrying", zap.Error(err))
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Second):
-			}
-		}
-	}
-}
-
-func (c *Coordinator) listenOnce(ctx context.Context) error {
-	conn, err := c.pool.Acquire(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{c.o.Channel}.Sanitize()); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	c.listening = true
-	c.mu.Unlock()
-	defer func() {
-		c.mu.Lock()
-		c.listening = false
-		c.mu.Unlock()
-		// The connection goes back to the pool: stop listening on it.
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		if _, err := conn.Exec(ctx, "UNLISTEN *"); err != nil {
-			conn.Conn().Close(ctx)
-		}
-	}()
-	for {
-		n, err := conn.Conn().WaitForNotification(ctx)
-		if err != nil {
-			return err
-		}
-		if !c.control(n.Payload) && c.o.Notified != nil {
-			c.o.Notified(n.Payload)
-		}
-	}
-}
-
-// Listening reports whether the coordinator hears notifications now.
-func (c *Coordinator) Listening() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.listening
-}
-
-func hostname() string { h, _ := os.Hostname(); return h }
-
-func (c *Coordinator) namesLocked() []string {
-	out := make([]string, 0, len(c.names))
-	for n := range c.names {
-		out = append(out, n)
-	}
-	return out
-}
-
-func (c *Coordinator) loop(stop, done chan struct{}) {
-	defer close(done)
-	admitted := make(chan struct{})
-	go c.admitLoop(stop, admitted)
-	defer func() { <-admitted }()
-	if c.o.Channel != "" {
-		listened := make(chan struct{})
-		go func() {
-			defer close(listened)
-			c.listen(stop)
-		}()
-		defer func() { <-listened }()
-	}
-	t := time.NewTicker(c.o.RenewEvery)
-	defer t.Stop()
-	// Fire records are pruned an hour at a time, off the renewal path.
-	prune := time.NewTicker(firesPruneEvery)
-	defer prune.Stop()
-	pruneCtx, cancelPrune := context.WithCancel(context.Background())
-	pruned := make(chan struct{}, 1)
-	pruned <- struct{}{} // a token: one prune at a time
-	defer func() {
-		cancelPrune()
-		<-pruned
-	}()
-	for {
-		select {
-		case <-prune.C:
-			select {
-			case <-pruned:
-				go func() {
-					defer func() { pruned <- struct{}{} }()
-					c.pruneFires(pruneCtx)
-				}()
-			default: // the last one still runs
-			}
-		case <-stop:
-			return
-		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), c.o.RenewEvery)
-			c.tick(ctx)
-			if c.o.Resync != nil {
-				c.o.Resync(ctx)
-			}
-			cancel()
-		case <-c.kick:
-			ctx, cancel := context.WithTimeout(context.Background(), c.o.RenewEvery)
-			c.tick(ctx)
-			cancel()
-		}
-	}
-}
-
-// Kick asks for a tick now, rather than at the next renewal: a schedule
-// this instance now wants (or no longer wants) takes (or gives back) its
-// lease at once.
-func (c *Coordinator) Kick() {
-	select {
-	case c.kick <- struct{}{}:
-	default:
-	}
-}
-
-// wanted filters names by Options.Wants.
-func (c *Coordinator) wanted(names []string) []string {
-	if c.o.Wants == nil {
-		return names
-	}
-	out := names[:0:0]
-	for _, n := range names {
-		if c.o.Wants(n) {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
-// tick heartbeats, renews the leases held, then takes or gives back
-// leases toward this instance's share. Its statements do not depend on
-// the number of schedules.
-func (c *Coordinator) tick(ctx context.Context) {
-	sent := time.Now()
-	// heartbeat, renewal, live count, task claims, requests: five a tick,
-	// one more when leases are taken or given back.
-	c.tickStatements.Add(5)
-	if _, err := c.pool.Exec(ctx, "UPDATE "+c.t("instances")+" SET heartbeat_at = now(), stopped = false WHERE id = $1", c.o.InstanceID); err != nil {
-		c.log.Warn("heartbeat failed; leases are trusted only until their window ends", zap.Error(err))
-		c.failed(err)
-		return
-	}
-	rows, err := c.pool.Query(ctx, "UPDATE "+c.t("leases")+" SET expires_at = now() + $2::interval WHERE owner = $1 RETURNING schedule, term", c.o.InstanceID, c.o.LeaseTTL)
-	owned := map[string]int64{}
-	if err == nil {
-		var s string
-		var term int64
-		_, err = pgx.ForEachRow(rows, []any{&s, &term}, func() error { owned[s] = term; return nil })
-	}
-	if err != nil {
-		c.log.Warn("lease renewal failed; leases are trusted only until their window ends", zap.Error(err))
-		c.failed(err)
-		return
-	}
-	var live int
-	if err := c.pool.QueryRow(ctx, "SELECT count(*) FROM "+c.t("instances")+" WHERE NOT stopped AND heartbeat_at > now() - $1::interval", c.o.LeaseTTL).Scan(&live); err != nil || live < 1 {
-		live = 1
-	}
-	c.mu.Lock()
-	lost := 0
-	for s := range c.owned {
-		if _, ok := owned[s]; !ok {
-			lost++
-		}
-	}
-	c.owned, c.live = owned, live
-	c.trustUntil = sent.Add(c.o.LeaseTTL - c.margin)
-	c.renewed, c.renewErr = time.Now(), ""
-	all := c.namesLocked()
-	c.mu.Unlock()
-	names := c.wanted(all)
-	want := make(map[string]bool, len(names))
-	for _, n := range names {
-		want[n] = true
-	}
-	var unwanted []string
-	for s := range owned {
-		if !want[s] {
-			unwanted = append(unwanted, s)
-		}
-	}
-	share := (len(names) + live - 1) / live
-	have := len(owned) - len(unwanted)
-	if lost > 0 {
-		c.log.Info("leases taken by other instances", zap.Int("count", lost))
-	}
-	// Task ids still running here stay claimed.
-	if _, err := c.pool.Exec(ctx, "UPDATE "+c.t("task_claims")+" SET expires_at = now() + $2::interval WHERE instance = $1", c.o.InstanceID, c.o.LeaseTTL); err != nil {
-		c.log.Warn("renewing task claims failed", zap.Error(err))
-	}
-	// Answered or abandoned requests are kept an hour, for inspection.
-	if _, err := c.pool.Exec(ctx, "DELETE FROM "+c.t("requests")+" WHERE created_at < now() - interval '1 hour'"); err != nil {
-		c.log.Warn("pruning requests failed", zap.Error(err))
-	}
-	if len(unwanted) > 0 {
-		c.release(ctx, unwanted, len(unwanted), "not run here")
-	}
-	switch {
-	case have < share:
-		c.acquire(ctx, names, share-have)
-	case have > share:
-		c.release(ctx, names, have-share, "to rebalance")
-	}
-}
-
-// firesPruneEvery is how often an instance prunes the fire records, and
-// firesKept how long a record is kept: the plan continues from a
-// schedule's last recorded fire, which is always kept; older records only
-// guard against recording a fire twice, which an owner cannot attempt for
-// a fire older than its lease.
-const (
-	firesPruneEvery = time.Hour
-	firesKept       = time.Hour
-)
-
-// pruneFires deletes the fire records older than firesKept, but each
-// schedule's last.
-func (c *Coordinator) pruneFires(ctx context.Context) {
-	tag, err := c.pool.Exec(ctx, "DELETE FROM "+c.t("fires")+` f WHERE f.recorded_at < now() - $1::interval
-		AND f.planned < (SELECT max(g.planned) FROM `+c.t("fires")+` g WHERE g.schedule = f.schedule)`, firesKept)
-	if err != nil {
-		if ctx.Err() == nil {
-			c.log.Warn("pruning fire records failed", zap.Error(err))
-		}
-		return
-	}
-	if n := tag.RowsAffected(); n > 0 {
-		c.log.Debug("fire records pruned", zap.Int64("count", n))
-	}
-}
 
 // Counters are what a coordinator has sent to the database.
 type Counters struct {
 	TickStatements int64 // heartbeats, lease renewals and rebalancing: per tick, whatever the number of schedules
 	Fires          int64 // fire records written (one statement each, by the owner)
-}
-
-// Counters returns the coordinator's counters.
-func (c *Coordinator) Counters() Counters {
-	return Counters{TickStatements: c.tickStatements.Load(), Fires: c.fires.Load()}
-}
-
-// acquire takes up to n free or expired leases among names.
-func (c *Coordinator) acquire(ctx context.Context, names []string, n int) {
-	c.tickStatements.Add(1)
-	// The last recorded fire is read by the statement that takes the lease,
-	// before this instance may admit a fire under its new term: read later,
-	// it could be a fire this instance admitted meanwhile, and the plan
-	// would resume past the fires missed during the failover.
-	rows, err := c.pool.Query(ctx, "UPDATE "+c.t("leases")+` AS l SET owner = $1, term = l.term + 1, expires_at = now() + $4::interval
-		FROM (SELECT schedule, expires_at FROM `+c.t("leases")+` WHERE schedule = ANY($2) AND expires_at <= now()
-		      ORDER BY random() LIMIT $3 FOR UPDATE SKIP LOCKED) AS free
-		WHERE l.schedule = free.schedule
-		RETURNING l.schedule, l.term, free.expires_at, (SELECT max(f.planned) FROM `+c.t("fires")+` f WHERE f.schedule = l.schedule)`,
-		c.o.InstanceID, names, n, c.o.LeaseTTL)
-	taken := map[string]int64{}
-	from := map[string]time.Time{}
-	if err == nil {
-		var s string
-		var term int64
-		var ended, last pgtype.Timestamptz
-		_, err = pgx.ForEachRow(rows, []any{&s, &term, &ended, &last}, func() error {
-			taken[s] = term
-			// Without a recorded fire, the plan resumes from the moment
-			// the previous owner's lease ended: a fire due between that
-			// and now ran nowhere. A lease never owned ended at -infinity.
-			switch {
-			case last.Valid:
-				from[s] = last.Time
-			case ended.Valid && ended.InfinityModifier == pgtype.Finite:
-				from[s] = ended.Time
-			}
-			return nil
-		})
-	}
-	if err != nil {
-		c.log.Warn("taking leases failed", zap.Error(err))
-		return
-	}
-	if len(taken) == 0 {
-		return
-	}
-	acquired := make([]string, 0, len(taken))
-	c.mu.Lock()
-	for s, term := range taken {
-		c.owned[s] = term
-		acquired = append(acquired, s)
-	}
-	c.mu.Unlock()
-	c.log.Info("leases taken", zap.Strings("schedules", acquired))
-	if c.o.Acquired != nil {
-		for _, s := range acquired {
-			c.o.Acquired(s, from[s])
-		}
-	}
-}
-
-// release gives back up to n of the leases held among from that are not
-// in a round here. They stop being admitted here before the database
-// hears of it.
-func (c *Coordinator) release(ctx context.Context, from []string, n int, why string) {
-	c.mu.Lock()
-	var held []string
-	for _, s := range from {
-		if _, ok := c.owned[s]; ok {
-			held = append(held, s)
-		}
-	}
-	c.mu.Unlock()
-	// Busy reaches into the App: asked without the coordinator's lock.
-	var give []string
-	for _, s := range held {
-		if len(give) == n {
-			break
-		}
-		if c.o.Busy == nil || !c.o.Busy(s) {
-			give = append(give, s)
-		}
-	}
-	if len(give) == 0 {
-		return
-	}
-	c.mu.Lock()
-	for _, s := range give {
-		delete(c.owned, s)
-	}
-	c.mu.Unlock()
-	c.tickStatements.Add(1)
-	// Expired now rather than never owned: the next owner resumes the plan
-	// from this instant when no fire was recorded yet.
-	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "UPDATE "+c.t("leases")+" SET owner = '', expires_at = now() WHERE owner = $1 AND schedule = ANY($2)", c.o.InstanceID, give); err != nil {
-			return err
-		}
-		if c.o.Channel == "" {
-			return nil
-		}
-		// The others take them at once, not at their next renewal: a
-		// lease left free is a fire nobody admits.
-		_, err := tx.Exec(ctx, "SELECT pg_notify($1, $2)", c.o.Channel, notifyFree)
-		return err
-	})
-	if err != nil {
-		c.log.Warn("giving leases back failed; they expire instead", zap.Error(err))
-		return
-	}
-	c.log.Info("leases given back "+why, zap.Strings("schedules", give))
-}
-
-// Admit implements schedule.Gate: the owner, within its trust window,
-// records the fire; a fire is admitted when this instance recorded it.
-func (c *Coordinator) Admit(ctx context.Context, schedule string, planned time.Time) (bool, error) {
-	c.mu.Lock()
-	term, owned := c.owned[schedule]
-	trusted := time.Now().Before(c.trustUntil)
-	c.mu.Unlock()
-	if !owned || !trusted {
-		return false, nil
-	}
-	c.fires.Add(1)
-	req := admission{schedule: schedule, planned: planned, term: term, reply: make(chan admitted, 1)}
-	select {
-	case c.admits <- req:
-	case <-ctx.Done():
-		return false, ctx.Err()
-	}
-	select {
-	case a := <-req.reply:
-		return a.ok, a.err
-	case <-ctx.Done():
-		return false, ctx.Err()
-	}
-}
-
-// admission is a fire waiting to be recorded.
-type admission struct {
-	schedule string
-	planned  time.Time
-	term     int64
-	reply    chan admitted
-}
-
-type admitted struct {
-	ok  bool
-	err error
-}
-
-// maxAdmitBatch bounds the fires recorded by one statement.
-const maxAdmitBatch = 2000
-
-// admitLoop records fires in batches: the fires asked for while one batch
-// is written go in the next, in one statement. Fires due at one instant
-// (an aligned burst) cost a few statements, not one round trip each.
-func (c *Coordinator) admitLoop(stop chan struct{}, done chan struct{}) {
-	defer close(done)
-	batch := make([]admission, 0, 64)
-	for {
-		select {
-		case <-stop:
-			for { // answer what is still queued
-				select {
-				case r := <-c.admits:
-					r.reply <- admitted{err: errors.New("fom: cluster: stopping")}
-				default:
-					return
-				}
-			}
-		case r := <-c.admits:
-			batch = append(batch[:0], r)
-		drain:
-			for len(batch) < maxAdmitBatch {
-				select {
-				case r := <-c.admits:
-					batch = append(batch, r)
-				default:
-					break drain
-				}
-			}
-			c.record(batch, stop)
-		}
-	}
-}
-
-// recordRetry is the pause before a fire record is asked again.
-const recordRetry = 50 * time.Millisecond
-
-// record writes a batch of fires, each fenced by its lease term, and
-// answers each: admitted when its row was written by this batch. It stops
-// asking again when stop closes.
-//
-// A statement can take place though its answer is lost (the connection
-// cut after the commit). Refused then, its fires would be recorded and
-// never run: here or anywhere, since the next owner resumes after them. So
-// a failed statement is asked again, while the leases are trusted and the
-// renewal interval lasts, and the retry admits the fires this batch did
-// record (its owner, term and batch number); a fire recorded by an earlier
-// batch of this instance is not admitted twice.
-func (c *Coordinator) record(batch []admission, stop chan struct{}) {
-	ctx, cancel := context.WithTimeout(context.Background(), c.o.RenewEvery)
-	defer cancel()
-	id := c.batches.Add(1)
-	ok, err := c.recordOnce(ctx, batch, id)
-	first := err // why it asked again, kept when a retry is cut short by the deadline
-	for err != nil && c.trusted() {
-		select {
-		case <-time.After(recordRetry):
-		case <-ctx.Done():
-		case <-stop:
-		}
-		if ctx.Err() != nil || closed(stop) {
-			break
-		}
-		c.log.Warn("recording fires failed; asking again", zap.Error(err))
-		ok, err = c.recordOnce(ctx, batch, id)
-	}
-	if err != nil && err != first && ctx.Err() != nil {
-		err = fmt.Errorf("%w (asked again until the renewal interval ran out: %w)", first, err)
-	}
-	for i, r := range batch {
-		if err != nil {
-			r.reply <- admitted{err: fmt.Errorf("record fire: %w", err)}
-			continue
-		}
-		r.reply <- admitted{ok: ok[i]}
-	}
-}
-
-// recordOnce sends one statement recording batch as batch number id.
-func (c *Coordinator) recordOnce(ctx context.Context, batch []admission, id int64) ([]bool, error) {
-	names := make([]string, len(batch))
-	planned := make([]time.Time, len(batch))
-	terms := make([]int64, len(batch))
-	for i, r := range batch {
-		names[i], planned[i], terms[i] = r.schedule, r.planned, r.term
-	}
-	rows, err := c.pool.Query(ctx, `WITH f AS (
-			SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::bigint[]) WITH ORDINALITY AS f(s, p, t, n)),
-		ins AS (
-			INSERT INTO `+c.t("fires")+` AS r (schedule, planned, term, owner, batch)
-			SELECT s, p, t, $4, $5 FROM f WHERE EXISTS (
-				SELECT 1 FROM `+c.t("leases")+` l WHERE l.schedule = f.s AND l.owner = $4 AND l.term = f.t AND l.expires_at > now())
-			ON CONFLICT (schedule, planned) DO UPDATE SET batch = excluded.batch
-				WHERE r.owner = excluded.owner AND r.term = excluded.term AND r.batch = excluded.batch
-			RETURNING schedule, planned)
-		SELECT f.n FROM f JOIN ins ON ins.schedule = f.s AND ins.planned = f.p`, names, planned, terms, c.o.InstanceID, id)
-	ok := make([]bool, len(batch))
-	if err == nil {
-		var n int64
-		_, err = pgx.ForEachRow(rows, []any{&n}, func() error {
-			if n >= 1 && int(n) <= len(ok) {
-				ok[n-1] = true
-			}
-			return nil
-		})
-	}
-	if err == nil && c.lostAnswer != nil {
-		err = c.lostAnswer()
-	}
-	return ok, err
-}
-
-// closed reports whether ch is closed.
-func closed(ch chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
-}
-
-// trusted reports whether the leases are in their trust window.
-func (c *Coordinator) trusted() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return time.Now().Before(c.trustUntil)
-}
-
-func (c *Coordinator) failed(err error) {
-	c.mu.Lock()
-	c.renewErr = err.Error()
-	c.mu.Unlock()
 }
 
 // Status is this instance's standing in the cluster.
@@ -784,73 +110,108 @@ type Status struct {
 	Error       string    `json:"error,omitempty"`
 }
 
-// Status returns this instance's standing: when it cannot reach the
-// database its leases end with their trust window and it runs nothing.
-func (c *Coordinator) Status() Status {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return Status{Trusted: time.Now().Before(c.trustUntil), LastRenewal: c.renewed, Error: c.renewErr}
+// ErrNoOwner is returned when no instance answered a forwarded request in time.
+var ErrNoOwner = errors.New("fom: cluster: no instance that owns the schedule answered")
+
+// Instance is one instance of the cluster as the database knows it.
+type Instance struct {
+	ID        string    `json:"id"`
+	Host      string    `json:"host"`
+	Version   string    `json:"version"`
+	Started   time.Time `json:"started"`
+	Heartbeat time.Time `json:"heartbeat"`
+	Live      bool      `json:"live"` // heartbeat within the lease TTL, not stopped
+	// Answering: heartbeat within two renewal intervals. A live instance
+	// that is not answering has missed renewals: it may have died, and
+	// its leases are taken over once they expire.
+	Answering bool     `json:"answering"`
+	Stopped   bool     `json:"stopped"`
+	Owned     int      `json:"owned"`     // unexpired leases
+	Schedules []string `json:"schedules"` // what it can run
 }
 
-// Owner reports whether this instance holds a trusted lease on schedule.
-func (c *Coordinator) Owner(schedule string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	_, ok := c.owned[schedule]
-	return ok && time.Now().Before(c.trustUntil)
+// Lease is a schedule's lease as the database knows it, with its owner's
+// standing and the schedule's last recorded fire.
+type Lease struct {
+	Owner     string    `json:"owner,omitempty"` // "" when no instance holds it
+	Expires   time.Time `json:"expires,omitzero"`
+	Heartbeat time.Time `json:"ownerHeartbeat,omitzero"` // the owner's last heartbeat
+	Answering bool      `json:"ownerAnswering"`          // the owner heartbeat within two renewal intervals
+	// TakeoverBy is when another instance takes the schedule over at the
+	// latest, should the owner not answer again: the lease's expiry and
+	// one renewal interval.
+	TakeoverBy time.Time `json:"takeoverBy,omitzero"`
+	LastFire   time.Time `json:"lastFire,omitzero"` // the last fire recorded, by any instance
 }
 
-// Owned returns how many schedules this instance holds trusted leases on
-// (none once its trust window ended without a renewal).
-func (c *Coordinator) Owned() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !time.Now().Before(c.trustUntil) {
-		return 0
-	}
-	return len(c.owned)
+// Disagreement is a schedule that live instances declare differently.
+type Disagreement struct {
+	Schedule string    `json:"schedule"`
+	Keys     []string  `json:"keys"`     // the keys whose code defaults differ
+	Variants []Variant `json:"variants"` // one per declaration, the newest (its latest-started instance) first
 }
 
-// Stop ends the heartbeat, gives every lease back and marks the instance
-// stopped, so others take its schedules at once. Safe before Start and
-// twice.
-func (c *Coordinator) Stop(ctx context.Context) error {
-	if !c.halt() {
-		return nil
-	}
-	var errs []error
-	if _, err := c.pool.Exec(ctx, "UPDATE "+c.t("leases")+" SET owner = '', expires_at = now() WHERE owner = $1", c.o.InstanceID); err != nil {
-		errs = append(errs, fmt.Errorf("give leases back: %w", err))
-	}
-	if _, err := c.pool.Exec(ctx, "DELETE FROM "+c.t("task_claims")+" WHERE instance = $1", c.o.InstanceID); err != nil {
-		errs = append(errs, fmt.Errorf("give task claims back: %w", err))
-	}
-	if _, err := c.pool.Exec(ctx, "UPDATE "+c.t("instances")+" SET stopped = true WHERE id = $1", c.o.InstanceID); err != nil {
-		errs = append(errs, fmt.Errorf("mark instance stopped: %w", err))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("fom: cluster: stop %s: %w", c.o.InstanceID, err)
-	}
-	return nil
+// Variant is one declaration of a schedule and the instances on it.
+type Variant struct {
+	Instances []string          `json:"instances"`
+	Values    map[string]string `json:"values"` // the differing keys' values
+	Newest    bool              `json:"newest"` // an instance on it started last
 }
 
-// Abandon ends the heartbeat and forgets every lease without telling the
-// database: what a crash leaves behind. For tests of failover.
-func (c *Coordinator) Abandon() { c.halt() }
-
-// halt stops the loop and drops local ownership; false if not started.
-func (c *Coordinator) halt() bool {
-	c.mu.Lock()
-	stop, done := c.stop, c.done
-	c.stop, c.done = nil, nil
-	c.mu.Unlock()
-	if stop == nil {
-		return false
+// String says it in a sentence, as logs and pages show it.
+func (d Disagreement) String() string {
+	var parts []string
+	for _, v := range d.Variants {
+		var kv []string
+		for _, k := range d.Keys {
+			kv = append(kv, fmt.Sprintf("%s %q", k, v.Values[k]))
+		}
+		which := "an older declaration"
+		if v.Newest {
+			which = "the newest declaration"
+		}
+		n := "instances"
+		if len(v.Instances) == 1 {
+			n = "instance"
+		}
+		parts = append(parts, fmt.Sprintf("%d %s on %s (%s: %s)", len(v.Instances), n, which, strings.Join(v.Instances, ", "), strings.Join(kv, ", ")))
 	}
-	close(stop)
-	<-done // a tick under way ends first
-	c.mu.Lock()
-	c.owned, c.trustUntil = map[string]int64{}, time.Time{}
-	c.mu.Unlock()
-	return true
+	return fmt.Sprintf("schedule %s is declared differently: %s", d.Schedule, strings.Join(parts, "; "))
 }
+
+// Coordinator is one instance's part in the cluster (package pgcluster
+// on PostgreSQL). It is a schedule.Gate (Admit) and the conflict
+// registry's claims across instances (Claim, Unclaim).
+type Coordinator interface {
+	ID() string
+	Add(ctx context.Context, names ...string) error
+	Start(ctx context.Context) error
+	Stop(ctx context.Context) error
+	// Abandon stops without giving the leases back (tests: a crash).
+	Abandon()
+	Listening() bool
+	Kick()
+	Counters() Counters
+	Status() Status
+	Admit(ctx context.Context, schedule string, planned time.Time) (bool, error)
+	Owner(schedule string) bool
+	Owned() int
+	SetDesired(ctx context.Context, schedule string, running bool) error
+	Desired(ctx context.Context, schedules []string) (map[string]bool, error)
+	Forward(ctx context.Context, schedule, action, by string) error
+	Instances(ctx context.Context) ([]Instance, error)
+	Owners(ctx context.Context, schedules []string) (map[string]string, error)
+	Leases(ctx context.Context, schedules []string) (map[string]Lease, error)
+	AllSchedules(ctx context.Context) ([]string, error)
+	Claim(id string) bool
+	Unclaim(id string)
+	Declare(ctx context.Context, decls map[string]map[string]string, replace bool) error
+	Disagreements(ctx context.Context) ([]Disagreement, error)
+}
+
+// Notification prefixes of a store's edits, which every instance applies:
+// a schedule's config edits, and its settings (log level, statistics).
+const (
+	NotifyConfig   = "config:"
+	NotifySettings = "settings:"
+)

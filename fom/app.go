@@ -21,7 +21,6 @@ import (
 	"github.com/fom-go/fom/schedule/wheel"
 	"github.com/fom-go/fom/statistics"
 	"github.com/fom-go/fom/store"
-	"github.com/fom-go/fom/store/postgres"
 	"github.com/fom-go/fom/store/sqlite"
 	"github.com/fom-go/fom/timer"
 )
@@ -46,7 +45,7 @@ type App struct {
 	byName    map[string]*ScheduleContext
 	typeOf    map[string]string    // schedule name -> job type, for messages
 	keys      *config.Keys         // built-in key definitions, shared by every schedule
-	coord     *cluster.Coordinator // on a PostgreSQL store: this instance's part in the cluster
+	coord     cluster.Coordinator  // on a PostgreSQL store: this instance's part in the cluster
 	missed    map[string]time.Time // last fires of schedules taken before they started; guarded by mu
 	desired   map[string]bool      // desired states last applied (cluster); guarded by mu
 	disagree  string               // the declarations' differences last logged (cluster); guarded by mu
@@ -122,11 +121,11 @@ func New(opts ...Option) (*App, error) {
 		byName:  map[string]*ScheduleContext{}, typeOf: map[string]string{}, st: o.store, keys: config.NewKeys(),
 		missed: map[string]time.Time{}, desired: map[string]bool{}, flushRows: flushRows,
 	}
-	if pg, ok := o.store.(*postgres.Store); ok {
-		coord, err := cluster.New(pg.Pool(), pg.Schema(), cluster.Options{
+	if cs, ok := o.store.(clusterStore); ok {
+		coord, err := cs.Coordinate(cluster.Options{
 			InstanceID: o.instanceID, LeaseTTL: o.leaseTTL, Logger: o.logger,
 			Acquired: a.acquired, Busy: a.busy, Wants: a.wants,
-			Channel: pg.Channel(), Notified: a.notified, Resync: a.resync,
+			Notified: a.notified, Resync: a.resync,
 			DesiredChanged: a.desiredChanged, Execute: a.actHere,
 		})
 		if err != nil {
@@ -134,9 +133,6 @@ func New(opts ...Option) (*App, error) {
 		}
 		a.coord = coord
 		a.conflicts.SetClaims(coord) // enableTaskConflict holds across instances
-		if err := pg.BindInstance(coord.ID()); err != nil {
-			return nil, fmt.Errorf("fom: new app: %w", err)
-		}
 	}
 	if o.store == nil {
 		// The embedded store is opened here, so that a data dir another

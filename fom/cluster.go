@@ -20,7 +20,6 @@ import (
 	"github.com/fom-go/fom/schedule"
 	"github.com/fom-go/fom/statistics"
 	"github.com/fom-go/fom/store"
-	"github.com/fom-go/fom/store/postgres"
 )
 
 // acquired continues a schedule whose lease this instance just took from
@@ -52,12 +51,26 @@ func (a *App) resumeMissed() {
 	}
 }
 
+// clusterStore is a store the instances of an App share (store/postgres):
+// it builds the App's part in the cluster, and reads what every instance
+// wrote. The App finds it by these methods, so that an App on another
+// store links none of the cluster.
+type clusterStore interface {
+	store.Store
+	Coordinate(o cluster.Options) (cluster.Coordinator, error)
+	LoadConfig(ctx context.Context, schedule string) (map[string]string, error)
+	LoadConfigs(ctx context.Context, schedules []string) (map[string]map[string]string, error)
+	LoadSettings(ctx context.Context, key string, schedules []string) (map[string]string, error)
+	LoadClusterDays(ctx context.Context, schedule string, from time.Time) ([]store.Day, error)
+	LoadClusterDaysOf(ctx context.Context, schedules []string, from time.Time) (map[string][]store.Day, error)
+}
+
 // notified applies an edit another instance saved: a schedule's config
 // edits or its settings (log level, statistics settings).
 func (a *App) notified(payload string) {
-	pg, _ := a.o.store.(*postgres.Store)
+	pg, _ := a.o.store.(clusterStore)
 	kind, name := "", ""
-	for _, k := range []string{postgres.NotifyConfig, postgres.NotifySettings} {
+	for _, k := range []string{cluster.NotifyConfig, cluster.NotifySettings} {
 		if rest, ok := strings.CutPrefix(payload, k); ok {
 			kind, name = k, rest
 		}
@@ -69,14 +82,14 @@ func (a *App) notified(payload string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	switch kind {
-	case postgres.NotifyConfig:
+	case cluster.NotifyConfig:
 		edits, err := pg.LoadConfig(ctx, name)
 		if err != nil {
 			a.log.Warn("reloading an edit saved elsewhere failed", zap.String("schedule", name), zap.Error(err))
 			return
 		}
 		a.reload(sc, edits)
-	case postgres.NotifySettings:
+	case cluster.NotifySettings:
 		if v, ok, err := pg.GetSetting(ctx, name, settingLogLevel); err == nil && ok {
 			a.applyLevel(sc, v)
 		}
@@ -89,7 +102,7 @@ func (a *App) notified(payload string) {
 // resync re-reads every schedule's edits and log level in two queries:
 // the fallback for a notification lost while not listening.
 func (a *App) resync(ctx context.Context) {
-	pg, _ := a.o.store.(*postgres.Store)
+	pg, _ := a.o.store.(clusterStore)
 	scs := a.Schedules()
 	if pg == nil || len(scs) == 0 {
 		return
@@ -443,7 +456,7 @@ func (a *App) ClusterDays(ctx context.Context, name string) ([]statistics.DaySum
 	if sc == nil {
 		return nil, fmt.Errorf("fom: %w: %s", ErrUnknownSchedule, name)
 	}
-	pg, ok := a.o.store.(*postgres.Store)
+	pg, ok := a.o.store.(clusterStore)
 	if !ok {
 		return sc.Stats().Days(), nil
 	}
@@ -493,7 +506,7 @@ type ClusterTotals struct {
 // ClusterDays does), reading the store once for all of them; ok is false
 // when the App is not one of a cluster.
 func (a *App) ClusterTotals(ctx context.Context, names []string) (totals map[string]ClusterTotals, ok bool, err error) {
-	pg, isPG := a.o.store.(*postgres.Store)
+	pg, isPG := a.o.store.(clusterStore)
 	if a.coord == nil || !isPG {
 		return nil, false, nil
 	}

@@ -1,7 +1,7 @@
 package fom
 
 import (
-	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"reflect"
@@ -10,7 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fom-go/fom/internal/fxconfig"
-	"github.com/fom-go/fom/store/postgres"
+	"github.com/fom-go/fom/store"
 )
 
 // Config configures the App that Module provides. Supplying it is optional.
@@ -18,7 +18,9 @@ type Config struct {
 	// DataDir is the embedded store's directory. Default: ./fom-data.
 	DataDir string
 	// DatabaseURL, when set, selects the PostgreSQL store at this address
-	// (postgres://user@host:5432/db) instead of the embedded one. Default: none.
+	// (postgres://user@host:5432/db) instead of the embedded one; the
+	// graph then needs pgfx.Module (store/postgres/pgfx), which opens it.
+	// Default: none.
 	DatabaseURL string
 	// DatabaseSchema is the PostgreSQL schema of fom's tables. Default "fom".
 	DatabaseSchema string
@@ -41,6 +43,7 @@ type fxParams struct {
 	ConfigValue Config       `optional:"true"`
 	Logger      *zap.Logger  `optional:"true"`
 	Slog        *slog.Logger `optional:"true"` // used when the graph has no *zap.Logger
+	Store       store.Store  `optional:"true"` // pgfx.Module's PostgreSQL store, or another
 }
 
 func newFxApp(p fxParams) (*App, error) {
@@ -52,17 +55,11 @@ func newFxApp(p fxParams) (*App, error) {
 	if cfg.DataDir != "" {
 		opts = append(opts, WithDataDir(cfg.DataDir))
 	}
-	var pg *postgres.Store
-	if cfg.DatabaseURL != "" {
-		var popts []postgres.Option
-		if cfg.DatabaseSchema != "" {
-			popts = append(popts, postgres.WithSchema(cfg.DatabaseSchema))
-		}
-		pg, err = postgres.Open(context.Background(), cfg.DatabaseURL, popts...)
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, WithStore(pg))
+	switch {
+	case p.Store != nil:
+		opts = append(opts, WithStore(p.Store))
+	case cfg.DatabaseURL != "":
+		return nil, errors.New("fom: Config.DatabaseURL is set but no store is provided: add pgfx.Module (github.com/fom-go/fom/store/postgres/pgfx) to the graph, which opens it")
 	}
 	if p.Logger != nil {
 		opts = append(opts, WithLogger(p.Logger))
@@ -71,18 +68,9 @@ func newFxApp(p fxParams) (*App, error) {
 	}
 	app, err := New(opts...)
 	if err != nil {
-		if pg != nil {
-			pg.Close()
-		}
 		return nil, err
 	}
-	p.Lifecycle.Append(fx.Hook{OnStart: app.Start, OnStop: func(ctx context.Context) error {
-		err := app.Stop(ctx)
-		if pg != nil { // a store the app was given is the module's to close
-			pg.Close()
-		}
-		return err
-	}})
+	p.Lifecycle.Append(fx.Hook{OnStart: app.Start, OnStop: app.Stop})
 	return app, nil
 }
 

@@ -7,8 +7,9 @@ import (
 )
 
 // TestLightImport: a program that imports only package fom links none of
-// Prometheus, OpenTelemetry or the admin page (those are web, promstat
-// and otelfom, imported by the apps that use them).
+// PostgreSQL (pgx, the cluster's coordinator: store/postgres brings them),
+// Prometheus, OpenTelemetry or the admin page (web, promstat and otelfom,
+// imported by the apps that use them).
 func TestLightImport(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go list")
@@ -19,7 +20,7 @@ func TestLightImport(t *testing.T) {
 	}
 	deps := strings.Fields(string(out))
 	for _, d := range deps {
-		for _, banned := range []string{"github.com/prometheus/", "go.opentelemetry.io/", "github.com/a-h/templ", "github.com/go-chi/chi", "github.com/danielgtaylor/huma"} {
+		for _, banned := range []string{"github.com/prometheus/", "go.opentelemetry.io/", "github.com/a-h/templ", "github.com/go-chi/chi", "github.com/danielgtaylor/huma", "github.com/jackc/pgx", "github.com/fom-go/fom/cluster/pgcluster", "github.com/fom-go/fom/store/postgres"} {
 			if strings.HasPrefix(d, banned) {
 				t.Errorf("a program importing only fom links %s", d)
 			}

@@ -2,11 +2,11 @@ package fom
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/fx"
-	"go.uber.org/fx/fxtest"
 
 	"github.com/fom-go/fom/internal/pgtest"
 	"github.com/fom-go/fom/store/postgres"
@@ -66,23 +66,13 @@ func TestAppOnPostgres(t *testing.T) {
 	})
 }
 
-// TestModuleSelectsPostgresByDatabaseURL: fom.Config{DatabaseURL} puts the
-// fx app on PostgreSQL.
-func TestModuleSelectsPostgresByDatabaseURL(t *testing.T) {
+// TestModuleNeedsPgfxForADatabaseURL: fom.Config{DatabaseURL} without a
+// store in the graph is refused, naming the module that opens it (package
+// fom links no PostgreSQL; store/postgres/pgfx's test runs the module).
+func TestModuleNeedsPgfxForADatabaseURL(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.Pool(t)
-	schema := pgtest.Schema(t, pool)
-	var app *App
-	fxApp := fxtest.New(t, fx.NopLogger, Module,
-		fx.Supply(Config{DatabaseURL: pgtest.DSN(), DatabaseSchema: schema}),
-		Job(func() *runJob { return &runJob{} }), fx.Populate(&app))
-	fxApp.RequireStart()
-	st, err := app.Store()
-	if err != nil {
-		t.Fatal(err)
+	err := fx.New(fx.NopLogger, Module, fx.Supply(Config{DatabaseURL: "postgres://x@127.0.0.1:1/none"}), fx.Invoke(func(*App) {})).Err()
+	if err == nil || !strings.Contains(err.Error(), "add pgfx.Module") {
+		t.Fatalf("got %v", err)
 	}
-	if pg, ok := st.(*postgres.Store); !ok || pg.Schema() != schema {
-		t.Fatalf("store %T", st)
-	}
-	fxApp.RequireStop()
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/fom-go/fom/cluster"
 	"github.com/fom-go/fom/store"
 )
 
@@ -368,8 +369,8 @@ func (s *Store) SaveConfig(ctx context.Context, schedule string, edits map[strin
 // Notifications sent on Channel when a write commits: the payload is one
 // of these prefixes followed by the schedule's name.
 const (
-	NotifyConfig   = "config:"
-	NotifySettings = "settings:"
+	NotifyConfig   = cluster.NotifyConfig
+	NotifySettings = cluster.NotifySettings
 )
 
 // Channel is the LISTEN channel of this store's schema: every App sharing

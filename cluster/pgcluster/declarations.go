@@ -1,4 +1,4 @@
-package cluster
+package pgcluster
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -48,41 +47,6 @@ func (c *Coordinator) Declare(ctx context.Context, decls map[string]map[string]s
 		return fmt.Errorf("fom: cluster: record the declarations of instance %s: %w", c.o.InstanceID, err)
 	}
 	return nil
-}
-
-// Disagreement is a schedule that live instances declare differently.
-type Disagreement struct {
-	Schedule string    `json:"schedule"`
-	Keys     []string  `json:"keys"`     // the keys whose code defaults differ
-	Variants []Variant `json:"variants"` // one per declaration, the newest (its latest-started instance) first
-}
-
-// Variant is one declaration of a schedule and the instances on it.
-type Variant struct {
-	Instances []string          `json:"instances"`
-	Values    map[string]string `json:"values"` // the differing keys' values
-	Newest    bool              `json:"newest"` // an instance on it started last
-}
-
-// String says it in a sentence, as logs and pages show it.
-func (d Disagreement) String() string {
-	var parts []string
-	for _, v := range d.Variants {
-		var kv []string
-		for _, k := range d.Keys {
-			kv = append(kv, fmt.Sprintf("%s %q", k, v.Values[k]))
-		}
-		which := "an older declaration"
-		if v.Newest {
-			which = "the newest declaration"
-		}
-		n := "instances"
-		if len(v.Instances) == 1 {
-			n = "instance"
-		}
-		parts = append(parts, fmt.Sprintf("%d %s on %s (%s: %s)", len(v.Instances), n, which, strings.Join(v.Instances, ", "), strings.Join(kv, ", ")))
-	}
-	return fmt.Sprintf("schedule %s is declared differently: %s", d.Schedule, strings.Join(parts, "; "))
 }
 
 // Disagreements lists the schedules live instances declare differently.

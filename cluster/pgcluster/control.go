@@ -1,4 +1,4 @@
-package cluster
+package pgcluster
 
 import (
 	"context"
@@ -29,9 +29,6 @@ const (
 	notifyAnswer  = "answer:"
 	notifyFree    = "leases:free" // leases were given back: take your share now
 )
-
-// ErrNoOwner is returned when no instance answered a forwarded request in time.
-var ErrNoOwner = errors.New("fom: cluster: no instance that owns the schedule answered")
 
 // SetDesired stores whether schedule should run, for every instance, and
 // tells them.
@@ -173,23 +170,6 @@ func (c *Coordinator) deliver(id int64, ch chan string) {
 	}
 }
 
-// Instance is one instance of the cluster as the database knows it.
-type Instance struct {
-	ID        string    `json:"id"`
-	Host      string    `json:"host"`
-	Version   string    `json:"version"`
-	Started   time.Time `json:"started"`
-	Heartbeat time.Time `json:"heartbeat"`
-	Live      bool      `json:"live"` // heartbeat within the lease TTL, not stopped
-	// Answering: heartbeat within two renewal intervals. A live instance
-	// that is not answering has missed renewals: it may have died, and
-	// its leases are taken over once they expire.
-	Answering bool     `json:"answering"`
-	Stopped   bool     `json:"stopped"`
-	Owned     int      `json:"owned"`     // unexpired leases
-	Schedules []string `json:"schedules"` // what it can run
-}
-
 // Instances lists the instances that heartbeat within the last hour, live
 // ones first.
 func (c *Coordinator) Instances(ctx context.Context) ([]Instance, error) {
@@ -227,20 +207,6 @@ func (c *Coordinator) Owners(ctx context.Context, schedules []string) (map[strin
 		return nil, fmt.Errorf("fom: cluster: list owners: %w", err)
 	}
 	return out, nil
-}
-
-// Lease is a schedule's lease as the database knows it, with its owner's
-// standing and the schedule's last recorded fire.
-type Lease struct {
-	Owner     string    `json:"owner,omitempty"` // "" when no instance holds it
-	Expires   time.Time `json:"expires,omitzero"`
-	Heartbeat time.Time `json:"ownerHeartbeat,omitzero"` // the owner's last heartbeat
-	Answering bool      `json:"ownerAnswering"`          // the owner heartbeat within two renewal intervals
-	// TakeoverBy is when another instance takes the schedule over at the
-	// latest, should the owner not answer again: the lease's expiry and
-	// one renewal interval.
-	TakeoverBy time.Time `json:"takeoverBy,omitzero"`
-	LastFire   time.Time `json:"lastFire,omitzero"` // the last fire recorded, by any instance
 }
 
 // Leases returns the lease of each of schedules that has a row, in one

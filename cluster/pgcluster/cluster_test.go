@@ -1,4 +1,4 @@
-package cluster
+package pgcluster_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fom-go/fom/cluster/pgcluster"
 	"github.com/fom-go/fom/internal/pgtest"
 	"github.com/fom-go/fom/store/postgres"
 	"github.com/jackc/pgx/v5"
@@ -22,7 +23,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // coordinator makes an instance for names on the tables of schema (made
 // by the postgres store). Its connections trace their statements to
 // tracer, when not nil.
-func coordinator(t *testing.T, schema, id string, tracer pgx.QueryTracer, o Options, names ...string) *Coordinator {
+func coordinator(t *testing.T, schema, id string, tracer pgx.QueryTracer, o pgcluster.Options, names ...string) *pgcluster.Coordinator {
 	t.Helper()
 	ctx := context.Background()
 	st, err := postgres.Open(ctx, pgtest.DSN(), postgres.WithSchema(schema))
@@ -44,7 +45,7 @@ func coordinator(t *testing.T, schema, id string, tracer pgx.QueryTracer, o Opti
 	if o.LeaseTTL == 0 {
 		o.LeaseTTL = 1500 * time.Millisecond
 	}
-	c, err := New(pool, schema, o)
+	c, err := pgcluster.New(pool, schema, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +68,7 @@ func (d slowReads) TraceQueryStart(ctx context.Context, _ *pgx.Conn, q pgx.Trace
 
 func (slowReads) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
-func start(t *testing.T, c *Coordinator) {
+func start(t *testing.T, c *pgcluster.Coordinator) {
 	t.Helper()
 	if err := c.Start(context.Background()); err != nil {
 		t.Fatal(err)
@@ -87,7 +88,7 @@ func TestTheLastFireIsReadWithTheLease(t *testing.T) {
 	for i := range names {
 		names[i] = fmt.Sprintf("s%d", i)
 	}
-	a := coordinator(t, schema, "a", nil, Options{}, names...)
+	a := coordinator(t, schema, "a", nil, pgcluster.Options{}, names...)
 	start(t, a)
 	if a.Owned() != len(names) {
 		t.Fatalf("the only instance owns %d of %d", a.Owned(), len(names))
@@ -102,7 +103,7 @@ func TestTheLastFireIsReadWithTheLease(t *testing.T) {
 	var mu sync.Mutex
 	told := map[string]time.Time{}
 	// b's read of the last fires is held back 200 ms.
-	b := coordinator(t, schema, "b", slowReads(200*time.Millisecond), Options{Acquired: func(s string, at time.Time) {
+	b := coordinator(t, schema, "b", slowReads(200*time.Millisecond), pgcluster.Options{Acquired: func(s string, at time.Time) {
 		mu.Lock()
 		told[s] = at
 		mu.Unlock()
@@ -175,15 +176,15 @@ func TestALostAnswerIsAskedAgain(t *testing.T) {
 	pool := pgtest.Pool(t)
 	schema := pgtest.Schema(t, pool)
 	ctx := context.Background()
-	c := coordinator(t, schema, "a", nil, Options{}, "s")
+	c := coordinator(t, schema, "a", nil, pgcluster.Options{}, "s")
 	var lose atomic.Int64
 	lost := errors.New("conn closed")
-	c.lostAnswer = func() error {
+	c.SetLostAnswer(func() error {
 		if lose.Add(-1) >= 0 {
 			return lost
 		}
 		return nil
-	}
+	})
 	start(t, c)
 	fire := time.Now().Truncate(time.Second).UTC()
 	count := func() (n int) {
@@ -213,8 +214,8 @@ func TestALostAnswerIsAskedAgain(t *testing.T) {
 	if ok || !errors.Is(err, lost) {
 		t.Fatalf("every answer lost: admitted %v, %v", ok, err)
 	}
-	if d := time.Since(began); d > 2*c.o.RenewEvery {
-		t.Fatalf("refused after %s, renewal interval %s", d, c.o.RenewEvery)
+	if d := time.Since(began); d > 2*c.RenewEvery() {
+		t.Fatalf("refused after %s, renewal interval %s", d, c.RenewEvery())
 	}
 }
 
@@ -225,15 +226,15 @@ func TestStopEndsTheRetries(t *testing.T) {
 	pool := pgtest.Pool(t)
 	schema := pgtest.Schema(t, pool)
 	ctx := context.Background()
-	c := coordinator(t, schema, "a", nil, Options{LeaseTTL: time.Minute}, "s")
+	c := coordinator(t, schema, "a", nil, pgcluster.Options{LeaseTTL: time.Minute}, "s")
 	asked := make(chan struct{}, 1)
-	c.lostAnswer = func() error {
+	c.SetLostAnswer(func() error {
 		select {
 		case asked <- struct{}{}:
 		default:
 		}
 		return errors.New("conn closed")
-	}
+	})
 	start(t, c)
 	admitted := make(chan error, 1)
 	go func() {
@@ -248,8 +249,8 @@ func TestStopEndsTheRetries(t *testing.T) {
 	if err := <-admitted; err == nil {
 		t.Fatal("a fire whose every answer was lost was admitted")
 	}
-	if d := time.Since(began); d > c.o.RenewEvery/2 {
-		t.Fatalf("stopped after %s (renewal interval %s)", d, c.o.RenewEvery)
+	if d := time.Since(began); d > c.RenewEvery()/2 {
+		t.Fatalf("stopped after %s (renewal interval %s)", d, c.RenewEvery())
 	}
 }
 
@@ -260,7 +261,7 @@ func TestPruneFiresKeepsEachSchedulesLast(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
 	schema := pgtest.Schema(t, pool)
-	c := coordinator(t, schema, "p1", nil, Options{}, "a", "b")
+	c := coordinator(t, schema, "p1", nil, pgcluster.Options{}, "a", "b")
 	ctx := context.Background()
 	ins := func(s string, planned, recorded string) {
 		t.Helper()
@@ -273,7 +274,7 @@ func TestPruneFiresKeepsEachSchedulesLast(t *testing.T) {
 	ins("a", "10 minutes", "10 minutes")
 	ins("b", "5 hours", "5 hours") // b's last: kept
 	ins("b", "6 hours", "6 hours")
-	c.pruneFires(ctx)
+	c.PruneFires(ctx)
 	var n int
 	if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+schema+".fires").Scan(&n); err != nil || n != 2 {
 		t.Fatalf("%d records left (%v), want a's recent one and b's last", n, err)

@@ -1,0 +1,15 @@
+package pgcluster
+
+import (
+	"context"
+	"time"
+)
+
+// What the tests (package pgcluster_test, which opens the store that
+// builds a Coordinator) reach inside.
+
+func (c *Coordinator) SetLostAnswer(f func() error) { c.lostAnswer = f }
+
+func (c *Coordinator) RenewEvery() time.Duration { return c.o.RenewEvery }
+
+func (c *Coordinator) PruneFires(ctx context.Context) { c.pruneFires(ctx) }

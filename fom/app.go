@@ -134,7 +134,7 @@ func New(opts ...Option) (*App, error) {
 		a.coord = coord
 		a.conflicts.SetClaims(coord) // enableTaskConflict holds across instances
 	}
-	if o.store == nil {
+	if o.store == nil && !o.lazyStore {
 		// The embedded store is opened here, so that a data dir another
 		// process holds is said once, by New, rather than as the failure
 		// of the first Register.

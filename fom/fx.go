@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"runtime"
 
 	"go.uber.org/fx"
 	"go.uber.org/zap"
@@ -66,6 +67,7 @@ func newFxApp(p fxParams) (*App, error) {
 	} else if p.Slog != nil {
 		opts = append(opts, WithSlog(p.Slog))
 	}
+	opts = append(opts, func(o *options) error { o.lazyStore = true; return nil })
 	app, err := New(opts...)
 	if err != nil {
 		return nil, err
@@ -84,16 +86,56 @@ func Job(constructor any) fx.Option {
 		return fx.Error(fmt.Errorf("fom.Job: want a constructor function, got %T", constructor))
 	}
 	jobT := ct.Out(0)
-	// func(app *App, job T) error { _, err := app.Register(job); return err }
-	invokeT := reflect.FuncOf([]reflect.Type{reflect.TypeFor[*App](), jobT}, []reflect.Type{errType}, false)
+	name := funcName(constructor)
+	// The App is asked for as an optional field of a parameter object, so
+	// that a graph without fom.Module gets fom's words rather than fx's
+	// "missing type: *fom.App" blamed on a reflect stub:
+	// func(p struct{ fx.In; App *App `optional:"true"`; Job T }) error.
+	paramT := reflect.StructOf([]reflect.StructField{
+		{Name: "In", Type: reflect.TypeFor[fx.In](), Anonymous: true},
+		{Name: "App", Type: reflect.TypeFor[*App](), Tag: `optional:"true"`},
+		{Name: "Job", Type: jobT},
+	})
+	invokeT := reflect.FuncOf([]reflect.Type{paramT}, []reflect.Type{errType}, false)
 	invoke := reflect.MakeFunc(invokeT, func(args []reflect.Value) []reflect.Value {
-		app := args[0].Interface().(*App)
-		_, err := app.Register(args[1].Interface())
 		errV := reflect.New(errType).Elem()
+		app, _ := args[0].Field(1).Interface().(*App)
+		var err error
+		if app == nil {
+			err = fmt.Errorf("fom.Job(%s): no *fom.App in the graph: add fom.Module to fx.New", name)
+		} else if _, err = app.Register(args[0].Field(2).Interface()); err != nil {
+			err = fmt.Errorf("fom.Job(%s): %w", name, err)
+		}
 		if err != nil {
 			errV.Set(reflect.ValueOf(err))
 		}
 		return []reflect.Value{errV}
 	})
-	return fx.Options(fx.Provide(constructor), fx.Invoke(invoke.Interface()))
+	return fx.Options(fx.Provide(wrapConstructor(constructor, ct, name)), fx.Invoke(invoke.Interface()))
+}
+
+// wrapConstructor is constructor with its error, when it returns one,
+// naming it and the job it builds.
+func wrapConstructor(constructor any, ct reflect.Type, name string) any {
+	if ct.NumOut() < 2 || ct.Out(ct.NumOut()-1) != errType {
+		return constructor
+	}
+	cv := reflect.ValueOf(constructor)
+	return reflect.MakeFunc(ct, func(args []reflect.Value) []reflect.Value {
+		out := cv.Call(args)
+		last := out[len(out)-1]
+		if !last.IsNil() {
+			err := fmt.Errorf("fom.Job: the constructor %s of %s failed: %w", name, ct.Out(0), last.Interface().(error))
+			out[len(out)-1] = reflect.ValueOf(&err).Elem()
+		}
+		return out
+	}).Interface()
+}
+
+// funcName is a function's package-qualified name, for messages.
+func funcName(f any) string {
+	if fn := runtime.FuncForPC(reflect.ValueOf(f).Pointer()); fn != nil {
+		return fn.Name()
+	}
+	return fmt.Sprintf("%T", f)
 }

@@ -2,6 +2,7 @@ package fom
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -92,5 +93,23 @@ func TestModuleTakesConfigByValueOrPointer(t *testing.T) {
 	err := fx.New(fx.NopLogger, Module, fx.Supply(Config{DataDir: dir}), fx.Supply(&Config{DataDir: dir}), fx.Invoke(func(*App) {})).Err()
 	if err == nil || !strings.Contains(err.Error(), "both a fom.Config and a *fom.Config are supplied") {
 		t.Fatalf("both forms: %v", err)
+	}
+}
+
+func newRunJobOrFail() (*runJob, error) { return nil, errors.New("payments API key missing") }
+
+func newRunJob() *runJob { return &runJob{} }
+
+// fx's errors in fom's words: a graph without fom.Module, and a job
+// constructor that fails, name the constructor and what to do.
+func TestJobErrorsNameTheConstructor(t *testing.T) {
+	t.Parallel()
+	err := fx.New(fx.NopLogger, Job(newRunJob)).Err()
+	if err == nil || !strings.Contains(err.Error(), "fom.Job(github.com/fom-go/fom/fom.newRunJob): no *fom.App in the graph: add fom.Module to fx.New") {
+		t.Fatalf("without fom.Module: %v", err)
+	}
+	err = fx.New(fx.NopLogger, Module, fx.Supply(Config{DataDir: t.TempDir()}), Job(newRunJobOrFail)).Err()
+	if err == nil || !strings.Contains(err.Error(), "fom.Job: the constructor github.com/fom-go/fom/fom.newRunJobOrFail of *fom.runJob failed: payments API key missing") {
+		t.Fatalf("a failing constructor: %v", err)
 	}
 }

@@ -29,6 +29,10 @@ type options struct {
 	coalesce   *time.Duration // nil: DefaultFireCoalescing
 	timers     timer.Options  // the timer service's tuning
 	tracer     schedule.Tracer
+	// lazyStore leaves the embedded store to the first use (Register,
+	// Start): fx builds the App before it knows whether the graph starts,
+	// and a graph that fails after it would never close an opened store.
+	lazyStore bool
 }
 
 // DefaultDataDir is where the SQLite store lives unless WithDataDir or

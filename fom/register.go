@@ -304,6 +304,38 @@ func (jt *jobType) declare(job any, name string) (*declaration, []string) {
 			problems = append(problems, fmt.Sprintf("field %s key %q: %v", vf.field, vf.key, err))
 			continue
 		}
+		// A method Validate<Field>(T) error of the job checks what the
+		// type and the tag's bounds let through.
+		if m := rv.MethodByName("Validate" + vf.field); m.IsValid() {
+			mt := m.Type()
+			if mt.NumIn() != 1 || mt.In(0) != b.valueType() || mt.NumOut() != 1 || mt.Out(0) != errType {
+				problems = append(problems, fmt.Sprintf("field %s key %q: method Validate%s has signature %s, want func(%s) error", vf.field, vf.key, vf.field, mt, b.valueType()))
+				continue
+			}
+			check := func(s string) error {
+				x, err := b.typed(s)
+				if err != nil {
+					return err
+				}
+				if out := m.Call([]reflect.Value{x})[0]; !out.IsNil() {
+					return out.Interface().(error)
+				}
+				return nil
+			}
+			parse0, set0 := parse, set
+			parse = func(s string) error {
+				if err := parse0(s); err != nil {
+					return err
+				}
+				return check(s)
+			}
+			set = func(s string) error {
+				if err := parse(s); err != nil {
+					return err
+				}
+				return set0(s)
+			}
+		}
 		if err := parse(def); err != nil {
 			if !vf.hasDef {
 				err = fmt.Errorf("no default given and the zero text is not a %s; add `default:\"...\"`", typ)

@@ -158,7 +158,17 @@ func less[T ValueType](a, b T) bool {
 // binder is implemented by *Value[T]; registration finds Value fields by it.
 type binder interface {
 	parser(b bounds) (parse, set func(string) error, kind, typ, hint string, err error)
+	// typed parses s as the field's type, for a Validate method.
+	typed(s string) (reflect.Value, error)
+	valueType() reflect.Type
 }
+
+func (v *Value[T]) typed(s string) (reflect.Value, error) {
+	x, err := parseAs[T]()(s)
+	return reflect.ValueOf(x), err
+}
+
+func (v *Value[T]) valueType() reflect.Type { return reflect.TypeFor[T]() }
 
 var _ binder = (*Value[int])(nil)
 

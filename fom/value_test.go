@@ -2,6 +2,7 @@ package fom
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -93,5 +94,68 @@ func TestBadValueBoundsAreReportedAtRegister(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("missing %q in %v", want, err)
 		}
+	}
+}
+
+type validatedJob struct {
+	Schedule `fixedRate:"1h"`
+	Region   Value[string] `fom:"region" default:"eu-west-1"`
+	Workers  Value[int]    `fom:"workers" default:"4" min:"1"`
+}
+
+func (*validatedJob) Run(context.Context) error { return nil }
+
+// ValidateRegion checks the region knob beyond its type.
+func (*validatedJob) ValidateRegion(r string) error {
+	if !strings.Contains(r, "-") {
+		return fmt.Errorf("not a region like eu-west-1")
+	}
+	return nil
+}
+
+// ValidateWorkers keeps the pool even.
+func (*validatedJob) ValidateWorkers(n int) error {
+	if n%2 != 0 {
+		return fmt.Errorf("must be even")
+	}
+	return nil
+}
+
+// A job's Validate<Field> method holds for edits as the tag's bounds do.
+func TestValueValidateMethod(t *testing.T) {
+	t.Parallel()
+	job := &validatedJob{}
+	sc, err := newTestApp(t).Register(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := sc.Config()
+	if err := cfg.Apply(map[string]string{"region": "moon"}); err == nil || !strings.Contains(err.Error(), `key "region" value "moon": not a region like eu-west-1`) {
+		t.Fatalf("region moon: %v", err)
+	}
+	if err := cfg.Apply(map[string]string{"workers": "3"}); err == nil || !strings.Contains(err.Error(), "must be even") {
+		t.Fatalf("workers 3: %v", err)
+	}
+	if err := cfg.Apply(map[string]string{"workers": "0"}); err == nil || !strings.Contains(err.Error(), "must be at least 1") {
+		t.Fatalf("workers 0: %v", err)
+	}
+	if err := cfg.Apply(map[string]string{"region": "us-east-2", "workers": "6"}); err != nil || job.Region.Get() != "us-east-2" || job.Workers.Get() != 6 {
+		t.Fatalf("a good edit: %v", err)
+	}
+}
+
+type badValidateJob struct {
+	Schedule `fixedRate:"1h"`
+	Size     Value[int] `fom:"size" default:"3"`
+}
+
+func (*badValidateJob) Run(context.Context) error   { return nil }
+func (*badValidateJob) ValidateSize(s string) error { return nil }
+
+func TestValueValidateMethodOfTheWrongTypeIsReported(t *testing.T) {
+	t.Parallel()
+	_, err := newTestApp(t).Register(&badValidateJob{})
+	if err == nil || !strings.Contains(err.Error(), "method ValidateSize has signature func(string) error, want func(int) error") {
+		t.Fatalf("%v", err)
 	}
 }

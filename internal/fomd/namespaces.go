@@ -98,6 +98,7 @@ func (c *namespaces) reload(ctx context.Context) error {
 	}
 	byName := make(map[string]namespace, len(list))
 	byHash := make(map[string]string, len(list))
+	fresh := make([]namespace, 0, len(list)) // read after the swap, when put and drop may change byName
 	var errs []error
 	for _, n := range list {
 		ns, err := decodeNamespace(n)
@@ -106,20 +107,23 @@ func (c *namespaces) reload(ctx context.Context) error {
 			continue
 		}
 		byName[n.Name], byHash[n.TokenHash] = ns, n.Name
+		fresh = append(fresh, ns)
 	}
 	c.mu.Lock()
-	old := c.byName
+	old := c.byName // no one else holds it after the swap
 	c.byName, c.byHash = byName, byHash
 	c.mu.Unlock()
-	for name, ns := range byName {
-		if o, ok := old[name]; !ok || o.limits() != ns.limits() {
-			if err := c.timers.SetLimits(name, ns.limits()); err != nil {
+	seen := make(map[string]bool, len(fresh))
+	for _, ns := range fresh {
+		seen[ns.Name] = true
+		if o, ok := old[ns.Name]; !ok || o.limits() != ns.limits() {
+			if err := c.timers.SetLimits(ns.Name, ns.limits()); err != nil {
 				errs = append(errs, err)
 			}
 		}
 	}
 	for name := range old {
-		if _, ok := byName[name]; !ok {
+		if !seen[name] {
 			c.timers.SetLimits(name, timer.Limits{})
 		}
 	}

@@ -311,11 +311,6 @@ func (s *Store) StepFires(ctx context.Context, owner string, os []store.Outcome,
 			return err
 		}
 		defer st.Close()
-		get, err := tx.PrepareContext(ctx, `SELECT `+timerCols+` FROM timers WHERE id = ?`)
-		if err != nil {
-			return err
-		}
-		defer get.Close()
 		for _, r := range refs {
 			var attempt int
 			err := st.QueryRowContext(ctx, now, defTimeout, grace, r.TimerID, r.Planned, owner).Scan(&attempt)
@@ -325,11 +320,37 @@ func (s *Store) StepFires(ctx context.Context, owner string, os []store.Outcome,
 			if err != nil {
 				return err
 			}
-			t, err := scanTimer(get.QueryRowContext(ctx, r.TimerID))
+			out = append(out, store.Started{FireRef: r, Attempt: attempt})
+		}
+		// The timers of the fires begun, read in a few statements rather
+		// than one a fire.
+		const chunk = 500
+		byID := make(map[string]store.Timer, len(out))
+		for lo := 0; lo < len(out); lo += chunk {
+			part := out[lo:min(lo+chunk, len(out))]
+			args := make([]any, len(part))
+			for i, st := range part {
+				args[i] = st.TimerID
+			}
+			rows, err := tx.QueryContext(ctx, `SELECT `+timerCols+` FROM timers WHERE id IN (?`+strings.Repeat(", ?", len(part)-1)+`)`, args...)
 			if err != nil {
 				return err
 			}
-			out = append(out, store.Started{FireRef: r, Attempt: attempt, Timer: t})
+			for rows.Next() {
+				t, err := scanTimer(rows)
+				if err != nil {
+					rows.Close()
+					return err
+				}
+				byID[t.ID] = t
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return err
+			}
+		}
+		for i := range out {
+			out[i].Timer = byID[out[i].TimerID]
 		}
 		return nil
 	})

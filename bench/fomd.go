@@ -135,19 +135,11 @@ func fomdScenario(dsn string, n int, spread time.Duration, log func(string)) str
 			continue
 		}
 		fmt.Fprintf(&b, "| %s | %.0f | %d / %d | %d | %s | %s | %s | %s |\n", r.name, r.creates, r.delivered, r.n, r.dups,
-			fmtDur(r.p50), fmtDur(r.p99), fmtDur(r.max), r.cpu)
+			ms(r.p50), ms(r.p99), ms(r.max), r.cpu)
 	}
 	return b.String()
 }
 
-func fmtDur(d time.Duration) string {
-	switch {
-	case d >= time.Second:
-		return fmt.Sprintf("%.2f s", d.Seconds())
-	default:
-		return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond))
-	}
-}
 
 func fomdOnce(bin, dir, dsn, name string, instances int, pg bool, n int, spread time.Duration) fomdRun {
 	run := fomdRun{name: name, n: n}

@@ -370,15 +370,13 @@ func (s *Service) deliver(st store.Started) {
 				o.Error += "\n" + pe.StackTrace()
 			}
 			o.State = store.FireRetry
-			var p permanent
 			switch {
-			case errors.As(err, &p), st.Attempt >= retry.MaxAttempts:
+			case IsPermanent(err), st.Attempt >= retry.MaxAttempts:
 				o.State = store.FireDead
 			default:
 				d := backoff(retry, st.Attempt)
-				var ra retryAfter
-				if errors.As(err, &ra) && ra.after > d {
-					d = ra.after
+				if after, ok := RetryAfterOf(err); ok && after > d {
+					d = after
 				}
 				o.DueAt = ms(end.Add(d))
 			}

@@ -122,7 +122,7 @@ func viewOf(sc *fom.ScheduleContext) scheduleView {
 		Rounds: i.Rounds, Batches: i.Batches, Waiting: i.Waiting, Active: i.Active, Abandoned: i.Abandoned, Stalled: i.Stalled, LogLevel: sc.LogLevel().String(), StopReason: i.StopReason,
 		Counts:      map[string]int64{"success": c.Success, "failed": c.Failed, "timeout": c.Timeout, "rejected": c.Rejected, "conflict": c.Conflict, "canceled": c.Canceled},
 		LastOutcome: string(i.LastOutcome), LastSuccess: timePtr(i.LastSuccess), ConsecutiveFailures: i.ConsecutiveFailures,
-		FailingSince: timePtr(i.FailingSince), LastError: lastError(sc), Health: healthOf(i),
+		FailingSince: timePtr(i.FailingSince), LastError: lastError(sc, i), Health: healthOf(i),
 	}
 }
 
@@ -147,8 +147,8 @@ func healthOf(i fom.Info) string {
 
 // lastError is the newest recorded failure's error while the schedule is
 // failing ("" otherwise).
-func lastError(sc *fom.ScheduleContext) string {
-	if sc.Info().ConsecutiveFailures == 0 {
+func lastError(sc *fom.ScheduleContext, i fom.Info) string {
+	if i.ConsecutiveFailures == 0 {
 		return ""
 	}
 	if fs := sc.Stats().Failures(); len(fs) > 0 {

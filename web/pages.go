@@ -170,7 +170,7 @@ func (h *handler) rowOf(sc *fom.ScheduleContext) rowView {
 		LastTitle: lastTitle(i), NextTitle: absTime(i.Next), Outcome: string(i.LastOutcome), nextAt: i.Next, lastAt: i.Last,
 		Rounds: i.Rounds, Success: i.Counts.Success, Failed: i.Counts.Total() - i.Counts.Success, Waiting: i.Waiting, Active: i.Active,
 		Abandoned: i.Abandoned, Stalled: i.Stalled, StopReason: i.StopReason,
-		Health: healthOf(i), Failing: failingText(i, now), LastError: clip(lastError(sc), 160),
+		Health: healthOf(i), Failing: failingText(i, now), LastError: clip(lastError(sc, i), 160),
 	}
 }
 

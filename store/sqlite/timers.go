@@ -401,18 +401,8 @@ func (s *Store) ReleaseFires(ctx context.Context, owner string) error {
 
 // RetryFire implements store.TimerStore.
 func (s *Store) RetryFire(ctx context.Context, ref store.FireRef, now int64) (bool, error) {
-	var ok bool
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE timer_fires SET state = 'pending', base = attempt, due_at = ?, owner = '', lease_until = 0
-			WHERE timer_id = ? AND planned = ? AND state = 'dead'`, now, ref.TimerID, ref.Planned)
-		if err != nil {
-			return err
-		}
-		n, _ := res.RowsAffected()
-		ok = n == 1
-		return nil
-	})
-	return ok, err
+	return s.execOne(ctx, `UPDATE timer_fires SET state = 'pending', base = attempt, due_at = ?, owner = '', lease_until = 0
+		WHERE timer_id = ? AND planned = ? AND state = 'dead'`, now, ref.TimerID, ref.Planned)
 }
 
 // Fires implements store.TimerStore.

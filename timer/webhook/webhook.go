@@ -20,9 +20,7 @@ package webhook
 
 import (
 	"context"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -40,6 +38,7 @@ import (
 
 	"code.dny.dev/ssrf"
 	"github.com/jonboulle/clockwork"
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/fom-go/fom/timer"
 )
@@ -447,19 +446,13 @@ func CheckSecret(s string) error {
 }
 
 // Sign is the Standard Webhooks signature "v1,<base64 HMAC-SHA256 of
-// id.timestamp.body>" under secret.
+// id.timestamp.body>" under secret, made by that project's library.
 func Sign(secret, id string, ts time.Time, body []byte) (string, error) {
-	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
+	wh, err := standardwebhooks.NewWebhook(secret)
 	if err != nil {
 		return "", fmt.Errorf("signing secret: %w", err)
 	}
-	h := hmac.New(sha256.New, key)
-	h.Write([]byte(id))
-	h.Write([]byte{'.'})
-	h.Write([]byte(strconv.FormatInt(ts.Unix(), 10)))
-	h.Write([]byte{'.'})
-	h.Write(body)
-	return "v1," + base64.StdEncoding.EncodeToString(h.Sum(nil)), nil
+	return wh.Sign(id, ts, body)
 }
 
 // SignAll is the webhook-signature header for every secret, space

@@ -140,7 +140,6 @@ func fomdScenario(dsn string, n int, spread time.Duration, log func(string)) str
 	return b.String()
 }
 
-
 func fomdOnce(bin, dir, dsn, name string, instances int, pg bool, n int, spread time.Duration) fomdRun {
 	run := fomdRun{name: name, n: n}
 	rec := newRecorder(n)

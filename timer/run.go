@@ -19,16 +19,41 @@ import (
 
 // How a fire runs. The loop polls the store every Poll: it makes the
 // fires of the timers due within the window (materialize) and claims the
-// fires due within it (a lease in the store), arming each in the timing
-// wheel for its due time. When one comes, the dispatcher begins the
-// attempts of every fire due then in one statement (StartFires: a fire
-// whose timer was disabled, updated or deleted meanwhile is not begun),
-// and each is delivered on a goroutine of its own, within its namespace's
-// rate and concurrency; the finisher records their outcomes in batches.
-// A process that dies leaves claims and running attempts whose leases run
-// out: any instance takes them over (at least once, with the same key).
+// fires due within it (a lease in the store), arming them in the timing
+// wheel by slot: the fires due in the same few milliseconds share a
+// slot, which comes Ahead of their due time. When a slot comes, the
+// dispatcher begins the attempts of its fires in one statement
+// (StepFires: a fire whose timer was disabled, updated or deleted
+// meanwhile is not begun), with the outcomes recorded since the last
+// batch, and arms each begun fire again for its due time, when it is
+// delivered on a goroutine of its own, within its namespace's rate and
+// concurrency. A fire is thus on time however long the statement takes,
+// up to Ahead, and a burst costs a statement per slot, not one per fire.
+// A process that dies leaves claims and running attempts whose leases
+// run out: any instance takes them over (at least once, with the same
+// key).
 
-// Start starts the service: the loop, the dispatcher and the finisher.
+// slotSize is how close the due times of fires begun by one statement
+// are.
+const slotSize = 10 * time.Millisecond
+
+// gather is how long an outcome waits for a batch to ride with (real
+// time: it only batches writes; no fire waits on it).
+const gather = 10 * time.Millisecond
+
+// slot is the claimed fires whose attempts begin at one instant.
+type slot struct {
+	t    *wheel.Timer
+	refs []dueFire
+}
+
+// dueFire is a claimed fire and its due time.
+type dueFire struct {
+	store.FireRef
+	due int64
+}
+
+// Start starts the service: the loop and the dispatchers.
 func (s *Service) Start(ctx context.Context) error {
 	s.mu.Lock()
 	if s.running {
@@ -52,9 +77,10 @@ func (s *Service) Start(ctx context.Context) error {
 }
 
 // Stop stops claiming, gives back the fires claimed and not begun, and
-// waits for the deliveries under way until ctx ends (their outcomes are
-// recorded; one still running then is left to its lease). Safe twice and
-// before Start.
+// waits until ctx ends for the fires begun (delivered at their due time,
+// at most Ahead from now) and the deliveries under way (their outcomes
+// are recorded; one still running then is left to its lease, and so is
+// a begun fire not yet due). Safe twice and before Start.
 func (s *Service) Stop(ctx context.Context) error {
 	s.mu.Lock()
 	if !s.running {
@@ -64,13 +90,16 @@ func (s *Service) Stop(ctx context.Context) error {
 	s.running = false
 	close(s.stop)
 	w := s.wheel
-	for ref, t := range s.armed {
-		t.Stop()
-		delete(s.armed, ref)
+	for k, sl := range s.slots {
+		sl.t.Stop()
+		delete(s.slots, k)
 	}
+	clear(s.armed)
 	s.due = nil
 	s.mu.Unlock()
-	w.Stop()
+	// The loop and the dispatchers end first (a batch being written arms
+	// its begun fires), so no delivery is added while it is waited for.
+	s.wg.Wait()
 	done := make(chan struct{})
 	go func() {
 		s.inflight.Wait()
@@ -81,8 +110,16 @@ func (s *Service) Stop(ctx context.Context) error {
 	case <-done:
 	case <-ctx.Done():
 		err = fmt.Errorf("fom: timer service stop: deliveries still running: %w", ctx.Err())
+		s.mu.Lock()
+		for ref, t := range s.begun {
+			if t.Stop() {
+				s.inflight.Done()
+			}
+			delete(s.begun, ref)
+		}
+		s.mu.Unlock()
 	}
-	s.wg.Wait()
+	w.Stop()
 	s.flushOutcomes() // those that ended before Stop gave up
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
@@ -196,12 +233,14 @@ func advance(t store.Timer, now, horizon time.Time) store.Advance {
 	return a
 }
 
-// arm puts claimed fires in the wheel for their due times.
+// arm puts claimed fires in the wheel, each in the slot Ahead of its
+// due time.
 func (s *Service) arm(cs []store.Claimed) {
 	if len(cs) == 0 {
 		return
 	}
 	now := s.clk.Now()
+	size, ahead := slotSize.Milliseconds(), s.o.Ahead.Milliseconds()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.running {
@@ -211,41 +250,70 @@ func (s *Service) arm(cs []store.Claimed) {
 		if _, ok := s.armed[c.FireRef]; ok {
 			continue
 		}
-		ref := c.FireRef
-		t := s.wheel.AfterFuncInline(fromMS(c.DueAt).Sub(now), func() { s.fired(ref) })
-		if t != nil {
-			s.armed[ref] = t
+		at := c.DueAt - ahead
+		at -= ((at % size) + size) % size
+		sl := s.slots[at]
+		if sl == nil {
+			sl = &slot{}
+			sl.t = s.wheel.AfterFuncInline(fromMS(at).Sub(now), func() { s.fired(at) })
+			if sl.t == nil {
+				continue
+			}
+			s.slots[at] = sl
 		}
+		sl.refs = append(sl.refs, dueFire{c.FireRef, c.DueAt})
+		s.armed[c.FireRef] = at
 	}
 	s.metrics.claimed.Add(int64(len(cs)))
 }
 
-// fired hands a fire whose time came to the dispatcher (on the wheel's
-// goroutine: it only queues).
-func (s *Service) fired(ref store.FireRef) {
+// fired hands the fires of a slot whose time came to the dispatcher (on
+// the wheel's goroutine: it only queues).
+func (s *Service) fired(at int64) {
 	s.mu.Lock()
-	if _, ok := s.armed[ref]; !ok || !s.running {
+	sl := s.slots[at]
+	delete(s.slots, at)
+	if sl == nil || !s.running {
 		s.mu.Unlock()
 		return
 	}
-	delete(s.armed, ref)
-	s.due = append(s.due, ref)
+	n := 0
+	for _, d := range sl.refs {
+		if a, ok := s.armed[d.FireRef]; ok && a == at { // not unarmed since
+			delete(s.armed, d.FireRef)
+			s.due = append(s.due, d)
+			n++
+		}
+	}
 	s.mu.Unlock()
-	s.signal(s.dueSig)
+	if n > 0 {
+		s.signal(s.dueSig)
+	}
 }
 
 // dispatch records the outcomes of attempts that ended and begins the
-// attempts of fires that came due, both in one transaction a batch
+// attempts of fires whose slot came, both in one statement a batch
 // (StepFires): whatever queued while the last batch was written goes in
-// the next, so a burst costs a few transactions, not one a fire.
+// the next. An outcome waits up to gather for a slot's batch.
 func (s *Service) dispatch() {
 	defer s.wg.Done()
+	wait := time.NewTimer(time.Hour)
+	wait.Stop()
+	defer wait.Stop()
 	for {
 		select {
 		case <-s.stop:
 			return
 		case <-s.dueSig:
 		case <-s.finSig:
+			wait.Reset(gather)
+			select {
+			case <-s.stop:
+				return
+			case <-s.dueSig:
+			case <-wait.C:
+			}
+			wait.Stop()
 		}
 		for s.step() {
 		}
@@ -273,10 +341,15 @@ func (s *Service) step() bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	refs := make([]store.FireRef, len(due))
+	for i, d := range due {
+		refs[i] = d.FireRef
+	}
 	now := s.clk.Now()
 	// A running attempt's lease lasts its timeout (a timer without one:
-	// the longest of the kinds', which it may be of), and Lease past it.
-	started, err := s.st.StepFires(ctx, s.o.Instance, fin, due, ms(now), s.defaultTimeout().Milliseconds(), s.o.Lease.Milliseconds())
+	// the longest of the kinds', which it may be of) from its due time,
+	// at most a slot and Ahead from now, and Lease past it.
+	started, err := s.st.StepFires(ctx, s.o.Instance, fin, refs, ms(now), s.defaultTimeout().Milliseconds(), (s.o.Lease + s.o.Ahead + slotSize).Milliseconds())
 	if err != nil {
 		// The fires stay claimed: their leases run out and a poll claims
 		// them again. The outcomes are asked again, a few times.
@@ -284,11 +357,41 @@ func (s *Service) step() bool {
 		s.requeue(fin)
 		return more
 	}
-	for _, st := range started {
-		s.inflight.Add(1)
-		go s.deliver(st)
+	if len(started) > 0 {
+		s.await(started, due)
 	}
 	return more
+}
+
+// await arms begun fires for their due times, and delivers those due.
+func (s *Service) await(started []store.Started, due []dueFire) {
+	at := make(map[store.FireRef]int64, len(due))
+	for _, d := range due {
+		at[d.FireRef] = d.due
+	}
+	now := s.clk.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, st := range started {
+		s.inflight.Add(1)
+		d := fromMS(at[st.FireRef]).Sub(now)
+		if d <= 0 {
+			go s.deliver(st)
+			continue
+		}
+		ref := st.FireRef
+		t := s.wheel.AfterFuncInline(d, func() {
+			s.mu.Lock()
+			delete(s.begun, ref)
+			s.mu.Unlock()
+			go s.deliver(st)
+		})
+		if t == nil { // the wheel stopped: left to its lease
+			s.inflight.Done()
+			continue
+		}
+		s.begun[ref] = t
+	}
 }
 
 // requeue puts outcomes not recorded back, up to three tries each; past

@@ -47,6 +47,13 @@ type Options struct {
 	// ClaimBatch bounds the timers made and the fires claimed by one
 	// statement. Default 1000.
 	ClaimBatch int
+	// Ahead is how long before its due time a fire's attempt begins: its
+	// timer checked enabled and at its version, its attempt counted, in
+	// one statement with the other fires of the same few milliseconds;
+	// the handler is then called at the due time, never before. A
+	// disable, update or delete committed within Ahead of a fire no
+	// longer stops it. Default 50ms; at most Window/2.
+	Ahead time.Duration
 }
 
 func (o *Options) defaults() error {
@@ -84,8 +91,14 @@ func (o *Options) defaults() error {
 	if o.ClaimBatch == 0 {
 		o.ClaimBatch = 1000
 	}
-	if o.Window < 10*time.Millisecond || o.Poll <= 0 || o.Lease < time.Second {
-		return fmt.Errorf("fom: timer service: window %s (at least 10ms), poll %s, lease %s (at least 1s)", o.Window, o.Poll, o.Lease)
+	if o.Ahead == 0 {
+		o.Ahead = 50 * time.Millisecond
+	}
+	if o.Ahead > o.Window/2 {
+		o.Ahead = o.Window / 2
+	}
+	if o.Window < 10*time.Millisecond || o.Poll <= 0 || o.Lease < time.Second || o.Ahead < 0 {
+		return fmt.Errorf("fom: timer service: window %s (at least 10ms), poll %s, lease %s (at least 1s), ahead %s (not negative)", o.Window, o.Poll, o.Lease, o.Ahead)
 	}
 	return nil
 }
@@ -147,8 +160,10 @@ type Service struct {
 	mu       sync.Mutex
 	kinds    map[string]*kind
 	spaces   map[string]*namespace
-	armed    map[store.FireRef]*wheel.Timer // claimed fires waiting in the wheel
-	due      []store.FireRef                // fires whose time came, for the dispatcher
+	armed    map[store.FireRef]int64        // claimed fires waiting in the wheel: their slot
+	slots    map[int64]*slot                // the wheel's timers of claimed fires, by slot
+	begun    map[store.FireRef]*wheel.Timer // begun fires waiting in the wheel for their due time
+	due      []dueFire                      // fires whose slot came, for the dispatcher
 	finished []store.Outcome                // outcomes for the finisher
 	running  bool
 	stop     chan struct{}
@@ -169,7 +184,8 @@ func New(o Options) (*Service, error) {
 	}
 	return &Service{
 		o: o, st: o.Store, clk: o.Clock, log: o.Logger.Named("timer").With(zap.String("fom_instance", o.Instance)),
-		kinds: map[string]*kind{}, spaces: map[string]*namespace{}, armed: map[store.FireRef]*wheel.Timer{},
+		kinds: map[string]*kind{}, spaces: map[string]*namespace{}, armed: map[store.FireRef]int64{},
+		slots: map[int64]*slot{}, begun: map[store.FireRef]*wheel.Timer{},
 		kick: make(chan struct{}, 1), dueSig: make(chan struct{}, 1), finSig: make(chan struct{}, 1),
 		metrics: newMetrics(),
 	}, nil
@@ -573,9 +589,8 @@ func (s *Service) Delete(ctx context.Context, id string) error {
 func (s *Service) unarm(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for ref, t := range s.armed {
+	for ref := range s.armed {
 		if ref.TimerID == id {
-			t.Stop()
 			delete(s.armed, ref)
 		}
 	}

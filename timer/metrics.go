@@ -1,6 +1,7 @@
 package timer
 
 import (
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,20 +13,32 @@ type metrics struct {
 	created, claimed atomic.Int64
 	late             histogram
 	mu               sync.Mutex
-	outcomes         map[[2]string]int64 // (kind, state) -> attempts
+	outcomes         map[string]map[string]int64 // kind -> state -> attempts
 }
 
-func newMetrics() metrics { return metrics{outcomes: map[[2]string]int64{}} }
+func newMetrics() metrics { return metrics{outcomes: map[string]map[string]int64{}} }
 
 func (m *metrics) outcome(kind, state string) {
 	m.mu.Lock()
-	m.outcomes[[2]string{kind, state}]++
+	k := m.outcomes[kind]
+	if k == nil {
+		k = map[string]int64{}
+		m.outcomes[kind] = k
+	}
+	k[state]++
 	m.mu.Unlock()
 }
 
 // LatenessBuckets are the upper bounds of the lateness histogram.
 func LatenessBuckets() []time.Duration {
-	return []time.Duration{time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond, 25 * time.Millisecond,
+	b := latenessBounds()
+	return b[:]
+}
+
+// latenessBounds are LatenessBuckets as an array, which a caller keeps
+// on its stack.
+func latenessBounds() [12]time.Duration {
+	return [...]time.Duration{time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond, 25 * time.Millisecond,
 		50 * time.Millisecond, 100 * time.Millisecond, 250 * time.Millisecond, 500 * time.Millisecond, time.Second, 5 * time.Second, 30 * time.Second}
 }
 
@@ -38,7 +51,7 @@ type histogram struct {
 }
 
 func (h *histogram) observe(d time.Duration) {
-	b := LatenessBuckets()
+	b := latenessBounds()
 	i := 0
 	for i < len(b) && d > b[i] {
 		i++
@@ -69,11 +82,8 @@ func (s *Service) Stats() Stats {
 	m := &s.metrics
 	st := Stats{Created: m.created.Load(), Claimed: m.claimed.Load(), Outcomes: map[string]map[string]int64{}}
 	m.mu.Lock()
-	for k, n := range m.outcomes {
-		if st.Outcomes[k[0]] == nil {
-			st.Outcomes[k[0]] = map[string]int64{}
-		}
-		st.Outcomes[k[0]][k[1]] = n
+	for k, states := range m.outcomes {
+		st.Outcomes[k] = maps.Clone(states)
 	}
 	m.mu.Unlock()
 	m.late.mu.Lock()

@@ -20,8 +20,8 @@ import (
 // How a fire runs. The loop polls the store every Poll: it makes the
 // fires of the timers due within the window (materialize) and claims the
 // fires due within it (a lease in the store), arming them in the timing
-// wheel by slot: the fires due in the same few milliseconds share a
-// slot, which comes Ahead of their due time. When a slot comes, the
+// wheel by slot: the fires due within the same Ahead share a slot, which
+// comes between Ahead and twice Ahead before their due times. When a slot comes, the
 // dispatcher begins the attempts of its fires in one statement
 // (StepFires: a fire whose timer was disabled, updated or deleted
 // meanwhile is not begun), with the outcomes recorded since the last
@@ -33,13 +33,9 @@ import (
 // run out: any instance takes them over (at least once, with the same
 // key).
 
-// slotSize is how close the due times of fires begun by one statement
-// are.
-const slotSize = 10 * time.Millisecond
-
 // gather is how long an outcome waits for a batch to ride with (real
 // time: it only batches writes; no fire waits on it).
-const gather = 10 * time.Millisecond
+const gather = 100 * time.Millisecond
 
 // slot is the claimed fires whose attempts begin at one instant.
 type slot struct {
@@ -65,7 +61,7 @@ func (s *Service) Start(ctx context.Context) error {
 		s.mu.Unlock()
 		return err
 	}
-	s.wheel, s.running, s.stop = w, true, make(chan struct{})
+	s.wheel, s.running, s.stop, s.quit = w, true, make(chan struct{}), make(chan struct{})
 	s.mu.Unlock()
 	s.wg.Add(1 + dispatchers)
 	go s.loop()
@@ -110,14 +106,7 @@ func (s *Service) Stop(ctx context.Context) error {
 	case <-done:
 	case <-ctx.Done():
 		err = fmt.Errorf("fom: timer service stop: deliveries still running: %w", ctx.Err())
-		s.mu.Lock()
-		for ref, t := range s.begun {
-			if t.Stop() {
-				s.inflight.Done()
-			}
-			delete(s.begun, ref)
-		}
-		s.mu.Unlock()
+		close(s.quit)
 	}
 	w.Stop()
 	s.flushOutcomes() // those that ended before Stop gave up
@@ -233,14 +222,15 @@ func advance(t store.Timer, now, horizon time.Time) store.Advance {
 	return a
 }
 
-// arm puts claimed fires in the wheel, each in the slot Ahead of its
-// due time.
+// arm puts claimed fires in the wheel by slot: the slot of the fires due
+// in [k*Ahead, (k+1)*Ahead) comes at (k-1)*Ahead.
 func (s *Service) arm(cs []store.Claimed) {
 	if len(cs) == 0 {
 		return
 	}
 	now := s.clk.Now()
-	size, ahead := slotSize.Milliseconds(), s.o.Ahead.Milliseconds()
+	ahead := s.o.Ahead.Milliseconds()
+	size := max(ahead, 1)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.running {
@@ -348,8 +338,8 @@ func (s *Service) step() bool {
 	now := s.clk.Now()
 	// A running attempt's lease lasts its timeout (a timer without one:
 	// the longest of the kinds', which it may be of) from its due time,
-	// at most a slot and Ahead from now, and Lease past it.
-	started, err := s.st.StepFires(ctx, s.o.Instance, fin, refs, ms(now), s.defaultTimeout().Milliseconds(), (s.o.Lease + s.o.Ahead + slotSize).Milliseconds())
+	// at most twice Ahead from now, and Lease past it.
+	started, err := s.st.StepFires(ctx, s.o.Instance, fin, refs, ms(now), s.defaultTimeout().Milliseconds(), (s.o.Lease + 2*s.o.Ahead).Milliseconds())
 	if err != nil {
 		// The fires stay claimed: their leases run out and a poll claims
 		// them again. The outcomes are asked again, a few times.
@@ -363,34 +353,32 @@ func (s *Service) step() bool {
 	return more
 }
 
-// await arms begun fires for their due times, and delivers those due.
+// await delivers begun fires at their due times, each on a goroutine of
+// its own that waits for it (a runtime timer wakes it: no hop through the
+// wheel's goroutine).
 func (s *Service) await(started []store.Started, due []dueFire) {
 	at := make(map[store.FireRef]int64, len(due))
 	for _, d := range due {
 		at[d.FireRef] = d.due
 	}
 	now := s.clk.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.inflight.Add(len(started))
 	for _, st := range started {
-		s.inflight.Add(1)
 		d := fromMS(at[st.FireRef]).Sub(now)
 		if d <= 0 {
 			go s.deliver(st)
 			continue
 		}
-		ref := st.FireRef
-		t := s.wheel.AfterFuncInline(d, func() {
-			s.mu.Lock()
-			delete(s.begun, ref)
-			s.mu.Unlock()
-			go s.deliver(st)
-		})
-		if t == nil { // the wheel stopped: left to its lease
-			s.inflight.Done()
-			continue
-		}
-		s.begun[ref] = t
+		go func() {
+			t := s.clk.NewTimer(d)
+			select {
+			case <-t.Chan():
+				s.deliver(st)
+			case <-s.quit: // Stop gave up: left to its lease
+				t.Stop()
+				s.inflight.Done()
+			}
+		}()
 	}
 }
 

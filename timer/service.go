@@ -47,12 +47,14 @@ type Options struct {
 	// ClaimBatch bounds the timers made and the fires claimed by one
 	// statement. Default 1000.
 	ClaimBatch int
-	// Ahead is how long before its due time a fire's attempt begins: its
-	// timer checked enabled and at its version, its attempt counted, in
-	// one statement with the other fires of the same few milliseconds;
-	// the handler is then called at the due time, never before. A
-	// disable, update or delete committed within Ahead of a fire no
-	// longer stops it. Default 50ms; at most Window/2.
+	// Ahead is how long before its due time, at least, a fire's attempt
+	// begins (its timer checked enabled and at its version, its attempt
+	// counted), in one statement with the other fires due within the
+	// same Ahead; the handler is then called at the due time, never
+	// before. Fires due at instants k*Ahead to (k+1)*Ahead begin at
+	// (k-1)*Ahead: between Ahead and twice Ahead early. A disable, update
+	// or delete committed after a fire's attempt began no longer stops
+	// it. Default 50ms; at most Window/4.
 	Ahead time.Duration
 }
 
@@ -94,8 +96,8 @@ func (o *Options) defaults() error {
 	if o.Ahead == 0 {
 		o.Ahead = 50 * time.Millisecond
 	}
-	if o.Ahead > o.Window/2 {
-		o.Ahead = o.Window / 2
+	if o.Ahead > o.Window/4 {
+		o.Ahead = o.Window / 4
 	}
 	if o.Window < 10*time.Millisecond || o.Poll <= 0 || o.Lease < time.Second || o.Ahead < 0 {
 		return fmt.Errorf("fom: timer service: window %s (at least 10ms), poll %s, lease %s (at least 1s), ahead %s (not negative)", o.Window, o.Poll, o.Lease, o.Ahead)
@@ -160,13 +162,13 @@ type Service struct {
 	mu       sync.Mutex
 	kinds    map[string]*kind
 	spaces   map[string]*namespace
-	armed    map[store.FireRef]int64        // claimed fires waiting in the wheel: their slot
-	slots    map[int64]*slot                // the wheel's timers of claimed fires, by slot
-	begun    map[store.FireRef]*wheel.Timer // begun fires waiting in the wheel for their due time
-	due      []dueFire                      // fires whose slot came, for the dispatcher
-	finished []store.Outcome                // outcomes for the finisher
+	armed    map[store.FireRef]int64 // claimed fires waiting in the wheel: their slot
+	slots    map[int64]*slot         // the wheel's timers of claimed fires, by slot
+	due      []dueFire               // fires whose slot came, for the dispatcher
+	finished []store.Outcome         // outcomes for the finisher
 	running  bool
 	stop     chan struct{}
+	quit     chan struct{}  // closed when Stop gives up waiting for deliveries
 	wg       sync.WaitGroup // the loop and the dispatcher
 	inflight sync.WaitGroup // deliveries
 	wheel    *wheel.Wheel
@@ -185,8 +187,8 @@ func New(o Options) (*Service, error) {
 	return &Service{
 		o: o, st: o.Store, clk: o.Clock, log: o.Logger.Named("timer").With(zap.String("fom_instance", o.Instance)),
 		kinds: map[string]*kind{}, spaces: map[string]*namespace{}, armed: map[store.FireRef]int64{},
-		slots: map[int64]*slot{}, begun: map[store.FireRef]*wheel.Timer{},
-		kick: make(chan struct{}, 1), dueSig: make(chan struct{}, 1), finSig: make(chan struct{}, 1),
+		slots: map[int64]*slot{},
+		kick:  make(chan struct{}, 1), dueSig: make(chan struct{}, 1), finSig: make(chan struct{}, 1),
 		metrics: newMetrics(),
 	}, nil
 }

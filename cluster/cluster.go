@@ -15,6 +15,17 @@
 // the fires that same batch recorded: a lost answer alone does not leave a
 // fire recorded that nobody runs.
 //
+// A schedule tells the coordinator its next fire when it arms its wait
+// for it (schedule.Announcer), seconds ahead for most plans. The owner
+// records the fires due within the same RecordAhead in one statement,
+// RecordAhead before they are due, so an aligned burst is recorded by a
+// few statements before its instant and each fire is admitted at its time
+// without a round trip. A fire not announced, or whose record ahead
+// failed, is recorded when due, in batches. A lease given back (to
+// rebalance, or at a graceful stop) deletes, in the same transaction, the
+// records of its fires recorded ahead and not run, so the next owner
+// resumes from the last fire that ran and misses none.
+//
 // Leases are renewed in bulk, one statement per renewal interval whatever
 // the number of schedules, and spread: an instance takes free or expired
 // leases up to its share (schedules / live instances) and gives back what
@@ -50,6 +61,9 @@ const (
 	// DefaultRenewEvery is a third of the TTL: two renewals may fail
 	// before the lease is at risk.
 	DefaultRenewEvery = 5 * time.Second
+	// DefaultRecordAhead: a fire announced to the coordinator is recorded
+	// 100 to 200 ms before it is due.
+	DefaultRecordAhead = 100 * time.Millisecond
 )
 
 // Options configure a Coordinator.
@@ -61,6 +75,15 @@ type Options struct {
 	LeaseTTL time.Duration
 	// RenewEvery is the renewal and heartbeat interval. Default LeaseTTL/3.
 	RenewEvery time.Duration
+	// RecordAhead is how long before its planned time, at least, the owner
+	// records a fire the schedule announced when it armed its wait (a
+	// schedule.Announcer): the fires due within the same RecordAhead are
+	// recorded by one statement, between RecordAhead and twice it early,
+	// and admitted at their time without a round trip. A fire recorded
+	// ahead and not run (its owner killed within that time) is not run
+	// elsewhere; a lease given back deletes the records of its fires not
+	// run. Default 100ms; at most RenewEvery.
+	RecordAhead time.Duration
 	// Version is shown for the instance. Default "".
 	Version string
 	// Logger logs lease changes. Default: no-op.
@@ -100,7 +123,8 @@ var ErrStarted = errors.New("fom: cluster: coordinator already started")
 // Counters are what a coordinator has sent to the database.
 type Counters struct {
 	TickStatements int64 // heartbeats, lease renewals and rebalancing: per tick, whatever the number of schedules
-	Fires          int64 // fire records written (one statement each, by the owner)
+	Fires          int64 // fires recorded when due, in batches (those not announced ahead, or whose record ahead failed)
+	FireStatements int64 // fire-record statements sent, ahead or when due
 }
 
 // Status is this instance's standing in the cluster.
@@ -194,6 +218,7 @@ type Coordinator interface {
 	Counters() Counters
 	Status() Status
 	Admit(ctx context.Context, schedule string, planned time.Time) (bool, error)
+	Announce(schedule string, planned time.Time)
 	Owner(schedule string) bool
 	Owned() int
 	SetDesired(ctx context.Context, schedule string, running bool) error

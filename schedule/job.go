@@ -131,3 +131,16 @@ const (
 type Gate interface {
 	Admit(ctx context.Context, schedule string, planned time.Time) (bool, error)
 }
+
+// Announcer is a Gate told of a schedule's next planned fire when the
+// schedule arms its wait for it, before Admit is asked at its time: it
+// may record the fire then (the cluster records the fires of the same
+// few milliseconds in one statement, ahead of them), so that Admit
+// answers without a round trip. Announce is called with the schedule's
+// lock held: it must not block nor call back into the schedule. A fire
+// announced may never be asked for (the schedule stopped or its plan was
+// edited), and one asked for may not have been announced.
+type Announcer interface {
+	Gate
+	Announce(schedule string, planned time.Time)
+}

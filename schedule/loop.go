@@ -81,6 +81,11 @@ func (c *Context) decideLocked(l *loop, now, next time.Time, ok bool) step {
 	if c.state != Sleeping {
 		c.setState(Sleeping)
 	}
+	if c.gate != nil {
+		if a, ok := c.gate.(Announcer); ok { // asserted here: a Context keeps its size class
+			a.Announce(c.name, next)
+		}
+	}
 	c.armLocked(l, now)
 	return stepSleep
 }

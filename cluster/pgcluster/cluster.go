@@ -40,9 +40,16 @@ type Coordinator struct {
 	pending    map[int64]chan string // forwarded requests awaiting an answer
 	admits     chan admission        // fires to record (admitLoop)
 	kick       chan struct{}         // a tick now (Kick)
+	heralds    map[string]*herald    // schedule -> its next fire, announced (see heralds.go)
+	slots      map[int64]*slot       // the heralds recorded together, by slot
+	heraldWG   sync.WaitGroup        // slots armed or recording
+	// recLock is read-held by a herald batch's statement and write-held
+	// by a lease given back (with the records of its unrun fires), so the
+	// records a batch writes are deleted, or refused, not left behind.
+	recLock sync.RWMutex
 
-	tickStatements, fires atomic.Int64 // counters (see Counters)
-	batches               atomic.Int64 // numbers fire batches; from the clock at New, so a restarted instance of the same id does not reuse a number
+	tickStatements, fires, fireStatements atomic.Int64 // counters (see Counters)
+	batches                               atomic.Int64 // numbers fire batches; from the clock at New, so a restarted instance of the same id does not reuse a number
 
 	// lostAnswer, set by tests, turns a fire batch's answer into the error
 	// of a connection cut after its commit.
@@ -72,6 +79,12 @@ func New(pool *pgxpool.Pool, schema string, o Options) (*Coordinator, error) {
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
+	if o.RecordAhead == 0 {
+		o.RecordAhead = DefaultRecordAhead
+	}
+	if o.RecordAhead < time.Millisecond || o.RecordAhead > o.RenewEvery {
+		return nil, fmt.Errorf("fom: cluster: RecordAhead %s must be between 1ms and RenewEvery %s", o.RecordAhead, o.RenewEvery)
+	}
 	c := &Coordinator{
 		pool: pool, schema: pgx.Identifier{schema}.Sanitize(), o: o, log: o.Logger.Named("cluster").With(zap.String("fom_instance", o.InstanceID)),
 		// The trust window ends this much before the lease can expire:
@@ -79,6 +92,7 @@ func New(pool *pgxpool.Pool, schema string, o Options) (*Coordinator, error) {
 		margin: o.LeaseTTL / 5,
 		names:  map[string]bool{}, owned: map[string]int64{}, pending: map[int64]chan string{},
 		admits: make(chan admission, 256), kick: make(chan struct{}, 1),
+		heralds: map[string]*herald{}, slots: map[int64]*slot{},
 	}
 	c.batches.Store(time.Now().UnixNano())
 	return c, nil
@@ -405,7 +419,7 @@ func (c *Coordinator) pruneFires(ctx context.Context) {
 
 // Counters returns the coordinator's counters.
 func (c *Coordinator) Counters() Counters {
-	return Counters{TickStatements: c.tickStatements.Load(), Fires: c.fires.Load()}
+	return Counters{TickStatements: c.tickStatements.Load(), Fires: c.fires.Load(), FireStatements: c.fireStatements.Load()}
 }
 
 // acquire takes up to n free or expired leases among names.
@@ -492,12 +506,19 @@ func (c *Coordinator) release(ctx context.Context, from []string, n int, why str
 	for _, s := range give {
 		delete(c.owned, s)
 	}
+	unrun := c.takeHeraldsLocked(give)
 	c.mu.Unlock()
 	c.tickStatements.Add(1)
 	// Expired now rather than never owned: the next owner resumes the plan
-	// from this instant when no fire was recorded yet.
+	// from this instant when no fire was recorded yet, or from the last
+	// fire run here: the fires recorded ahead and not run are deleted.
+	c.recLock.Lock()
+	defer c.recLock.Unlock()
 	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "UPDATE "+c.t("leases")+" SET owner = '', expires_at = now() WHERE owner = $1 AND schedule = ANY($2)", c.o.InstanceID, give); err != nil {
+			return err
+		}
+		if err := c.deleteUnrun(ctx, tx, unrun); err != nil {
 			return err
 		}
 		if c.o.Channel == "" {
@@ -524,6 +545,9 @@ func (c *Coordinator) Admit(ctx context.Context, schedule string, planned time.T
 	c.mu.Unlock()
 	if !owned || !trusted {
 		return false, nil
+	}
+	if ok, decided := c.admitHerald(ctx, schedule, planned, term); decided {
+		return ok, nil
 	}
 	c.fires.Add(1)
 	req := admission{schedule: schedule, planned: planned, term: term, reply: make(chan admitted, 1)}
@@ -604,9 +628,24 @@ const recordRetry = 50 * time.Millisecond
 // record (its owner, term and batch number); a fire recorded by an earlier
 // batch of this instance is not admitted twice.
 func (c *Coordinator) record(batch []admission, stop chan struct{}) {
+	ok, err := c.recordRetrying(batch, stop)
+	for i, r := range batch {
+		if err != nil {
+			r.reply <- admitted{err: fmt.Errorf("record fire: %w", err)}
+			continue
+		}
+		r.reply <- admitted{ok: ok[i]}
+	}
+}
+
+// recordRetrying writes a batch as record does, asking again while the
+// leases are trusted and the renewal interval lasts, and reports which
+// fires it recorded.
+func (c *Coordinator) recordRetrying(batch []admission, stop chan struct{}) ([]bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.o.RenewEvery)
 	defer cancel()
 	id := c.batches.Add(1)
+	c.fireStatements.Add(1)
 	ok, err := c.recordOnce(ctx, batch, id)
 	first := err // why it asked again, kept when a retry is cut short by the deadline
 	for err != nil && c.trusted() {
@@ -619,18 +658,13 @@ func (c *Coordinator) record(batch []admission, stop chan struct{}) {
 			break
 		}
 		c.log.Warn("recording fires failed; asking again", zap.Error(err))
+		c.fireStatements.Add(1)
 		ok, err = c.recordOnce(ctx, batch, id)
 	}
 	if err != nil && err != first && ctx.Err() != nil {
 		err = fmt.Errorf("%w (asked again until the renewal interval ran out: %w)", first, err)
 	}
-	for i, r := range batch {
-		if err != nil {
-			r.reply <- admitted{err: fmt.Errorf("record fire: %w", err)}
-			continue
-		}
-		r.reply <- admitted{ok: ok[i]}
-	}
+	return ok, err
 }
 
 // recordOnce sends one statement recording batch as batch number id.
@@ -721,11 +755,18 @@ func (c *Coordinator) Owned() int {
 // stopped, so others take its schedules at once. Safe before Start and
 // twice.
 func (c *Coordinator) Stop(ctx context.Context) error {
-	if !c.halt() {
+	unrun, ok := c.halt()
+	if !ok {
 		return nil
 	}
 	var errs []error
-	if _, err := c.pool.Exec(ctx, "UPDATE "+c.t("leases")+" SET owner = '', expires_at = now() WHERE owner = $1", c.o.InstanceID); err != nil {
+	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "UPDATE "+c.t("leases")+" SET owner = '', expires_at = now() WHERE owner = $1", c.o.InstanceID); err != nil {
+			return err
+		}
+		return c.deleteUnrun(ctx, tx, unrun)
+	})
+	if err != nil {
 		errs = append(errs, fmt.Errorf("give leases back: %w", err))
 	}
 	if _, err := c.pool.Exec(ctx, "DELETE FROM "+c.t("task_claims")+" WHERE instance = $1", c.o.InstanceID); err != nil {
@@ -744,19 +785,29 @@ func (c *Coordinator) Stop(ctx context.Context) error {
 // database: what a crash leaves behind. For tests of failover.
 func (c *Coordinator) Abandon() { c.halt() }
 
-// halt stops the loop and drops local ownership; false if not started.
-func (c *Coordinator) halt() bool {
+// halt stops the loop and the heralds' recording, and drops local
+// ownership; it returns the fires recorded ahead and not run. False if
+// not started.
+func (c *Coordinator) halt() ([]unrunFire, bool) {
 	c.mu.Lock()
 	stop, done := c.stop, c.done
 	c.stop, c.done = nil, nil
+	for k, sl := range c.slots {
+		if sl.t.Stop() {
+			c.heraldWG.Done()
+		}
+		delete(c.slots, k)
+	}
 	c.mu.Unlock()
 	if stop == nil {
-		return false
+		return nil, false
 	}
 	close(stop)
 	<-done // a tick under way ends first
+	c.heraldWG.Wait()
 	c.mu.Lock()
+	unrun := c.takeHeraldsLocked(nil)
 	c.owned, c.trustUntil = map[string]int64{}, time.Time{}
 	c.mu.Unlock()
-	return true
+	return unrun, true
 }

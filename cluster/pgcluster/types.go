@@ -15,8 +15,9 @@ type (
 
 // Defaults of Options.
 const (
-	DefaultLeaseTTL   = cluster.DefaultLeaseTTL
-	DefaultRenewEvery = cluster.DefaultRenewEvery
+	DefaultLeaseTTL    = cluster.DefaultLeaseTTL
+	DefaultRenewEvery  = cluster.DefaultRenewEvery
+	DefaultRecordAhead = cluster.DefaultRecordAhead
 )
 
 // Errors, as package cluster defines them.

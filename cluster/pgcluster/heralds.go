@@ -1,0 +1,219 @@
+package pgcluster
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"go.uber.org/zap"
+)
+
+// Fires recorded ahead. A schedule announces its next fire when it arms
+// its wait (Announce): a herald. The heralds due within the same
+// RecordAhead share a slot, whose time is RecordAhead before the slot's
+// first instant; then the owner records them in one statement, fenced by
+// their terms as every fire record is, and Admit at each fire's time finds
+// it recorded. A herald's record and a lease given back are ordered by
+// recLock, and both take the herald out of the map under c.mu, so a fire
+// recorded ahead is either admitted here or its record deleted with the
+// lease: never both, never neither.
+
+// herald is a fire announced ahead.
+type herald struct {
+	planned time.Time
+	term    int64
+	state   heraldState
+	done    chan struct{} // closed when the record's answer came (recording)
+	ok      bool          // the record was written by this instance
+}
+
+type heraldState uint8
+
+const (
+	announced heraldState = iota // waiting for its slot
+	recording                    // in a statement; done closes on its answer
+	recorded                     // answered: ok says whether it was written
+)
+
+// minAhead is the fewest fires a slot records ahead: a slot of fewer
+// leaves them to be recorded when due. Recording ahead pays for a burst,
+// where one statement admits hundreds of fires before their instant; and
+// it widens, from a round trip to up to twice RecordAhead, the time in
+// which a fire recorded by an owner that is then killed is run nowhere.
+// A few fires a slot are not worth that.
+const minAhead = 16
+
+// slot is the heralds recorded together, and the timer that records them.
+type slot struct {
+	t     *time.Timer
+	names []string
+}
+
+// unrunFire is a fire recorded ahead whose lease is given back before it
+// ran: its record is deleted.
+type unrunFire struct {
+	schedule string
+	planned  time.Time
+	term     int64
+}
+
+// slotOf is the slot of a fire: the start of its RecordAhead-wide span,
+// in Unix milliseconds.
+func (c *Coordinator) slotOf(planned time.Time) int64 {
+	ms, w := planned.UnixMilli(), c.o.RecordAhead.Milliseconds()
+	return ms - ((ms%w)+w)%w
+}
+
+// Announce implements schedule.Announcer: the owner records the fire
+// RecordAhead before it is due (or at once, when it is due sooner). A
+// later announcement of the schedule replaces it.
+func (c *Coordinator) Announce(schedule string, planned time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	term, owned := c.owned[schedule]
+	if c.stop == nil || !owned {
+		return
+	}
+	if h := c.heralds[schedule]; h != nil && h.planned.Equal(planned) && h.term == term {
+		return
+	}
+	c.heralds[schedule] = &herald{planned: planned, term: term}
+	k := c.slotOf(planned)
+	if sl := c.slots[k]; sl != nil {
+		sl.names = append(sl.names, schedule)
+		return
+	}
+	stop := c.stop
+	c.heraldWG.Add(1)
+	at := time.UnixMilli(k).Add(-c.o.RecordAhead)
+	c.slots[k] = &slot{names: []string{schedule}, t: time.AfterFunc(time.Until(at), func() { c.recordSlot(k, stop) })}
+}
+
+// recordSlot records the heralds of a slot whose time came.
+func (c *Coordinator) recordSlot(k int64, stop chan struct{}) {
+	defer c.heraldWG.Done()
+	c.mu.Lock()
+	sl := c.slots[k]
+	delete(c.slots, k)
+	if c.stop != stop || sl == nil {
+		c.mu.Unlock()
+		return
+	}
+	trusted := time.Now().Before(c.trustUntil)
+	var batch []admission
+	var hs []*herald
+	for _, s := range sl.names {
+		h := c.heralds[s]
+		if h == nil || h.state != announced || c.slotOf(h.planned) != k {
+			continue // replaced, taken, or in another slot now
+		}
+		if term, ok := c.owned[s]; !ok || term != h.term || !trusted {
+			delete(c.heralds, s)
+			continue
+		}
+		h.state, h.done = recording, make(chan struct{})
+		batch = append(batch, admission{schedule: s, planned: h.planned, term: h.term})
+		hs = append(hs, h)
+	}
+	if len(batch) < minAhead {
+		for i, h := range hs {
+			if c.heralds[batch[i].schedule] == h {
+				delete(c.heralds, batch[i].schedule)
+			}
+		}
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	c.recLock.RLock()
+	ok, err := c.recordRetrying(batch, stop)
+	c.recLock.RUnlock()
+	if err != nil {
+		c.log.Warn("recording fires ahead failed; they are recorded when due", zap.Int("fires", len(batch)), zap.Error(err))
+	}
+	c.mu.Lock()
+	for i, h := range hs {
+		h.state, h.ok = recorded, err == nil && ok[i]
+		close(h.done)
+	}
+	c.mu.Unlock()
+}
+
+// admitHerald admits a fire recorded ahead: decided is false when the
+// fire was not (not announced, its record failed or refused), and Admit
+// records it now.
+func (c *Coordinator) admitHerald(ctx context.Context, schedule string, planned time.Time, term int64) (ok, decided bool) {
+	c.mu.Lock()
+	h := c.heralds[schedule]
+	if h == nil || !h.planned.Equal(planned) || h.term != term || h.state == announced {
+		// Not recorded ahead: recorded now. A herald whose slot has not
+		// come is taken out, so its slot does not record the fire too
+		// (the second record would be refused).
+		if h != nil && h.state == announced {
+			delete(c.heralds, schedule)
+		}
+		c.mu.Unlock()
+		return false, false
+	}
+	done := h.done
+	c.mu.Unlock()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return false, true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.heralds[schedule] == h {
+		delete(c.heralds, schedule)
+	}
+	if !h.ok {
+		return false, false
+	}
+	// A lease given back since took the herald out of the map (its record
+	// is deleted with the lease) and the schedule out of owned.
+	t, owned := c.owned[schedule]
+	return owned && t == term && time.Now().Before(c.trustUntil), true
+}
+
+// takeHeraldsLocked takes the heralds of schedules (nil: every one) out
+// of the map and returns those recorded or being recorded: their records
+// are to be deleted with their leases. Called with c.mu held.
+func (c *Coordinator) takeHeraldsLocked(schedules []string) []unrunFire {
+	var out []unrunFire
+	take := func(s string) {
+		h := c.heralds[s]
+		if h == nil {
+			return
+		}
+		delete(c.heralds, s)
+		if h.state != announced {
+			out = append(out, unrunFire{schedule: s, planned: h.planned, term: h.term})
+		}
+	}
+	if schedules == nil {
+		for s := range c.heralds {
+			take(s)
+		}
+		return out
+	}
+	for _, s := range schedules {
+		take(s)
+	}
+	return out
+}
+
+// deleteUnrun deletes the records of fires recorded ahead and not run,
+// in the transaction giving their leases back.
+func (c *Coordinator) deleteUnrun(ctx context.Context, tx pgx.Tx, fs []unrunFire) error {
+	if len(fs) == 0 {
+		return nil
+	}
+	names, planned, terms := make([]string, len(fs)), make([]time.Time, len(fs)), make([]int64, len(fs))
+	for i, f := range fs {
+		names[i], planned[i], terms[i] = f.schedule, f.planned, f.term
+	}
+	_, err := tx.Exec(ctx, "DELETE FROM "+c.t("fires")+` r USING unnest($1::text[], $2::timestamptz[], $3::bigint[]) AS u(s, p, t)
+		WHERE r.schedule = u.s AND r.planned = u.p AND r.term = u.t AND r.owner = $4`, names, planned, terms, c.o.InstanceID)
+	return err
+}

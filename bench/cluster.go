@@ -38,13 +38,14 @@ type clusterRun struct {
 	fires         int
 	p50, p99      time.Duration
 	tickStmtsPerS float64 // leases and heartbeats, all instances
-	firesPerS     float64 // fire records written, all instances
+	fireStmtsPerS float64 // fire-record statements, all instances
+	cpu, pgCPU    time.Duration
 	err           string
 }
 
 // measureApps starts apps built by mk (one, or three on PostgreSQL), each
 // registering n every-second jobs, and measures lateness over window.
-func measureApps(label string, n, instances int, window time.Duration, mk func(i int) (*fom.App, func(), error)) clusterRun {
+func measureApps(label string, n, instances int, window, warmup time.Duration, mk func(i int) (*fom.App, func(), error)) clusterRun {
 	r := clusterRun{label: label, n: n}
 	l := newLateness(n*instances, window)
 	apps := make([]*fom.App, instances)
@@ -85,13 +86,15 @@ func measureApps(label string, n, instances int, window time.Duration, mk func(i
 			return r
 		}
 	}
-	// Two seconds to settle (leases spread), then the window.
-	from := time.Now().Truncate(time.Second).Add(3 * time.Second)
+	// The warm-up (the leases spread at the instances' first renewals, 5 s
+	// in: a warm-up under that has them move inside the window), then the
+	// window.
+	from := time.Now().Truncate(time.Second).Add(warmup + time.Second)
 	l.window(from, window)
 	time.Sleep(time.Until(from))
-	c0 := counters(apps)
+	c0, cpu0, pg0 := counters(apps), cpuTime(), postgresCPU()
 	time.Sleep(window)
-	c1 := counters(apps)
+	c1, cpu1, pg1 := counters(apps), cpuTime(), postgresCPU()
 	time.Sleep(300 * time.Millisecond)
 	samples, ok := l.samples()
 	if !ok {
@@ -102,23 +105,31 @@ func measureApps(label string, n, instances int, window time.Duration, mk func(i
 	r.p50, r.p99 = percentile(samples, 0.5), percentile(samples, 0.99)
 	secs := window.Seconds()
 	r.tickStmtsPerS = float64(c1[0]-c0[0]) / secs
-	r.firesPerS = float64(c1[1]-c0[1]) / secs
+	r.fireStmtsPerS = float64(c1[1]-c0[1]) / secs
+	if r.fires > 0 {
+		r.cpu = (cpu1 - cpu0) / time.Duration(r.fires)
+		if instances > 1 {
+			r.pgCPU = (pg1 - pg0) / time.Duration(r.fires)
+		}
+	}
 	return r
 }
 
+// counters sums the instances' lease and heartbeat statements, and their
+// fire-record statements.
 func counters(apps []*fom.App) [2]int64 {
 	var out [2]int64
 	for _, a := range apps {
 		if c, ok := a.ClusterCounters(); ok {
 			out[0] += c.TickStatements
-			out[1] += c.Fires
+			out[1] += c.FireStatements
 		}
 	}
 	return out
 }
 
 // clusterScenario compares one App on SQLite with three on PostgreSQL.
-func clusterScenario(dsn string, ns []int, window time.Duration, log func(string)) string {
+func clusterScenario(dsn string, ns []int, window, warmup time.Duration, passes int, log func(string)) string {
 	var out strings.Builder
 	out.WriteString("### Cluster: N jobs every second, one App on SQLite against three on PostgreSQL\n\n")
 	admin, err := pgxpool.New(context.Background(), dsn)
@@ -130,37 +141,44 @@ func clusterScenario(dsn string, ns []int, window time.Duration, log func(string
 		return out.String()
 	}
 	defer admin.Close()
-	out.WriteString("| setup | N | fires in the window | lateness p50 | p99 | lease and heartbeat statements/s | fire records/s |\n|---|---|---|---|---|---|---|\n")
-	for _, n := range ns {
-		single := measureApps("one App, SQLite", n, 1, window, func(int) (*fom.App, func(), error) {
-			dir, err := os.MkdirTemp("", "fom-bench-cluster")
-			if err != nil {
-				return nil, nil, err
+	out.WriteString("| setup | N | fires / planned | lateness p50 | p99 | CPU µs per fire (process) | PostgreSQL CPU µs per fire | fire-record statements/s | lease and heartbeat statements/s |\n|---|---|---|---|---|---|---|---|---|\n")
+	for pass := 0; pass < passes; pass++ {
+		for _, n := range ns {
+			single := measureApps("one App, SQLite", n, 1, window, warmup, func(int) (*fom.App, func(), error) {
+				dir, err := os.MkdirTemp("", "fom-bench-cluster")
+				if err != nil {
+					return nil, nil, err
+				}
+				app, err := fom.New(fom.WithDataDir(dir))
+				return app, func() { os.RemoveAll(dir) }, err
+			})
+			b := make([]byte, 4)
+			rand.Read(b)
+			schema := "fombench_" + hex.EncodeToString(b)
+			three := measureApps("three Apps, PostgreSQL", n, 3, window, warmup, func(i int) (*fom.App, func(), error) {
+				st, err := postgres.Open(context.Background(), dsn, postgres.WithSchema(schema))
+				if err != nil {
+					return nil, nil, err
+				}
+				app, err := fom.New(fom.WithStore(st), fom.WithInstanceID(fmt.Sprintf("bench-%d", i+1)))
+				return app, func() { st.Close() }, err
+			})
+			admin.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
+			for _, r := range []clusterRun{single, three} {
+				planned := r.n * int(window/time.Second)
+				pg := "—"
+				if r.pgCPU > 0 {
+					pg = fmt.Sprintf("%.1f", float64(r.pgCPU.Nanoseconds())/1000)
+				}
+				log(fmt.Sprintf("  %-24s N=%-6d fires=%d/%d p50=%-9s p99=%-9s cpu/fire=%.1fus pg/fire=%s fire stmts/s=%.1f lease stmts/s=%.1f %s", r.label, r.n, r.fires, planned, ms(r.p50), ms(r.p99), float64(r.cpu.Nanoseconds())/1000, pg, r.fireStmtsPerS, r.tickStmtsPerS, r.err))
+				if r.err != "" {
+					fmt.Fprintf(&out, "| %s | %d | failed: %s | | | | | | |\n", r.label, r.n, r.err)
+					continue
+				}
+				fmt.Fprintf(&out, "| %s | %d | %d / %d | %s | %s | %.1f | %s | %.1f | %.1f |\n", r.label, r.n, r.fires, planned, ms(r.p50), ms(r.p99), float64(r.cpu.Nanoseconds())/1000, pg, r.fireStmtsPerS, r.tickStmtsPerS)
 			}
-			app, err := fom.New(fom.WithDataDir(dir))
-			return app, func() { os.RemoveAll(dir) }, err
-		})
-		b := make([]byte, 4)
-		rand.Read(b)
-		schema := "fombench_" + hex.EncodeToString(b)
-		three := measureApps("three Apps, PostgreSQL", n, 3, window, func(i int) (*fom.App, func(), error) {
-			st, err := postgres.Open(context.Background(), dsn, postgres.WithSchema(schema))
-			if err != nil {
-				return nil, nil, err
-			}
-			app, err := fom.New(fom.WithStore(st), fom.WithInstanceID(fmt.Sprintf("bench-%d", i+1)))
-			return app, func() { st.Close() }, err
-		})
-		admin.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
-		for _, r := range []clusterRun{single, three} {
-			log(fmt.Sprintf("  %-24s N=%-6d fires=%-6d p50=%-9s p99=%-9s lease stmts/s=%.1f fires/s=%.0f %s", r.label, r.n, r.fires, ms(r.p50), ms(r.p99), r.tickStmtsPerS, r.firesPerS, r.err))
-			if r.err != "" {
-				fmt.Fprintf(&out, "| %s | %d | failed: %s | | | | |\n", r.label, r.n, r.err)
-				continue
-			}
-			fmt.Fprintf(&out, "| %s | %d | %d | %s | %s | %.1f | %.0f |\n", r.label, r.n, r.fires, ms(r.p50), ms(r.p99), r.tickStmtsPerS, r.firesPerS)
 		}
 	}
-	out.WriteString("\nLease and heartbeat statements do not grow with N (five per instance per renewal interval, more while leases move); each fire costs its owner one INSERT.\n\n")
+	out.WriteString("\nLease and heartbeat statements do not grow with N (five per instance per renewal interval, more while leases move). Fires announced ahead are recorded a slot (100 ms) at a time, by one statement per instance; PostgreSQL's CPU is every postgres process's on this machine over the window.\n\n")
 	return out.String()
 }

@@ -92,16 +92,8 @@ func (c *fomdChild) stop() {
 
 // cpu is the process's user and system time so far.
 func (c *fomdChild) cpu() time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.cmd.Process.Pid))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	// utime and stime are fields 14 and 15 of stat (11 and 12 after the name and state).
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * 10 * time.Millisecond // USER_HZ 100
+	d, _ := procCPU(c.cmd.Process.Pid)
+	return d
 }
 
 func fomdScenario(dsn string, n int, spread time.Duration, log func(string)) string {

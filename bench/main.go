@@ -38,6 +38,7 @@ func main() {
 	costN := flag.Int("cost-n", 1000, "internal: jobs of a -cost-lib measurement")
 	costSpread := flag.Bool("cost-spread", false, "internal: a -cost-lib measurement's jobs are spread over the second")
 	costDir := flag.String("cost-dir", "", "internal: the app's data directory of a -cost-lib measurement (none: the child prepares one)")
+	clusterWarmup := flag.Duration("cluster-warmup", 2*time.Second, "how long the cluster scenario's instances run before its window (their leases spread at their first renewal, 5 s after start: under that, leases move inside the window)")
 	fomdN := flag.Int("fomd-n", 100_000, "timers of the fomd scenario")
 	fomdSpread := flag.Duration("fomd-spread", time.Minute, "the window the fomd scenario's timers fall due over")
 	flag.Parse()
@@ -258,7 +259,7 @@ func main() {
 			ns = ladder
 		}
 		log("cluster")
-		out.WriteString(clusterScenario(dsn, ns, 5*time.Second, log))
+		out.WriteString(clusterScenario(dsn, ns, 5*time.Second, *clusterWarmup, *passes, log))
 		runtime.GC()
 	}
 

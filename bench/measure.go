@@ -42,6 +42,47 @@ func stealTime() time.Duration {
 	return time.Duration(ticks) * 10 * time.Millisecond // USER_HZ is 100 on Linux
 }
 
+// procCPU is a process's user and system time so far, and its command
+// name, from /proc/<pid>/stat.
+func procCPU(pid int) (time.Duration, string) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, ""
+	}
+	s := string(b)
+	open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if open < 0 || end < open || end+2 > len(s) {
+		return 0, ""
+	}
+	f := strings.Fields(s[end+2:])
+	if len(f) < 13 {
+		return 0, ""
+	}
+	// utime and stime are fields 14 and 15 of stat (11 and 12 after the name and state).
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond, s[open+1 : end] // USER_HZ 100
+}
+
+// postgresCPU is the CPU time so far of every process named postgres on
+// this machine (the server's backends and workers: PostgreSQL's share of
+// a scenario on the same CPUs). A backend that exits takes its time with
+// it: measure over a span in which the connections stay open.
+func postgresCPU() time.Duration {
+	ents, _ := os.ReadDir("/proc")
+	var sum time.Duration
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if d, name := procCPU(pid); name == "postgres" {
+			sum += d
+		}
+	}
+	return sum
+}
+
 // cpuTime is the process's user+system CPU time so far.
 func cpuTime() time.Duration {
 	c, _ := usage()

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -93,8 +94,20 @@ func measureApps(label string, n, instances int, window, warmup time.Duration, m
 	l.window(from, window)
 	time.Sleep(time.Until(from))
 	c0, cpu0, pg0 := counters(apps), cpuTime(), postgresCPU()
+	// FOM_BENCH_WINDOW_PROFILE profiles the window alone, to
+	// <prefix>-cluster-<instances>-<n>.
+	var prof *os.File
+	if p := os.Getenv("FOM_BENCH_WINDOW_PROFILE"); p != "" {
+		if f, err := os.Create(fmt.Sprintf("%s-cluster-%d-%d", p, instances, n)); err == nil && pprof.StartCPUProfile(f) == nil {
+			prof = f
+		}
+	}
 	time.Sleep(window)
 	c1, cpu1, pg1 := counters(apps), cpuTime(), postgresCPU()
+	if prof != nil {
+		pprof.StopCPUProfile()
+		prof.Close()
+	}
 	time.Sleep(300 * time.Millisecond)
 	samples, ok := l.samples()
 	if !ok {

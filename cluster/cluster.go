@@ -38,6 +38,10 @@
 // a fire missed during the failover runs once, at once (or is skipped,
 // with misfire "skip").
 //
+// An instance that does not hold a schedule's lease parks its copy at
+// the first fire it refuses (schedule.Holder): it arms no wait until it
+// takes the lease, so each fire wakes one instance, not all of them.
+//
 // The engine sees none of this: schedule keeps no SQL, and an App without
 // a cluster store pays nothing.
 //
@@ -91,7 +95,9 @@ type Options struct {
 	// Acquired is called (from the coordinator's goroutine) for each
 	// schedule whose lease this instance took, with the schedule's last
 	// recorded fire, or when none was recorded the moment the previous
-	// owner's lease ended (zero for a lease never owned before).
+	// owner's lease ended (zero for a lease never owned before). It must
+	// resume or unpark the schedule (see schedule.Holder): a schedule not
+	// held here parks at its first refused fire.
 	Acquired func(schedule string, lastFire time.Time)
 	// Busy reports whether a schedule is in a round here; a busy
 	// schedule's lease is not given back to rebalance. Default: never.
@@ -219,6 +225,7 @@ type Coordinator interface {
 	Status() Status
 	Admit(ctx context.Context, schedule string, planned time.Time) (bool, error)
 	Announce(schedule string, planned time.Time)
+	Holds(schedule string) bool
 	Owner(schedule string) bool
 	Owned() int
 	SetDesired(ctx context.Context, schedule string, running bool) error

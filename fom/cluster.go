@@ -23,10 +23,14 @@ import (
 )
 
 // acquired continues a schedule whose lease this instance just took from
-// the last fire the cluster recorded; a schedule not started yet does so
-// when it starts.
+// the last fire the cluster recorded (a schedule not started yet does so
+// when it starts), or, with none recorded, from its next fire: a copy
+// parked while another instance held the lease is armed again.
 func (a *App) acquired(name string, last time.Time) {
 	if last.IsZero() {
+		if sc := a.Schedule(name); sc != nil {
+			sc.Unpark()
+		}
 		return
 	}
 	sc := a.Schedule(name)

@@ -163,6 +163,7 @@ type loop struct {
 	manual bool        // the round goroutine's round was asked for (ExecNow): not gated
 	lend   lendState   // a wake-up on a goroutine the wheel lends, or a runner
 	asked  bool        // the next round goLocked starts is an ExecNow
+	parked bool        // sleeping without a wait: its gate holds none of its fires (see Holder)
 	armed  uint64      // id of the armed wait; bumped to disarm it
 	prev   roundTimes  // the last round's, for a config plan edited while the schedule sleeps
 	timer  stopper     // the armed wait, nil when none
@@ -176,7 +177,7 @@ type loop struct {
 
 	// A loop is 256 bytes, a size class whose objects start on a line:
 	// every line of it is one a fire reads (TestContextLayout).
-	_ [24]byte
+	_ [16]byte
 }
 
 // roundTimes are what fom's own plans read of the previous round: kept
@@ -663,6 +664,40 @@ func (c *Context) Resume(lastFire time.Time, runMissed bool) bool {
 	c.disarmLocked(l)
 	c.goLocked(l, c.decideLocked(l, c.clk.Now(), next, true), next)
 	return true
+}
+
+// Unpark arms a schedule its gate parked (see Holder) for the first fire
+// of its plan not yet past, and reports whether it was parked: the gate
+// holds its fires again, and no fire of it was recorded that its plan
+// could continue from (that is Resume).
+func (c *Context) Unpark() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l := c.loop
+	if l == nil || !l.parked || c.state != Sleeping {
+		return false
+	}
+	next, ok, now := c.next, true, c.clk.Now()
+	for i := 0; ok && next.Before(now) && i < 100000; i++ {
+		next, ok = c.plan.Next(Round{Number: c.rounds, Planned: next, Start: next, End: next})
+	}
+	l.parked = false
+	c.goLocked(l, c.decideLocked(l, now, next, ok), next)
+	return true
+}
+
+// parkLocked takes the wait away from a sleeping schedule whose round its
+// gate just refused, when the gate is a Holder that holds none of its
+// fires: until Resume or Unpark it costs no wake-up. Plans of the job's
+// own are never parked (Resume cannot continue them). Called with c.mu
+// held.
+func (c *Context) parkLocked(l *loop) {
+	h, ok := c.gate.(Holder)
+	if !ok || c.job.Plan != nil || h.Holds(c.name) {
+		return
+	}
+	c.disarmLocked(l)
+	l.parked = true
 }
 
 // resumeNextLocked is the fire after lastFire, past the missed ones unless

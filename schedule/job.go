@@ -132,6 +132,20 @@ type Gate interface {
 	Admit(ctx context.Context, schedule string, planned time.Time) (bool, error)
 }
 
+// Holder is a Gate that knows which schedules this process holds (the
+// cluster: those it has the lease of, trusted or not). A schedule whose
+// round the gate refused and that it does not hold parks: it arms no
+// wait, so it costs no wake-up at each fire another process runs, until
+// Resume (the gate took it over from a recorded fire) or Unpark (it holds
+// it again with none recorded) arms it. Holds is called with the
+// schedule's lock held: it must not block nor call back into the
+// schedule; a Holder must call Resume or Unpark on every schedule it
+// comes to hold, after Holds reports it.
+type Holder interface {
+	Gate
+	Holds(schedule string) bool
+}
+
 // Announcer is a Gate told of a schedule's next planned fire when the
 // schedule arms its wait for it, before Admit is asked at its time: it
 // may record the fire then (the cluster records the fires of the same

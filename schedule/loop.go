@@ -127,6 +127,7 @@ func (c *Context) armLocked(l *loop, now time.Time) {
 	// runs on every fire.
 	wait := min(at.Sub(now), maxWait)
 	l.armed++
+	l.parked = false
 	if c.wheel != nil {
 		// The wake-up only decides under c.mu: quick enough to run on the
 		// wheel's own goroutine. The round then runs on that goroutine
@@ -317,7 +318,8 @@ func (c *Context) runRounds(l *loop, planned time.Time, rn *runner, woke time.Ti
 		if gated {
 			woke = time.Time{} // the gate may take a while
 		}
-		if gated && !c.admit(l, planned) {
+		refused := gated && !c.admit(l, planned)
+		if refused {
 			// Not this process's fire: the plan goes on from it.
 			select {
 			case <-l.stop:
@@ -379,8 +381,12 @@ func (c *Context) runRounds(l *loop, planned time.Time, rn *runner, woke time.Ti
 			next, ok = c.resumeNextLocked(l, c.resumeFrom, c.resumeMissed)
 			now = c.clk.Now()
 		}
+		resumed := !c.resumeFrom.IsZero()
 		c.resumeFrom = time.Time{}
 		st := c.decideLocked(l, now, next, ok)
+		if st == stepSleep && refused && !again && !resumed {
+			c.parkLocked(l)
+		}
 		c.mu.Unlock()
 		if spare != nil {
 			rn.keep(spare)

@@ -740,6 +740,18 @@ func (c *Coordinator) Owner(schedule string) bool {
 	return ok && time.Now().Before(c.trustUntil)
 }
 
+// Holds implements schedule.Holder: whether this instance holds the
+// lease of schedule, trusted or not (an instance that cannot reach the
+// database keeps its schedules armed, to admit their fires again once it
+// renews). A schedule taken over here is resumed or unparked through
+// Options.Acquired.
+func (c *Coordinator) Holds(schedule string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.owned[schedule]
+	return ok
+}
+
 // Owned returns how many schedules this instance holds trusted leases on
 // (none once its trust window ended without a renewal).
 func (c *Coordinator) Owned() int {

@@ -50,11 +50,17 @@ func (c *Coordinator) Declare(ctx context.Context, decls map[string]map[string]s
 }
 
 // Disagreements lists the schedules live instances declare differently.
+// The database picks them (the declarations of one schedule compared as
+// jsonb values): every instance asks at every renewal, and a cluster
+// whose instances agree reads no declaration.
 func (c *Coordinator) Disagreements(ctx context.Context) ([]Disagreement, error) {
-	rows, err := c.pool.Query(ctx, `SELECT d.schedule, d.instance, d.decl::text, i.started_at
-		FROM `+c.t("declarations")+` d JOIN `+c.t("instances")+` i ON i.id = d.instance
-		WHERE NOT i.stopped AND i.heartbeat_at > now() - $1::interval
-		ORDER BY d.schedule, d.instance`, c.o.LeaseTTL)
+	rows, err := c.pool.Query(ctx, `WITH live AS (
+			SELECT d.schedule, d.instance, d.decl, i.started_at
+			FROM `+c.t("declarations")+` d JOIN `+c.t("instances")+` i ON i.id = d.instance
+			WHERE NOT i.stopped AND i.heartbeat_at > now() - $1::interval),
+		differ AS (SELECT schedule FROM live GROUP BY schedule HAVING count(DISTINCT decl) > 1)
+		SELECT l.schedule, l.instance, l.decl::text, l.started_at FROM live l JOIN differ USING (schedule)
+		ORDER BY l.schedule, l.instance`, c.o.LeaseTTL)
 	if err != nil {
 		return nil, fmt.Errorf("fom: cluster: read declarations: %w", err)
 	}

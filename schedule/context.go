@@ -662,7 +662,13 @@ func (c *Context) Resume(lastFire time.Time, runMissed bool) bool {
 		return false
 	}
 	c.disarmLocked(l)
-	c.goLocked(l, c.decideLocked(l, c.clk.Now(), next, true), next)
+	now := c.clk.Now()
+	if !now.Before(next) {
+		// A missed fire, due at once: the gate may record it with the
+		// others of schedules resumed together.
+		c.announceLocked(next)
+	}
+	c.goLocked(l, c.decideLocked(l, now, next, true), next)
 	return true
 }
 

@@ -81,13 +81,19 @@ func (c *Context) decideLocked(l *loop, now, next time.Time, ok bool) step {
 	if c.state != Sleeping {
 		c.setState(Sleeping)
 	}
+	c.announceLocked(next)
+	c.armLocked(l, now)
+	return stepSleep
+}
+
+// announceLocked tells a gate that is an Announcer of the planned fire
+// next (asserted here rather than kept: a Context keeps its size class).
+func (c *Context) announceLocked(next time.Time) {
 	if c.gate != nil {
-		if a, ok := c.gate.(Announcer); ok { // asserted here: a Context keeps its size class
+		if a, ok := c.gate.(Announcer); ok {
 			a.Announce(c.name, next)
 		}
 	}
-	c.armLocked(l, now)
-	return stepSleep
 }
 
 // goLocked carries out a step for a caller that does not own the
@@ -380,6 +386,9 @@ func (c *Context) runRounds(l *loop, planned time.Time, rn *runner, woke time.Ti
 		case !again && !c.resumeFrom.IsZero() && c.plan != nil && c.job.Plan == nil: // Resume during the round
 			next, ok = c.resumeNextLocked(l, c.resumeFrom, c.resumeMissed)
 			now = c.clk.Now()
+			if ok && !now.Before(next) {
+				c.announceLocked(next) // a missed fire, due at once: recorded with the others resumed
+			}
 		}
 		resumed := !c.resumeFrom.IsZero()
 		c.resumeFrom = time.Time{}

@@ -43,6 +43,8 @@ type Coordinator struct {
 	heralds    map[string]*herald    // schedule -> its next fire, announced (see heralds.go)
 	slots      map[int64]*slot       // the heralds recorded together, by slot
 	heraldWG   sync.WaitGroup        // slots armed or recording
+	rekick     *time.Timer           // a tick after imminent fires, to give their leases back
+	holding    bool                  // slots announced wait for unhold (an acquisition resuming its schedules)
 	// recLock is read-held by a herald batch's statement and write-held
 	// by a lease given back (with the records of its unrun fires), so the
 	// records a batch writes are deleted, or refused, not left behind.
@@ -470,6 +472,10 @@ func (c *Coordinator) acquire(ctx context.Context, names []string, n int) {
 	}
 	c.mu.Unlock()
 	c.log.Info("leases taken", zap.Strings("schedules", acquired))
+	// The schedules resumed announce their first fires, many due at once:
+	// recorded together when every one has.
+	c.hold()
+	defer c.unhold()
 	if c.o.Acquired != nil {
 		for _, s := range acquired {
 			c.o.Acquired(s, from[s])
@@ -483,10 +489,26 @@ func (c *Coordinator) acquire(ctx context.Context, names []string, n int) {
 func (c *Coordinator) release(ctx context.Context, from []string, n int, why string) {
 	c.mu.Lock()
 	var held []string
+	// A schedule whose next fire is about to be recorded, or is, is kept
+	// for now: given back, its fire would be refused here and run late by
+	// the next owner. A tick right after those fires gives them back.
+	soon := time.Now().Add(2 * c.o.RecordAhead)
+	var after time.Time
 	for _, s := range from {
-		if _, ok := c.owned[s]; ok {
-			held = append(held, s)
+		if _, ok := c.owned[s]; !ok {
+			continue
 		}
+		if h := c.heralds[s]; h != nil && h.planned.Before(soon) {
+			after = maxTime(after, h.planned)
+			continue
+		}
+		held = append(held, s)
+	}
+	if !after.IsZero() && len(held) < n && c.stop != nil {
+		if c.rekick != nil {
+			c.rekick.Stop()
+		}
+		c.rekick = time.AfterFunc(time.Until(after)+recordRetry, c.Kick)
 	}
 	c.mu.Unlock()
 	// Busy reaches into the App: asked without the coordinator's lock.
@@ -701,6 +723,13 @@ func (c *Coordinator) recordOnce(ctx context.Context, batch []admission, id int6
 	return ok, err
 }
 
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
 // closed reports whether ch is closed.
 func closed(ch chan struct{}) bool {
 	select {
@@ -805,10 +834,14 @@ func (c *Coordinator) halt() ([]unrunFire, bool) {
 	stop, done := c.stop, c.done
 	c.stop, c.done = nil, nil
 	for k, sl := range c.slots {
-		if sl.t.Stop() {
+		if sl.t == nil || sl.t.Stop() {
 			c.heraldWG.Done()
 		}
 		delete(c.slots, k)
+	}
+	c.holding = false
+	if c.rekick != nil {
+		c.rekick.Stop()
 	}
 	c.mu.Unlock()
 	if stop == nil {

@@ -23,9 +23,13 @@ type herald struct {
 	planned time.Time
 	term    int64
 	state   heraldState
-	done    chan struct{} // closed when the record's answer came (recording)
+	done    chan struct{} // closed when recorded, or dropped unrecorded
 	ok      bool          // the record was written by this instance
 }
+
+// A herald's done closes when its fate is known: recorded (ok) or not.
+// Admit waits for it, so a fire due at once (resumed after a takeover)
+// is recorded with the others of its slot rather than on its own.
 
 type heraldState uint8
 
@@ -74,19 +78,61 @@ func (c *Coordinator) Announce(schedule string, planned time.Time) {
 	if c.stop == nil || !owned {
 		return
 	}
-	if h := c.heralds[schedule]; h != nil && h.planned.Equal(planned) && h.term == term {
-		return
+	if h := c.heralds[schedule]; h != nil {
+		if h.planned.Equal(planned) && h.term == term {
+			return
+		}
+		if h.state == announced {
+			h.drop()
+		}
 	}
-	c.heralds[schedule] = &herald{planned: planned, term: term}
+	c.heralds[schedule] = &herald{planned: planned, term: term, done: make(chan struct{})}
 	k := c.slotOf(planned)
 	if sl := c.slots[k]; sl != nil {
 		sl.names = append(sl.names, schedule)
 		return
 	}
-	stop := c.stop
+	sl := &slot{names: []string{schedule}}
+	c.slots[k] = sl
 	c.heraldWG.Add(1)
+	if !c.holding {
+		c.armSlotLocked(k, sl)
+	}
+}
+
+// armSlotLocked sets the timer that records a slot, RecordAhead before
+// it (at once when that is past). Called with c.mu held.
+func (c *Coordinator) armSlotLocked(k int64, sl *slot) {
+	stop := c.stop
 	at := time.UnixMilli(k).Add(-c.o.RecordAhead)
-	c.slots[k] = &slot{names: []string{schedule}, t: time.AfterFunc(time.Until(at), func() { c.recordSlot(k, stop) })}
+	sl.t = time.AfterFunc(time.Until(at), func() { c.recordSlot(k, stop) })
+}
+
+// hold keeps the slots announced from being recorded until release: the
+// schedules an acquisition resumes announce their first fires, most of
+// them due at once, and one statement records them together.
+func (c *Coordinator) hold() {
+	c.mu.Lock()
+	c.holding = true
+	c.mu.Unlock()
+}
+
+func (c *Coordinator) unhold() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.holding = false
+	for k, sl := range c.slots {
+		if sl.t == nil {
+			c.armSlotLocked(k, sl)
+		}
+	}
+}
+
+// drop ends an announced herald unrecorded: Admit records its fire when
+// due. The herald is out of the map or about to be.
+func (h *herald) drop() {
+	h.state = recorded
+	close(h.done)
 }
 
 // recordSlot records the heralds of a slot whose time came.
@@ -109,17 +155,17 @@ func (c *Coordinator) recordSlot(k int64, stop chan struct{}) {
 		}
 		if term, ok := c.owned[s]; !ok || term != h.term || !trusted {
 			delete(c.heralds, s)
+			h.drop()
 			continue
 		}
-		h.state, h.done = recording, make(chan struct{})
+		h.state = recording // and not taken twice: a schedule announced twice into one slot is listed twice
 		batch = append(batch, admission{schedule: s, planned: h.planned, term: h.term})
 		hs = append(hs, h)
 	}
 	if len(batch) < minAhead {
 		for i, h := range hs {
-			if c.heralds[batch[i].schedule] == h {
-				delete(c.heralds, batch[i].schedule)
-			}
+			delete(c.heralds, batch[i].schedule)
+			h.drop()
 		}
 		c.mu.Unlock()
 		return
@@ -139,19 +185,14 @@ func (c *Coordinator) recordSlot(k int64, stop chan struct{}) {
 	c.mu.Unlock()
 }
 
-// admitHerald admits a fire recorded ahead: decided is false when the
-// fire was not (not announced, its record failed or refused), and Admit
-// records it now.
+// admitHerald admits a fire announced ahead, once its slot's record
+// answered: decided is false when it was not recorded (not announced,
+// its slot too small, its record failed or refused), and Admit records it
+// now.
 func (c *Coordinator) admitHerald(ctx context.Context, schedule string, planned time.Time, term int64) (ok, decided bool) {
 	c.mu.Lock()
 	h := c.heralds[schedule]
-	if h == nil || !h.planned.Equal(planned) || h.term != term || h.state == announced {
-		// Not recorded ahead: recorded now. A herald whose slot has not
-		// come is taken out, so its slot does not record the fire too
-		// (the second record would be refused).
-		if h != nil && h.state == announced {
-			delete(c.heralds, schedule)
-		}
+	if h == nil || !h.planned.Equal(planned) || h.term != term {
 		c.mu.Unlock()
 		return false, false
 	}
@@ -187,7 +228,10 @@ func (c *Coordinator) takeHeraldsLocked(schedules []string) []unrunFire {
 			return
 		}
 		delete(c.heralds, s)
-		if h.state != announced {
+		switch h.state {
+		case announced:
+			h.drop()
+		default: // recording (its slot answers later) or recorded
 			out = append(out, unrunFire{schedule: s, planned: h.planned, term: h.term})
 		}
 	}

@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"strings"
 	"sync"
@@ -172,4 +173,118 @@ func TestGatedRoundIsNotLentTheWheel(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the gate was never asked")
 	}
+}
+
+// holdGate holds a schedule or not, admits every fire it holds unless
+// told to refuse, and records what it was asked and announced.
+type holdGate struct {
+	mu        sync.Mutex
+	holds     bool
+	refuse    bool // refuse even what it holds (its leases not trusted)
+	asked     []time.Time
+	announced []time.Time
+}
+
+func (g *holdGate) Admit(_ context.Context, _ string, planned time.Time) (bool, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.asked = append(g.asked, planned)
+	return g.holds && !g.refuse, nil
+}
+
+func (g *holdGate) Holds(string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.holds
+}
+
+func (g *holdGate) Announce(_ string, planned time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.announced = append(g.announced, planned)
+}
+
+func (g *holdGate) set(holds, refuse bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.holds, g.refuse = holds, refuse
+}
+
+func (g *holdGate) counts() (asked, announced int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.asked), len(g.announced)
+}
+
+// TestHolderParksWhatItDoesNotHold: a schedule whose fire the gate
+// refused and does not hold arms no wait (no fire asked again however
+// long it parks); Unpark arms the first fire not yet past, Resume the
+// fire after the one recorded elsewhere (a missed one runs at once,
+// announced first); a held schedule whose fires are refused (an instance
+// cut off from its database) keeps asking.
+func TestHolderParksWhatItDoesNotHold(t *testing.T) {
+	t.Parallel()
+	gate := &holdGate{}
+	var ran atomic.Int32
+	h := newHarness(t, map[string]string{"fixedRate": "1s"}, Job{Tasks: func(context.Context) ([]Task, error) {
+		ran.Add(1)
+		return nil, nil
+	}}, func(o *Options) { o.Gate = gate })
+	asked := func(n int) {
+		t.Helper()
+		h.waitFor(fmt.Sprintf("%d fires asked", n), func() bool { a, _ := gate.counts(); return a == n && h.c.State() == Sleeping })
+	}
+	if err := h.c.Startup(); err != nil {
+		t.Fatal(err)
+	}
+	h.waitSleeping(0)
+	h.clk.Advance(time.Second) // t0+1s refused, not held: parked
+	asked(1)
+	for range 5 {
+		h.clk.Advance(time.Second)
+	}
+	time.Sleep(50 * time.Millisecond) // a wake-up, were one armed, would have asked by now
+	if a, _ := gate.counts(); a != 1 || ran.Load() != 0 {
+		t.Fatalf("parked: asked %d times, ran %d rounds; want 1 and 0", a, ran.Load())
+	}
+	// Held again with no fire recorded, at t0+6s: the first fire not yet
+	// past is t0+6s, due now; the missed ones before it do not run.
+	gate.set(true, false)
+	if !h.c.Unpark() {
+		t.Fatal("Unpark: not parked")
+	}
+	if h.c.Unpark() {
+		t.Fatal("Unpark twice")
+	}
+	h.waitFor("t0+6s ran, t0+7s armed", func() bool {
+		i := h.c.Info()
+		return ran.Load() == 1 && i.State == Sleeping && i.Next.Equal(t0.Add(7*time.Second))
+	})
+	// Held but refused (its leases not trusted): not parked.
+	gate.set(true, true)
+	h.clk.Advance(time.Second)
+	asked(3)
+	h.clk.Advance(time.Second)
+	asked(4)
+	// Lost to another instance: parked at the next refused fire; then
+	// taken over from the fire recorded at t0+11s, at t0+12s: t0+12s is
+	// missed and runs at once, announced first.
+	gate.set(false, false)
+	h.clk.Advance(time.Second) // t0+9s
+	asked(5)
+	h.clk.Advance(3 * time.Second)
+	gate.set(true, false)
+	_, before := gate.counts()
+	if !h.c.Resume(t0.Add(11*time.Second), true) {
+		t.Fatal("Resume refused while parked")
+	}
+	h.waitFor("the missed fire ran", func() bool { return ran.Load() == 2 && h.c.State() == Sleeping })
+	gate.mu.Lock()
+	last := gate.asked[len(gate.asked)-1]
+	announcedFirst := len(gate.announced) > before && gate.announced[before].Equal(t0.Add(12*time.Second))
+	gate.mu.Unlock()
+	if !last.Equal(t0.Add(12*time.Second)) || !announcedFirst {
+		t.Fatalf("the missed fire: asked for %s, announced first %v", last, announcedFirst)
+	}
+	h.waitFor("armed for t0+13s", func() bool { return h.c.Info().Next.Equal(t0.Add(13 * time.Second)) })
 }

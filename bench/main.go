@@ -39,6 +39,10 @@ func main() {
 	costSpread := flag.Bool("cost-spread", false, "internal: a -cost-lib measurement's jobs are spread over the second")
 	costDir := flag.String("cost-dir", "", "internal: the app's data directory of a -cost-lib measurement (none: the child prepares one)")
 	clusterWarmup := flag.Duration("cluster-warmup", 2*time.Second, "how long the cluster scenario's instances run before its window (their leases spread at their first renewal, 5 s after start: under that, leases move inside the window)")
+	timersBurst := flag.Bool("timers-burst", false, "the timers scenario's timers all fall due at one instant, 2 s plus 40 µs a timer after the inserts begin (a backlog drained: deliveries a second count from that instant)")
+	failoverChildSpec := flag.String("failover-child", "", "internal: run the failover scenario's victim on <schema>:<ttl>")
+	failoverN := flag.Int("failover-n", 1000, "schedules of the failover scenario")
+	failoverTTLs := flag.String("failover-ttls", "15s,3s", "lease TTLs the failover scenario measures")
 	fomdN := flag.Int("fomd-n", 100_000, "timers of the fomd scenario")
 	fomdSpread := flag.Duration("fomd-spread", time.Minute, "the window the fomd scenario's timers fall due over")
 	flag.Parse()
@@ -82,6 +86,13 @@ func main() {
 				panic(err)
 			}
 		}()
+	}
+	if *failoverChildSpec != "" {
+		if err := failoverChild(*failoverChildSpec, *failoverN); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
 	}
 	if *costChildLib != "" {
 		if err := costChild(*costChildLib, *costN, *costSpread, *costDir, *costWarmup, *costWindow, *tick, windowProfile); err != nil {
@@ -263,6 +274,21 @@ func main() {
 		runtime.GC()
 	}
 
+	if strings.Contains(*only, "failover") {
+		var ttls []time.Duration
+		for _, f := range strings.Split(*failoverTTLs, ",") {
+			d, err := time.ParseDuration(strings.TrimSpace(f))
+			if err != nil || d < time.Second {
+				fmt.Fprintf(os.Stderr, "-failover-ttls: %q is not a duration of at least 1s\n", f)
+				os.Exit(2)
+			}
+			ttls = append(ttls, d)
+		}
+		log("failover")
+		out.WriteString(failoverScenario(databaseURL(), *failoverN, ttls, log))
+		runtime.GC()
+	}
+
 	if strings.Contains(*only, "timers") {
 		dsn := databaseURL()
 		ns := []int{10000, 100000}
@@ -270,7 +296,7 @@ func main() {
 			ns = ladder
 		}
 		log("durable timers")
-		out.WriteString(timersScenario(dsn, ns, *passes, *libsFlag, log))
+		out.WriteString(timersScenario(dsn, ns, *passes, *libsFlag, *timersBurst, log))
 		runtime.GC()
 	}
 

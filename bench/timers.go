@@ -55,6 +55,7 @@ type recorder struct {
 	dups  int
 	first time.Time
 	last  time.Time
+	from  time.Time // a burst's instant: deliveries a second count from it
 	done  chan struct{}
 	want  int
 	count atomic.Int64
@@ -96,7 +97,11 @@ func (r *recorder) result(run *timerRun) {
 	defer r.mu.Unlock()
 	run.delivered, run.dups = len(r.late), r.dups
 	run.p50, run.p99, run.max = percentile(r.late, 0.5), percentile(r.late, 0.99), percentile(r.late, 1)
-	if d := r.last.Sub(r.first); d > 0 {
+	first := r.first
+	if !r.from.IsZero() {
+		first = r.from
+	}
+	if d := r.last.Sub(first); d > 0 {
 		run.rate = float64(len(r.late)) / d.Seconds()
 	}
 }
@@ -107,14 +112,34 @@ func randomSchema(prefix string) string {
 	return prefix + hex.EncodeToString(b)
 }
 
-// dueAt spreads N fires over 1-5 s after now.
-func dueAt(now time.Time, i, n int) time.Time {
+// placement is when a scenario's timers fall due: spread over 1-5 s
+// after each one's insert, or all at one instant (burst, set when the
+// inserts begin: 2 s plus 40 µs a timer later), which measures how fast
+// each contender drains a backlog.
+type placement struct {
+	burst bool
+	at    time.Time // the burst's instant
+}
+
+// start fixes a burst's instant for n timers inserted from now.
+func (p placement) start(n int) placement {
+	if p.burst {
+		p.at = time.Now().Add(2*time.Second + time.Duration(n)*40*time.Microsecond)
+	}
+	return p
+}
+
+// due is timer i's due time of n, inserted at now.
+func (p placement) due(now time.Time, i, n int) time.Time {
+	if p.burst {
+		return p.at
+	}
 	return now.Add(time.Second + time.Duration(int64(4*time.Second)*int64(i)/int64(max(n, 1))))
 }
 
 // fomTimers runs N timers on apps (the first creates them); apps are
 // started and stopped here.
-func fomTimers(name string, apps []*fom.App, n int) timerRun {
+func fomTimers(name string, apps []*fom.App, n int, pl placement) timerRun {
 	run := timerRun{name: name, n: n}
 	ctx := context.Background()
 	rec := newRecorder(n)
@@ -156,13 +181,14 @@ func fomTimers(name string, apps []*fom.App, n int) timerRun {
 		svc.Delete(ctx, id)
 	}
 	cpu0 := cpuTime()
-	start = time.Now()
+	pl = pl.start(n)
+	rec.from = pl.at
 	var insert time.Duration
 	for i := 0; i < n; i += 1000 {
 		specs := make([]timer.Spec, 0, 1000)
 		now := time.Now()
 		for j := i; j < min(i+1000, n); j++ {
-			specs = append(specs, timer.Spec{Namespace: "bench", Name: "t" + strconv.Itoa(j), Kind: "bench", At: dueAt(now, j, n)})
+			specs = append(specs, timer.Spec{Namespace: "bench", Name: "t" + strconv.Itoa(j), Kind: "bench", At: pl.due(now, j, n)})
 		}
 		t0 := time.Now()
 		if _, err := svc.CreateMany(ctx, specs); err != nil {
@@ -177,11 +203,10 @@ func fomTimers(name string, apps []*fom.App, n int) timerRun {
 		run.cpu = c / time.Duration(n)
 	}
 	rec.result(&run)
-	_ = start
 	return run
 }
 
-func fomSQLite(n int) timerRun {
+func fomSQLite(n int, pl placement) timerRun {
 	dir, err := os.MkdirTemp("", "fom-bench-timers-")
 	if err != nil {
 		return timerRun{name: "fom, SQLite", err: err.Error()}
@@ -191,10 +216,10 @@ func fomSQLite(n int) timerRun {
 	if err != nil {
 		return timerRun{name: "fom, SQLite", err: err.Error()}
 	}
-	return fomTimers("fom, SQLite (one App)", []*fom.App{app}, n)
+	return fomTimers("fom, SQLite (one App)", []*fom.App{app}, n, pl)
 }
 
-func fomPostgres(dsn string, instances, n int) timerRun {
+func fomPostgres(dsn string, instances, n int, pl placement) timerRun {
 	name := fmt.Sprintf("fom, PostgreSQL (%d App", instances)
 	if instances > 1 {
 		name += "s"
@@ -215,7 +240,7 @@ func fomPostgres(dsn string, instances, n int) timerRun {
 		}
 		apps = append(apps, app)
 	}
-	return fomTimers(name, apps, n)
+	return fomTimers(name, apps, n, pl)
 }
 
 func dropSchema(dsn, schema string) {
@@ -245,7 +270,7 @@ func (w *benchWorker) Work(_ context.Context, j *river.Job[benchArgs]) error {
 	return nil
 }
 
-func riverTimers(dsn string, n int) timerRun {
+func riverTimers(dsn string, n int, pl placement) timerRun {
 	run := timerRun{name: "River v0.51.1 (10 ms fetch poll, 1 000 workers)", n: n}
 	ctx := context.Background()
 	schema := randomSchema("riverbench_")
@@ -312,12 +337,14 @@ func riverTimers(dsn string, n int) timerRun {
 	run.single = 500 / time.Since(start).Seconds()
 	pool.Exec(ctx, "DELETE FROM river_job")
 	cpu0 := cpuTime()
+	pl = pl.start(n)
+	rec.from = pl.at
 	var insert time.Duration
 	for i := 0; i < n; i += 1000 {
 		params := make([]river.InsertManyParams, 0, 1000)
 		now := time.Now()
 		for j := i; j < min(i+1000, n); j++ {
-			due := dueAt(now, j, n)
+			due := pl.due(now, j, n)
 			params = append(params, river.InsertManyParams{Args: benchArgs{Key: strconv.Itoa(j), Due: due}, InsertOpts: &river.InsertOpts{ScheduledAt: due}})
 		}
 		t0 := time.Now()
@@ -336,9 +363,14 @@ func riverTimers(dsn string, n int) timerRun {
 
 // timersScenario runs every contender at each N, passes times
 // interleaved, and prints the table.
-func timersScenario(dsn string, ns []int, passes int, libs string, log func(string)) string {
+func timersScenario(dsn string, ns []int, passes int, libs string, burst bool, log func(string)) string {
 	var b strings.Builder
-	b.WriteString("\n### Durable timers: N one-shot timers due 1-5 s after insert\n\n")
+	pl := placement{burst: burst}
+	if burst {
+		b.WriteString("\n### Durable timers: N one-shot timers all due at one instant (a backlog drained)\n\n")
+	} else {
+		b.WriteString("\n### Durable timers: N one-shot timers due 1-5 s after insert\n\n")
+	}
 	b.WriteString("| contender | N | inserts/s (bulk) | inserts/s (single) | delivered | twice | delivered/s | p50 late | p99 late | max late | CPU/fire |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, n := range ns {
 		for p := range passes {
@@ -346,10 +378,10 @@ func timersScenario(dsn string, ns []int, passes int, libs string, log func(stri
 				lib string
 				run func() timerRun
 			}{
-				{"sqlite", func() timerRun { return fomSQLite(n) }},
-				{"pg1", func() timerRun { return fomPostgres(dsn, 1, n) }},
-				{"pg3", func() timerRun { return fomPostgres(dsn, 3, n) }},
-				{"river", func() timerRun { return riverTimers(dsn, n) }},
+				{"sqlite", func() timerRun { return fomSQLite(n, pl) }},
+				{"pg1", func() timerRun { return fomPostgres(dsn, 1, n, pl) }},
+				{"pg3", func() timerRun { return fomPostgres(dsn, 3, n, pl) }},
+				{"river", func() timerRun { return riverTimers(dsn, n, pl) }},
 			} {
 				if libs != "" && !slices.Contains(strings.Split(libs, ","), c.lib) {
 					continue

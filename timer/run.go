@@ -91,6 +91,7 @@ func (s *Service) Stop(ctx context.Context) error {
 		delete(s.slots, k)
 	}
 	clear(s.armed)
+	clear(s.live)
 	s.due = nil
 	s.mu.Unlock()
 	// The loop and the dispatchers end first (a batch being written arms
@@ -237,7 +238,10 @@ func (s *Service) arm(cs []store.Claimed) {
 		return
 	}
 	for _, c := range cs {
-		if _, ok := s.armed[c.FireRef]; ok {
+		// A fire this instance still works on is not armed again: its
+		// claim ran out while it waited (a backlog) and a poll claimed it
+		// anew, which only extended the lease.
+		if _, ok := s.live[c.FireRef]; ok {
 			continue
 		}
 		at := c.DueAt - ahead
@@ -253,6 +257,7 @@ func (s *Service) arm(cs []store.Claimed) {
 		}
 		sl.refs = append(sl.refs, dueFire{c.FireRef, c.DueAt})
 		s.armed[c.FireRef] = at
+		s.live[c.FireRef] = struct{}{}
 	}
 	s.metrics.claimed.Add(int64(len(cs)))
 }
@@ -344,13 +349,42 @@ func (s *Service) step() bool {
 		// The fires stay claimed: their leases run out and a poll claims
 		// them again. The outcomes are asked again, a few times.
 		s.log.Warn("recording outcomes and beginning attempts failed", zap.Int("due", len(due)), zap.Int("outcomes", len(fin)), zap.Error(err))
+		s.mu.Lock()
+		for _, d := range due {
+			delete(s.live, d.FireRef)
+		}
+		s.mu.Unlock()
 		s.requeue(fin)
 		return more
 	}
+	s.over(fin, due, started)
 	if len(started) > 0 {
 		s.await(started, due)
 	}
 	return more
+}
+
+// over forgets the fires a batch ended here: those whose outcome it
+// recorded, and those due that it did not begin (disabled, updated,
+// deleted or claimed elsewhere since).
+func (s *Service) over(fin []store.Outcome, due []dueFire, started []store.Started) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, o := range fin {
+		delete(s.live, o.FireRef)
+	}
+	if len(started) == len(due) {
+		return
+	}
+	begun := make(map[store.FireRef]bool, len(started))
+	for _, st := range started {
+		begun[st.FireRef] = true
+	}
+	for _, d := range due {
+		if !begun[d.FireRef] {
+			delete(s.live, d.FireRef)
+		}
+	}
 }
 
 // await delivers begun fires at their due times, each on a goroutine of
@@ -392,6 +426,8 @@ func (s *Service) requeue(fin []store.Outcome) {
 		if o.Tries < 2 {
 			o.Tries++
 			s.finished = append(s.finished, o)
+		} else {
+			delete(s.live, o.FireRef) // left to its lease
 		}
 	}
 }

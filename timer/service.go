@@ -162,10 +162,11 @@ type Service struct {
 	mu       sync.Mutex
 	kinds    map[string]*kind
 	spaces   map[string]*namespace
-	armed    map[store.FireRef]int64 // claimed fires waiting in the wheel: their slot
-	slots    map[int64]*slot         // the wheel's timers of claimed fires, by slot
-	due      []dueFire               // fires whose slot came, for the dispatcher
-	finished []store.Outcome         // outcomes for the finisher
+	armed    map[store.FireRef]int64    // claimed fires waiting in the wheel: their slot
+	live     map[store.FireRef]struct{} // claimed here and not over: armed, queued, begun, or its outcome unwritten
+	slots    map[int64]*slot            // the wheel's timers of claimed fires, by slot
+	due      []dueFire                  // fires whose slot came, for the dispatcher
+	finished []store.Outcome            // outcomes for the finisher
 	running  bool
 	stop     chan struct{}
 	quit     chan struct{}  // closed when Stop gives up waiting for deliveries
@@ -186,7 +187,7 @@ func New(o Options) (*Service, error) {
 	}
 	return &Service{
 		o: o, st: o.Store, clk: o.Clock, log: o.Logger.Named("timer").With(zap.String("fom_instance", o.Instance)),
-		kinds: map[string]*kind{}, spaces: map[string]*namespace{}, armed: map[store.FireRef]int64{},
+		kinds: map[string]*kind{}, spaces: map[string]*namespace{}, armed: map[store.FireRef]int64{}, live: map[store.FireRef]struct{}{},
 		slots: map[int64]*slot{},
 		kick:  make(chan struct{}, 1), dueSig: make(chan struct{}, 1), finSig: make(chan struct{}, 1),
 		metrics: newMetrics(),
@@ -594,6 +595,7 @@ func (s *Service) unarm(id string) {
 	for ref := range s.armed {
 		if ref.TimerID == id {
 			delete(s.armed, ref)
+			delete(s.live, ref)
 		}
 	}
 }

@@ -333,10 +333,16 @@ func (s *Store) AdvanceTimers(ctx context.Context, as []store.Advance) error {
 
 // ClaimFires implements store.TimerStore.
 func (s *Store) ClaimFires(ctx context.Context, owner string, before, now, lease int64, limit int) ([]store.Claimed, error) {
-	rows, err := s.pool.Query(ctx, `UPDATE `+s.t("timer_fires")+` AS f SET owner = $1, lease_until = greatest(f.due_at, $3) + $4
-		FROM (SELECT timer_id, planned FROM `+s.t("timer_fires")+`
-			WHERE state IN ('pending', 'retry', 'running') AND due_at <= $2 AND (owner = '' OR lease_until < $3)
-			ORDER BY due_at LIMIT $5 FOR UPDATE SKIP LOCKED) AS c
+	// Unclaimed fires by due time, and leases that ran out by lease, each
+	// from its own index (see migration 0012).
+	rows, err := s.pool.Query(ctx, `WITH free AS (SELECT timer_id, planned FROM `+s.t("timer_fires")+`
+			WHERE owner = '' AND state IN ('pending', 'retry', 'running') AND due_at <= $2
+			ORDER BY due_at LIMIT $5 FOR UPDATE SKIP LOCKED),
+		expired AS (SELECT timer_id, planned FROM `+s.t("timer_fires")+`
+			WHERE owner <> '' AND state IN ('pending', 'retry', 'running') AND lease_until < $3 AND due_at <= $2
+			ORDER BY lease_until LIMIT $5 FOR UPDATE SKIP LOCKED)
+		UPDATE `+s.t("timer_fires")+` AS f SET owner = $1, lease_until = greatest(f.due_at, $3) + $4
+		FROM (SELECT * FROM free UNION ALL SELECT * FROM expired) AS c
 		WHERE f.timer_id = c.timer_id AND f.planned = c.planned
 		RETURNING f.timer_id, f.planned, f.due_at, f.namespace`, owner, before, now, lease, limit)
 	if err != nil {

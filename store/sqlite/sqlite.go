@@ -173,6 +173,11 @@ func migrations() []string {
 			created     INTEGER NOT NULL,
 			updated     INTEGER NOT NULL
 		);`,
+		// 12: claims look for unclaimed fires and for leases that ran out
+		// in an index each, not past the fires claimed already.
+		`DROP INDEX timer_fires_due;
+		CREATE INDEX timer_fires_unclaimed ON timer_fires (due_at) WHERE owner = '' AND state IN ('pending', 'retry', 'running');
+		CREATE INDEX timer_fires_leased ON timer_fires (lease_until) WHERE owner <> '' AND state IN ('pending', 'retry', 'running');`,
 	}
 }
 

@@ -256,11 +256,16 @@ func (s *Store) AdvanceTimers(ctx context.Context, as []store.Advance) error {
 func (s *Store) ClaimFires(ctx context.Context, owner string, before, now, lease int64, limit int) ([]store.Claimed, error) {
 	var out []store.Claimed
 	err := s.tx(ctx, func(tx *sql.Tx) error {
+		// Unclaimed fires by due time, and leases that ran out by lease,
+		// each from its own index (see migration 12).
 		rows, err := tx.QueryContext(ctx, `UPDATE timer_fires SET owner = ?, lease_until = max(due_at, ?) + ?
-			WHERE (timer_id, planned) IN (SELECT timer_id, planned FROM timer_fires
-				WHERE state IN ('pending', 'retry', 'running') AND due_at <= ? AND (owner = '' OR lease_until < ?)
-				ORDER BY due_at LIMIT ?)
-			RETURNING timer_id, planned, due_at, namespace`, owner, now, lease, before, now, limit)
+			WHERE (timer_id, planned) IN (
+				SELECT * FROM (SELECT timer_id, planned FROM timer_fires
+					WHERE owner = '' AND state IN ('pending', 'retry', 'running') AND due_at <= ? ORDER BY due_at LIMIT ?)
+				UNION ALL
+				SELECT * FROM (SELECT timer_id, planned FROM timer_fires
+					WHERE owner <> '' AND state IN ('pending', 'retry', 'running') AND lease_until < ? AND due_at <= ? ORDER BY lease_until LIMIT ?))
+			RETURNING timer_id, planned, due_at, namespace`, owner, now, lease, before, limit, now, before, limit)
 		if err != nil {
 			return err
 		}

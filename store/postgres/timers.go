@@ -53,16 +53,8 @@ type querier interface {
 
 // InsertTimers implements store.TimerStore.
 func (s *Store) InsertTimers(ctx context.Context, ts []store.Timer) error {
-	var ierr error
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		ierr = s.insertTimers(ctx, tx, ts)
-		return ierr
-	})
-	if ierr != nil {
-		return ierr
-	}
-	if err != nil {
-		return s.wrap("insert timers", err)
+	if err := s.insertTimers(ctx, s.pool, ts); err != nil {
+		return err
 	}
 	s.analyzeAfter(ctx, len(ts))
 	return nil
@@ -123,26 +115,28 @@ func (s *Store) insertTimers(ctx context.Context, q querier, ts []store.Timer) e
 		cols.at[i], cols.version[i], cols.minB[i], cols.maxB[i], cols.tmo[i], cols.next[i] = t.At, t.Version, t.MinBackoff, t.MaxBackoff, t.Timeout, t.NextAt
 		cols.created[i], cols.updated[i], cols.maxA[i], cols.enabled[i], cols.payload[i] = t.Created, t.Updated, int32(t.MaxAttempts), t.Enabled, t.Payload
 	}
-	_, err := q.Exec(ctx, `INSERT INTO `+s.t("timers")+` (`+timerCols+`)
-		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::bytea[], $8::bool[], $9::bigint[],
-			$10::int[], $11::bigint[], $12::bigint[], $13::bigint[], $14::text[], $15::bigint[], $16::bigint[], $17::bigint[])`,
-		cols.id, cols.ns, cols.name, cols.kind, cols.at, cols.cron, cols.payload, cols.enabled, cols.version,
-		cols.maxA, cols.minB, cols.maxB, cols.tmo, cols.misfire, cols.next, cols.created, cols.updated)
-	if err == nil {
-		var fid, fns, fown []string
-		var fp, flease []int64
-		for _, t := range ts {
-			if t.First != 0 {
-				fid, fns, fown = append(fid, t.ID), append(fns, t.Namespace), append(fown, t.Owner)
-				fp, flease = append(fp, t.First), append(flease, t.LeaseUntil)
-			}
-		}
-		if len(fid) > 0 {
-			_, err = q.Exec(ctx, `INSERT INTO `+s.t("timer_fires")+` (timer_id, planned, namespace, state, attempt, base, due_at, owner, lease_until, last_error, finished)
-				SELECT id, p, ns, 'pending', 0, 0, p, own, lease, '', 0 FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::bigint[]) AS f(id, p, ns, own, lease)`,
-				fid, fp, fns, fown, flease)
+	var fid, fns, fown []string
+	var fp, flease []int64
+	for _, t := range ts {
+		if t.First != 0 {
+			fid, fns, fown = append(fid, t.ID), append(fns, t.Namespace), append(fown, t.Owner)
+			fp, flease = append(fp, t.First), append(flease, t.LeaseUntil)
 		}
 	}
+	// One statement: the timers, and their first fires by a
+	// data-modifying CTE (atomic without a transaction of its own).
+	insTimers := `INSERT INTO ` + s.t("timers") + ` (` + timerCols + `)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::bytea[], $8::bool[], $9::bigint[],
+			$10::int[], $11::bigint[], $12::bigint[], $13::bigint[], $14::text[], $15::bigint[], $16::bigint[], $17::bigint[])`
+	args := []any{cols.id, cols.ns, cols.name, cols.kind, cols.at, cols.cron, cols.payload, cols.enabled, cols.version,
+		cols.maxA, cols.minB, cols.maxB, cols.tmo, cols.misfire, cols.next, cols.created, cols.updated}
+	sql := insTimers
+	if len(fid) > 0 {
+		sql = `WITH t AS (` + insTimers + `) INSERT INTO ` + s.t("timer_fires") + ` (timer_id, planned, namespace, state, attempt, base, due_at, owner, lease_until, last_error, finished)
+			SELECT id, p, ns, 'pending', 0, 0, p, own, lease, '', 0 FROM unnest($18::text[], $19::bigint[], $20::text[], $21::text[], $22::bigint[]) AS f(id, p, ns, own, lease)`
+		args = append(args, fid, fp, fns, fown, flease)
+	}
+	_, err := q.Exec(ctx, sql, args...)
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "timers_namespace_name_key" {
 		return fmt.Errorf("%w: %s", store.ErrDuplicateTimer, pe.Detail)

@@ -224,14 +224,14 @@ func advance(t store.Timer, now, horizon time.Time) store.Advance {
 }
 
 // arm puts claimed fires in the wheel by slot: the slot of the fires due
-// in [k*Ahead, (k+1)*Ahead) comes at (k-1)*Ahead.
+// in [k*Ahead, (k+1)*Ahead) comes lead before k*Ahead (see lead).
 func (s *Service) arm(cs []store.Claimed) {
 	if len(cs) == 0 {
 		return
 	}
 	now := s.clk.Now()
-	ahead := s.o.Ahead.Milliseconds()
-	size := max(ahead, 1)
+	size := max(s.o.Ahead.Milliseconds(), 1)
+	lead := s.lead()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.running {
@@ -244,22 +244,42 @@ func (s *Service) arm(cs []store.Claimed) {
 		if _, ok := s.live[c.FireRef]; ok {
 			continue
 		}
-		at := c.DueAt - ahead
-		at -= ((at % size) + size) % size
-		sl := s.slots[at]
+		k := c.DueAt - ((c.DueAt%size)+size)%size // the slot's first instant
+		sl := s.slots[k]
 		if sl == nil {
 			sl = &slot{}
-			sl.t = s.wheel.AfterFuncInline(fromMS(at).Sub(now), func() { s.fired(at) })
+			sl.t = s.wheel.AfterFuncInline(fromMS(k-lead).Sub(now), func() { s.fired(k) })
 			if sl.t == nil {
 				continue
 			}
-			s.slots[at] = sl
+			s.slots[k] = sl
 		}
 		sl.refs = append(sl.refs, dueFire{c.FireRef, c.DueAt})
-		s.armed[c.FireRef] = at
+		s.armed[c.FireRef] = k
 		s.live[c.FireRef] = struct{}{}
 	}
 	s.metrics.claimed.Add(int64(len(cs)))
+}
+
+// lead is how long before a slot's first fire its attempts begin, in ms:
+// Ahead, or twice the longest recent batch statement when that is more
+// (a store slowed by a burst of creates, or a shared writer), up to a
+// quarter of the window; so the statement ends before the fires are due.
+func (s *Service) lead() int64 {
+	l := max(s.o.Ahead, 2*time.Duration(s.stepMax.Load()))
+	return min(l, s.o.Window/4).Milliseconds()
+}
+
+// noteStep keeps the longest recent batch statement, decaying by an
+// eighth a batch.
+func (s *Service) noteStep(d time.Duration) {
+	for {
+		old := s.stepMax.Load()
+		n := max(int64(d), old-old/8)
+		if s.stepMax.CompareAndSwap(old, n) {
+			return
+		}
+	}
 }
 
 // fired hands the fires of a slot whose time came to the dispatcher (on
@@ -343,8 +363,12 @@ func (s *Service) step() bool {
 	now := s.clk.Now()
 	// A running attempt's lease lasts its timeout (a timer without one:
 	// the longest of the kinds', which it may be of) from its due time,
-	// at most twice Ahead from now, and Lease past it.
-	started, err := s.st.StepFires(ctx, s.o.Instance, fin, refs, ms(now), s.defaultTimeout().Milliseconds(), (s.o.Lease + 2*s.o.Ahead).Milliseconds())
+	// at most a lead and a slot from now, and Lease past it.
+	began := time.Now() // real time: the statement's own duration, for lead
+	started, err := s.st.StepFires(ctx, s.o.Instance, fin, refs, ms(now), s.defaultTimeout().Milliseconds(), (s.o.Lease + s.o.Window/4 + s.o.Ahead).Milliseconds())
+	if len(refs) > 0 {
+		s.noteStep(time.Since(began))
+	}
 	if err != nil {
 		// The fires stay claimed: their leases run out and a poll claims
 		// them again. The outcomes are asked again, a few times.

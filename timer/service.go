@@ -51,8 +51,9 @@ type Options struct {
 	// begins (its timer checked enabled and at its version, its attempt
 	// counted), in one statement with the other fires due within the
 	// same Ahead; the handler is then called at the due time, never
-	// before. Fires due at instants k*Ahead to (k+1)*Ahead begin at
-	// (k-1)*Ahead: between Ahead and twice Ahead early. A disable, update
+	// before. Fires due at instants k*Ahead to (k+1)*Ahead begin Ahead
+	// before k*Ahead, or twice the longest recent such statement when
+	// the store is slower than that (up to Window/4). A disable, update
 	// or delete committed after a fire's attempt began no longer stops
 	// it. Default 50ms; at most Window/4.
 	Ahead time.Duration
@@ -178,6 +179,7 @@ type Service struct {
 	finSig   chan struct{} // the finisher has outcomes
 	metrics  metrics
 	seq      atomic.Uint32 // orders the ids made in one millisecond
+	stepMax  atomic.Int64  // the longest recent batch statement, ns (see lead)
 }
 
 // New builds a service. It starts nothing.

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -307,25 +308,30 @@ func (s *Store) StepFires(ctx context.Context, owner string, os []store.Outcome,
 		if len(refs) == 0 {
 			return nil
 		}
-		st, err := tx.PrepareContext(ctx, `UPDATE timer_fires SET state = 'running', attempt = attempt + 1,
-				lease_until = ? + (SELECT CASE WHEN timeout > 0 THEN timeout ELSE ? END FROM timers WHERE id = timer_id) + ?
-			WHERE timer_id = ? AND planned = ? AND owner = ? AND state IN ('pending', 'retry', 'running')
-				AND EXISTS (SELECT 1 FROM timers WHERE id = timer_id AND enabled = 1)
-			RETURNING attempt`)
+		// One statement for the batch: its keys as a JSON array.
+		keys, err := refsJSON(refs)
 		if err != nil {
 			return err
 		}
-		defer st.Close()
-		for _, r := range refs {
-			var attempt int
-			err := st.QueryRowContext(ctx, now, defTimeout, grace, r.TimerID, r.Planned, owner).Scan(&attempt)
-			if errors.Is(err, sql.ErrNoRows) {
-				continue
-			}
-			if err != nil {
+		rows, err := tx.QueryContext(ctx, `UPDATE timer_fires SET state = 'running', attempt = attempt + 1,
+				lease_until = ? + (SELECT CASE WHEN timeout > 0 THEN timeout ELSE ? END FROM timers WHERE id = timer_id) + ?
+			WHERE (timer_id, planned) IN (SELECT value->>0, value->>1 FROM json_each(?)) AND owner = ? AND state IN ('pending', 'retry', 'running')
+				AND EXISTS (SELECT 1 FROM timers WHERE id = timer_id AND enabled = 1)
+			RETURNING timer_id, planned, attempt`, now, defTimeout, grace, keys, owner)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var st store.Started
+			if err := rows.Scan(&st.TimerID, &st.Planned, &st.Attempt); err != nil {
+				rows.Close()
 				return err
 			}
-			out = append(out, store.Started{FireRef: r, Attempt: attempt})
+			out = append(out, st)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
 		}
 		// The timers of the fires begun, read in a few statements rather
 		// than one a fire.
@@ -367,33 +373,81 @@ func finishFires(ctx context.Context, tx *sql.Tx, owner string, os []store.Outco
 	if len(os) == 0 {
 		return nil
 	}
-	{
-		upd, err := tx.PrepareContext(ctx, `UPDATE timer_fires SET state = ?, due_at = CASE WHEN ? = 'retry' THEN ? ELSE due_at END,
-				owner = '', lease_until = 0, last_error = ?, started = ?, finished = ?, status_code = ?
-			WHERE timer_id = ? AND planned = ? AND owner = ? AND attempt = ?`)
-		if err != nil {
+	// One statement for the batch's fires, its outcomes as a JSON array
+	// of [timer, planned, attempt, state, due, error, started, finished,
+	// status]; a row in timer_attempts for each failed attempt recorded.
+	b, err := json.Marshal(outcomeRows(os))
+	if err != nil {
+		return err
+	}
+	// (RETURNING names the updated table's columns unqualified: the
+	// outcomes' are named apart.)
+	rows, err := tx.QueryContext(ctx, `WITH o AS (SELECT value->>0 AS o_id, value->>1 AS o_p, value->>2 AS o_attempt, value->>3 AS o_state, value->>4 AS o_due,
+			value->>5 AS o_err, value->>6 AS o_started, value->>7 AS o_finished, value->>8 AS o_code FROM json_each(?))
+		UPDATE timer_fires SET state = o_state, due_at = CASE WHEN o_state = 'retry' THEN o_due ELSE due_at END,
+			owner = '', lease_until = 0, last_error = o_err, started = o_started, finished = o_finished, status_code = o_code
+		FROM o WHERE timer_id = o_id AND planned = o_p AND owner = ? AND attempt = o_attempt
+		RETURNING timer_id, planned, attempt, state`, string(b), owner)
+	if err != nil {
+		return err
+	}
+	type key struct {
+		id      string
+		p       int64
+		attempt int
+	}
+	failed := map[key]bool{}
+	for rows.Next() {
+		var k key
+		var state string
+		if err := rows.Scan(&k.id, &k.p, &k.attempt, &state); err != nil {
+			rows.Close()
 			return err
 		}
-		defer upd.Close()
-		att, err := tx.PrepareContext(ctx, `INSERT OR REPLACE INTO timer_attempts (timer_id, planned, attempt, started, finished, error, status_code) VALUES (?, ?, ?, ?, ?, ?, ?)`)
-		if err != nil {
-			return err
+		if state != store.FireSucceeded { // a success is in the fire's row
+			failed[k] = true
 		}
-		defer att.Close()
-		for _, o := range os {
-			res, err := upd.ExecContext(ctx, o.State, o.State, o.DueAt, o.Error, o.Started, o.Finished, o.StatusCode, o.TimerID, o.Planned, owner, o.Attempt)
-			if err != nil {
-				return err
-			}
-			if n, _ := res.RowsAffected(); n == 0 || o.State == store.FireSucceeded {
-				continue // deleted, or taken over after the lease ran out; a success is in the fire's row
-			}
-			if _, err := att.ExecContext(ctx, o.TimerID, o.Planned, o.Attempt, o.Started, o.Finished, o.Error, o.StatusCode); err != nil {
-				return err
-			}
-		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(failed) == 0 {
 		return nil
 	}
+	att, err := tx.PrepareContext(ctx, `INSERT OR REPLACE INTO timer_attempts (timer_id, planned, attempt, started, finished, error, status_code) VALUES (?, ?, ?, ?, ?, ?, ?)`)
+	if err != nil {
+		return err
+	}
+	defer att.Close()
+	for _, o := range os {
+		if !failed[key{o.TimerID, o.Planned, o.Attempt}] {
+			continue // deleted, or taken over after the lease ran out
+		}
+		if _, err := att.ExecContext(ctx, o.TimerID, o.Planned, o.Attempt, o.Started, o.Finished, o.Error, o.StatusCode); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// refsJSON is fire keys as a JSON array of [timer, planned].
+func refsJSON(refs []store.FireRef) (string, error) {
+	rows := make([][2]any, len(refs))
+	for i, r := range refs {
+		rows[i] = [2]any{r.TimerID, r.Planned}
+	}
+	b, err := json.Marshal(rows)
+	return string(b), err
+}
+
+// outcomeRows are outcomes as the rows finishFires reads.
+func outcomeRows(os []store.Outcome) [][9]any {
+	rows := make([][9]any, len(os))
+	for i, o := range os {
+		rows[i] = [9]any{o.TimerID, o.Planned, o.Attempt, o.State, o.DueAt, o.Error, o.Started, o.Finished, o.StatusCode}
+	}
+	return rows
 }
 
 // ReleaseFires implements store.TimerStore.

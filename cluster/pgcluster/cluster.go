@@ -697,22 +697,30 @@ func (c *Coordinator) recordOnce(ctx context.Context, batch []admission, id int6
 	for i, r := range batch {
 		names[i], planned[i], terms[i] = r.schedule, r.planned, r.term
 	}
-	rows, err := c.pool.Query(ctx, `WITH f AS (
-			SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::bigint[]) WITH ORDINALITY AS f(s, p, t, n)),
-		ins AS (
-			INSERT INTO `+c.t("fires")+` AS r (schedule, planned, term, owner, batch)
-			SELECT s, p, t, $4, $5 FROM f WHERE EXISTS (
-				SELECT 1 FROM `+c.t("leases")+` l WHERE l.schedule = f.s AND l.owner = $4 AND l.term = f.t AND l.expires_at > now())
-			ON CONFLICT (schedule, planned) DO UPDATE SET batch = excluded.batch
-				WHERE r.owner = excluded.owner AND r.term = excluded.term AND r.batch = excluded.batch
-			RETURNING schedule, planned)
-		SELECT f.n FROM f JOIN ins ON ins.schedule = f.s AND ins.planned = f.p`, names, planned, terms, c.o.InstanceID, id)
+	// The fires written come back as keys, matched here: no join of the
+	// batch with what it wrote, which a generic plan (the store's) makes
+	// a nested loop over both.
+	rows, err := c.pool.Query(ctx, `INSERT INTO `+c.t("fires")+` AS r (schedule, planned, term, owner, batch)
+		SELECT s, p, t, $4, $5 FROM unnest($1::text[], $2::timestamptz[], $3::bigint[]) AS f(s, p, t) WHERE EXISTS (
+			SELECT 1 FROM `+c.t("leases")+` l WHERE l.schedule = f.s AND l.owner = $4 AND l.term = f.t AND l.expires_at > now())
+		ON CONFLICT (schedule, planned) DO UPDATE SET batch = excluded.batch
+			WHERE r.owner = excluded.owner AND r.term = excluded.term AND r.batch = excluded.batch
+		RETURNING schedule, planned`, names, planned, terms, c.o.InstanceID, id)
 	ok := make([]bool, len(batch))
 	if err == nil {
-		var n int64
-		_, err = pgx.ForEachRow(rows, []any{&n}, func() error {
-			if n >= 1 && int(n) <= len(ok) {
-				ok[n-1] = true
+		type key struct {
+			s string
+			p int64 // µs, the database's precision
+		}
+		at := make(map[key]int, len(batch))
+		for i, r := range batch {
+			at[key{r.schedule, r.planned.UnixMicro()}] = i
+		}
+		var s string
+		var p time.Time
+		_, err = pgx.ForEachRow(rows, []any{&s, &p}, func() error {
+			if i, found := at[key{s, p.UnixMicro()}]; found {
+				ok[i] = true
 			}
 			return nil
 		})

@@ -473,10 +473,9 @@ func (s *Store) finishCTE(first, owner string) string {
 		u AS (UPDATE ` + s.t("timer_fires") + ` AS f SET state = o.state, due_at = CASE WHEN o.state = 'retry' THEN o.due ELSE f.due_at END,
 			owner = '', lease_until = 0, last_error = o.err, started = o.started, finished = o.finished, status_code = o.code
 			FROM o WHERE f.timer_id = o.id AND f.planned = o.p AND f.owner = ` + owner + ` AND f.attempt = o.attempt
-			RETURNING f.timer_id, f.planned, f.attempt, f.state),
+			RETURNING f.timer_id, f.planned, f.attempt, f.state, f.started, f.finished, f.last_error, f.status_code),
 		a AS (INSERT INTO ` + s.t("timer_attempts") + ` (timer_id, planned, attempt, started, finished, error, status_code)
-			SELECT o.id, o.p, o.attempt, o.started, o.finished, o.err, o.code FROM o JOIN u ON u.timer_id = o.id AND u.planned = o.p AND u.attempt = o.attempt
-			WHERE u.state <> 'succeeded'
+			SELECT timer_id, planned, attempt, started, finished, last_error, status_code FROM u WHERE state <> 'succeeded'
 			ON CONFLICT (timer_id, planned, attempt) DO UPDATE SET started = excluded.started, finished = excluded.finished, error = excluded.error, status_code = excluded.status_code)`
 }
 

@@ -75,6 +75,15 @@ func (l *fireLog) check(t *testing.T, from, to time.Time, coalesced int) (fires 
 	return fires
 }
 
+// everySecond is n every-second cron schedules, cron-0, cron-1, ...
+func everySecond(n int) map[string]map[string]string {
+	jobs := map[string]map[string]string{}
+	for i := range n {
+		jobs[fmt.Sprintf("cron-%d", i)] = map[string]string{"cron": "* * * * * *"}
+	}
+	return jobs
+}
+
 // clusterJob runs every second and logs which instance ran which fire.
 type clusterJob struct {
 	Schedule
@@ -221,10 +230,7 @@ func TestClusterRollingRestart(t *testing.T) {
 	}
 	pool := pgtest.Pool(t)
 	schema := pgtest.Schema(t, pool)
-	jobs := map[string]map[string]string{}
-	for i := range 90 {
-		jobs[fmt.Sprintf("cron-%02d", i)] = map[string]string{"cron": "* * * * * *"}
-	}
+	jobs := everySecond(90)
 	log := newFireLog()
 	apps := startInstancesTTL(t, schema, "i", 3, log, jobs, 3*time.Second)
 	waitListening(t, apps)
@@ -263,10 +269,7 @@ func TestClusterFailover(t *testing.T) {
 	}
 	pool := pgtest.Pool(t)
 	schema := pgtest.Schema(t, pool)
-	jobs := map[string]map[string]string{}
-	for i := range 6 {
-		jobs[fmt.Sprintf("cron-%d", i)] = map[string]string{"cron": "* * * * * *"}
-	}
+	jobs := everySecond(6)
 	log := newFireLog()
 	a1 := startInstance(t, schema, "crashes", log, jobs)
 	a2 := startInstance(t, schema, "survives", log, jobs)
@@ -454,10 +457,7 @@ func TestClusterPartition(t *testing.T) {
 		t.Fatal(err)
 	}
 	u.User = url.User(role)
-	jobs := map[string]map[string]string{}
-	for i := range 6 {
-		jobs[fmt.Sprintf("cron-%d", i)] = map[string]string{"cron": "* * * * * *"}
-	}
+	jobs := everySecond(6)
 	log := newFireLog()
 	a1 := startInstance(t, schema, "connected", log, jobs)
 	cutSt, err := postgres.Open(ctx, u.String(), postgres.WithSchema(schema))
@@ -745,10 +745,7 @@ func TestClusterSurvivesSIGKILL(t *testing.T) {
 	pool := pgtest.Pool(t)
 	schema := pgtest.Schema(t, pool)
 	ctx := context.Background()
-	jobs := map[string]map[string]string{}
-	for i := range 4 {
-		jobs[fmt.Sprintf("cron-%d", i)] = map[string]string{"cron": "* * * * * *"}
-	}
+	jobs := everySecond(4)
 	log := newFireLog()
 	survivor := startInstance(t, schema, "parent", log, jobs)
 	defer stopInstance(t, survivor)

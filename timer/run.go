@@ -1,11 +1,13 @@
 package timer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -411,32 +413,57 @@ func (s *Service) over(fin []store.Outcome, due []dueFire, started []store.Start
 	}
 }
 
-// await delivers begun fires at their due times, each on a goroutine of
-// its own that waits for it (a runtime timer wakes it: no hop through the
-// wheel's goroutine).
+// await delivers begun fires at their due times: one goroutine a batch
+// sleeps through their due times in order, and starts each fire's
+// delivery on a goroutine of its own when it comes (fires due at one
+// instant, at one wake-up).
 func (s *Service) await(started []store.Started, due []dueFire) {
 	at := make(map[store.FireRef]int64, len(due))
 	for _, d := range due {
 		at[d.FireRef] = d.due
 	}
-	now := s.clk.Now()
-	s.inflight.Add(len(started))
-	for _, st := range started {
-		d := fromMS(at[st.FireRef]).Sub(now)
-		if d <= 0 {
-			go s.deliver(st)
-			continue
+	fs := make([]timedFire, len(started))
+	for i, st := range started {
+		fs[i] = timedFire{at[st.FireRef], st}
+	}
+	slices.SortFunc(fs, func(a, b timedFire) int { return cmp.Compare(a.due, b.due) })
+	s.inflight.Add(len(fs))
+	now := ms(s.clk.Now())
+	i := 0
+	for ; i < len(fs) && fs[i].due <= now; i++ {
+		go s.deliver(fs[i].st)
+	}
+	if i == len(fs) {
+		return
+	}
+	go s.deliverAt(fs[i:])
+}
+
+// timedFire is a begun fire and its due time.
+type timedFire struct {
+	due int64
+	st  store.Started
+}
+
+// deliverAt waits for each fire's due time, in order, and starts its
+// delivery; when Stop gives up, the fires left are left to their leases.
+func (s *Service) deliverAt(fs []timedFire) {
+	t := s.clk.NewTimer(fromMS(fs[0].due).Sub(s.clk.Now()))
+	defer t.Stop()
+	for i := 0; i < len(fs); {
+		select {
+		case <-t.Chan():
+		case <-s.quit:
+			s.inflight.Add(-(len(fs) - i))
+			return
 		}
-		go func() {
-			t := s.clk.NewTimer(d)
-			select {
-			case <-t.Chan():
-				s.deliver(st)
-			case <-s.quit: // Stop gave up: left to its lease
-				t.Stop()
-				s.inflight.Done()
-			}
-		}()
+		now := ms(s.clk.Now())
+		for ; i < len(fs) && fs[i].due <= now; i++ {
+			go s.deliver(fs[i].st)
+		}
+		if i < len(fs) {
+			t.Reset(fromMS(fs[i].due).Sub(s.clk.Now()))
+		}
 	}
 }
 

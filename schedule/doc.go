@@ -66,6 +66,16 @@
 // ErrAlreadyStarted, ErrAlreadyStopped, ErrStopping, ErrAlreadyRunning,
 // ErrExecAlreadyRequested, ErrNoTasks), with a message naming the schedule.
 //
+// # Several processes
+//
+// A Gate (Options.Gate) admits or refuses each planned round: several
+// processes of one app share their schedules through one (package
+// cluster). A Gate that is an Announcer is told each planned fire when
+// the schedule arms its wait for it, so it can record the fires of an
+// instant together before it comes; one that is a Holder parks a schedule
+// it does not hold at its first refused fire (no wait armed, no wake-up
+// at each fire another process runs) until Resume or Unpark.
+//
 // # The pool
 //
 // A task goes to an idle worker, else to a new worker while fewer than

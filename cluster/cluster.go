@@ -86,7 +86,8 @@ type Options struct {
 	// and admitted at their time without a round trip. A fire recorded
 	// ahead and not run (its owner killed within that time) is not run
 	// elsewhere; a lease given back deletes the records of its fires not
-	// run. Default 100ms; at most RenewEvery.
+	// run. Default 100ms, or RenewEvery when that is less; at most
+	// RenewEvery.
 	RecordAhead time.Duration
 	// Version is shown for the instance. Default "".
 	Version string

@@ -82,7 +82,7 @@ func New(pool *pgxpool.Pool, schema string, o Options) (*Coordinator, error) {
 		o.Logger = zap.NewNop()
 	}
 	if o.RecordAhead == 0 {
-		o.RecordAhead = DefaultRecordAhead
+		o.RecordAhead = min(DefaultRecordAhead, o.RenewEvery)
 	}
 	if o.RecordAhead < time.Millisecond || o.RecordAhead > o.RenewEvery {
 		return nil, fmt.Errorf("fom: cluster: RecordAhead %s must be between 1ms and RenewEvery %s", o.RecordAhead, o.RenewEvery)

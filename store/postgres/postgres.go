@@ -106,17 +106,6 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	if cfg.ConnConfig.ConnectTimeout == 0 || cfg.ConnConfig.ConnectTimeout > o.connectTimeout {
 		cfg.ConnConfig.ConnectTimeout = o.connectTimeout
 	}
-	// Every statement of the store is a prepared lookup by key, most of
-	// them over arrays of keys (a batch). A custom plan reads the batch's
-	// values against statistics that a burst makes stale within a second:
-	// fires all unclaimed when last analyzed, all claimed by one owner
-	// now, so "owner = $1" reads as one row and a batch of 2 000 outcomes
-	// was joined by scanning the table once for each (40 s at 100 000
-	// fires). The generic plan of such a statement looks each key up by
-	// its index, whatever the batch and the statistics.
-	if _, set := cfg.ConnConfig.RuntimeParams["plan_cache_mode"]; !set {
-		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
-	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("fom: postgres store: %w", err)

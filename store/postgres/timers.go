@@ -363,7 +363,7 @@ func refArrays(refs []store.FireRef) ([]string, []int64) {
 
 // StartFires implements store.TimerStore, in one statement.
 func (s *Store) StartFires(ctx context.Context, owner string, refs []store.FireRef, now, defTimeout, grace int64) ([]store.Started, error) {
-	return s.startFires(ctx, s.pool, owner, refs, now, defTimeout, grace)
+	return s.startFires(ctx, owner, refs, now, defTimeout, grace)
 }
 
 // StepFires implements store.TimerStore in one statement: the outcomes
@@ -374,25 +374,59 @@ func (s *Store) StartFires(ctx context.Context, owner string, refs []store.FireR
 // so it is not among those beginning.
 func (s *Store) StepFires(ctx context.Context, owner string, os []store.Outcome, refs []store.FireRef, now, defTimeout, grace int64) ([]store.Started, error) {
 	if len(os) == 0 {
-		return s.startFires(ctx, s.pool, owner, refs, now, defTimeout, grace)
+		return s.startFires(ctx, owner, refs, now, defTimeout, grace)
 	}
 	if len(refs) == 0 {
 		return nil, s.FinishFires(ctx, owner, os)
 	}
 	o := outcomeArrays(os)
 	ids, ps := refArrays(refs)
-	rows, err := s.pool.Query(ctx, `WITH `+s.finishCTE("$1", "$10")+`,
+	var out []store.Started
+	err := s.fireBatch(ctx, `WITH `+s.finishCTE("$1", "$10")+`,
 		s AS (`+s.startUpdate("$11", "$12", "$13", "$14", "$10", "$15")+`)
 		SELECT * FROM s`,
-		o.ids, o.ps, o.states, o.att, o.due, o.errs, o.started, o.finished, o.codes, owner, ids, ps, now, grace, defTimeout)
-	if err != nil {
-		return nil, s.wrap("record and begin timer fires", err)
-	}
-	out, err := collectStarted(rows)
+		[]any{o.ids, o.ps, o.states, o.att, o.due, o.errs, o.started, o.finished, o.codes, owner, ids, ps, now, grace, defTimeout},
+		func(rows pgx.Rows) (err error) { out, err = collectStarted(rows); return err })
 	if err != nil {
 		return nil, s.wrap("record and begin timer fires", err)
 	}
 	return out, nil
+}
+
+// fireBatch runs a statement of the fire path, over arrays of keys, under
+// a generic plan, in one round trip (BEGIN, SET LOCAL, the statement and
+// COMMIT pipelined); read reads its rows. A custom plan reads a batch's
+// values against statistics that a burst makes stale within a second:
+// fires all unclaimed when last analyzed, all claimed by one owner now,
+// so "owner = $1" reads as one row and a batch of 2 000 outcomes was
+// joined by scanning the table once for each (40 s a batch at 100 000
+// fires; fires ran out their leases and were delivered twice). A generic
+// plan looks each key up by its index, whatever the batch and the
+// statistics. The store's other statements keep custom plans.
+func (s *Store) fireBatch(ctx context.Context, sql string, args []any, read func(pgx.Rows) error) error {
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue("SET LOCAL plan_cache_mode = force_generic_plan")
+	b.Queue(sql, args...)
+	b.Queue("COMMIT")
+	br := s.pool.SendBatch(ctx, b)
+	defer br.Close()
+	for range 2 {
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return err
+	}
+	if err := read(rows); err != nil {
+		return err
+	}
+	if _, err := br.Exec(); err != nil {
+		return err
+	}
+	return br.Close()
 }
 
 // startUpdate is the statement beginning attempts: refs $ids/$ps, now,
@@ -415,16 +449,14 @@ func collectStarted(rows pgx.Rows) ([]store.Started, error) {
 	})
 }
 
-func (s *Store) startFires(ctx context.Context, q querier, owner string, refs []store.FireRef, now, defTimeout, grace int64) ([]store.Started, error) {
+func (s *Store) startFires(ctx context.Context, owner string, refs []store.FireRef, now, defTimeout, grace int64) ([]store.Started, error) {
 	if len(refs) == 0 {
 		return nil, nil
 	}
 	ids, ps := refArrays(refs)
-	rows, err := q.Query(ctx, s.startUpdate("$1", "$2", "$3", "$4", "$5", "$6"), ids, ps, now, grace, owner, defTimeout)
-	if err != nil {
-		return nil, s.wrap("begin timer fires", err)
-	}
-	out, err := collectStarted(rows)
+	var out []store.Started
+	err := s.fireBatch(ctx, s.startUpdate("$1", "$2", "$3", "$4", "$5", "$6"), []any{ids, ps, now, grace, owner, defTimeout},
+		func(rows pgx.Rows) (err error) { out, err = collectStarted(rows); return err })
 	if err != nil {
 		return nil, s.wrap("begin timer fires", err)
 	}
@@ -437,7 +469,7 @@ func (s *Store) FinishFires(ctx context.Context, owner string, os []store.Outcom
 	if len(os) == 0 {
 		return nil
 	}
-	err := s.finishFires(ctx, s.pool, owner, os)
+	err := s.finishFires(ctx, owner, os)
 	if err != nil {
 		return s.wrap("finish timer fires", err)
 	}
@@ -479,11 +511,11 @@ func (s *Store) finishCTE(first, owner string) string {
 			ON CONFLICT (timer_id, planned, attempt) DO UPDATE SET started = excluded.started, finished = excluded.finished, error = excluded.error, status_code = excluded.status_code)`
 }
 
-func (s *Store) finishFires(ctx context.Context, q querier, owner string, os []store.Outcome) error {
+func (s *Store) finishFires(ctx context.Context, owner string, os []store.Outcome) error {
 	o := outcomeArrays(os)
-	_, err := q.Exec(ctx, `WITH `+s.finishCTE("$1", "$10")+` SELECT count(*) FROM u`,
-		o.ids, o.ps, o.states, o.att, o.due, o.errs, o.started, o.finished, o.codes, owner)
-	return err
+	return s.fireBatch(ctx, `WITH `+s.finishCTE("$1", "$10")+` SELECT count(*) FROM u`,
+		[]any{o.ids, o.ps, o.states, o.att, o.due, o.errs, o.started, o.finished, o.codes, owner},
+		func(rows pgx.Rows) error { rows.Close(); return rows.Err() })
 }
 
 // ReleaseFires implements store.TimerStore.

@@ -173,6 +173,21 @@ func stopInstance(t *testing.T, app *App) {
 	}
 }
 
+// stopAndCheck notes the leases each instance holds, stops them, and
+// checks the fires from from to a moment ago (fires still under way are
+// not judged): none twice, no every-second fire missing.
+func stopAndCheck(t *testing.T, apps []*App, log *fireLog, from time.Time) (fires int, owned []int) {
+	t.Helper()
+	to := time.Now().Add(-1500 * time.Millisecond)
+	for _, a := range apps {
+		owned = append(owned, a.coord.Owned())
+	}
+	for _, a := range apps {
+		stopInstance(t, a)
+	}
+	return log.check(t, from, to, 0), owned
+}
+
 // TestClusterRunsEachFireOnce: three instances on one database, 51
 // schedules of every plan kind, 20 seconds: no fire runs twice, no
 // every-second cron fire is lost (leases handed over while rebalancing
@@ -200,15 +215,7 @@ func TestClusterRunsEachFireOnce(t *testing.T) {
 	apps := startInstancesTTL(t, schema, "i", 3, log, jobs, 3*time.Second)
 	from := time.Now()
 	time.Sleep(20 * time.Second)
-	to := time.Now().Add(-1500 * time.Millisecond) // fires still under way are not judged
-	var owned []int
-	for _, a := range apps {
-		owned = append(owned, a.coord.Owned())
-	}
-	for _, a := range apps {
-		stopInstance(t, a)
-	}
-	fires := log.check(t, from, to, 0)
+	fires, owned := stopAndCheck(t, apps, log, from)
 	t.Logf("%d fires in 20 s on 3 instances, leases held at the end: %v", fires, owned)
 	for i, n := range owned {
 		if n < 15 || n > 19 {
@@ -242,15 +249,7 @@ func TestClusterRollingRestart(t *testing.T) {
 		waitListening(t, apps[i:i+1])
 	}
 	time.Sleep(6 * time.Second) // the new instances' share comes at the others' next renewal
-	to := time.Now().Add(-1500 * time.Millisecond)
-	var owned []int
-	for _, a := range apps {
-		owned = append(owned, a.coord.Owned())
-	}
-	for _, a := range apps {
-		stopInstance(t, a)
-	}
-	fires := log.check(t, from, to, 0)
+	fires, owned := stopAndCheck(t, apps, log, from)
 	t.Logf("%d fires over three restarts, leases held at the end: %v", fires, owned)
 	for i, n := range owned {
 		if n == 0 {

@@ -683,10 +683,8 @@ func (c *Context) Unpark() bool {
 	if l == nil || !l.parked || c.state != Sleeping {
 		return false
 	}
-	next, ok, now := c.next, true, c.clk.Now()
-	for i := 0; ok && next.Before(now) && i < 100000; i++ {
-		next, ok = c.plan.Next(Round{Number: c.rounds, Planned: next, Start: next, End: next})
-	}
+	now := c.clk.Now()
+	next, ok := c.notPastLocked(c.next, now)
 	l.parked = false
 	c.goLocked(l, c.decideLocked(l, now, next, ok), next)
 	return true
@@ -713,13 +711,24 @@ func (c *Context) resumeNextLocked(l *loop, lastFire time.Time, runMissed bool) 
 	prev := Round{Number: c.rounds, Planned: lastFire, Start: lastFire, End: lastFire}
 	next, ok := c.plan.Next(prev)
 	now := c.clk.Now()
-	for i := 0; ok && !runMissed && next.Before(now) && i < 100000; i++ {
-		next, ok = c.plan.Next(Round{Number: c.rounds, Planned: next, Start: next, End: next})
+	if ok && !runMissed {
+		next, ok = c.notPastLocked(next, now)
 	}
 	if ok {
 		l.prev = timesOf(prev)
 	}
 	c.catchUp = ok && runMissed && !next.After(now)
+	return next, ok
+}
+
+// notPastLocked is the first fire of the plan from next on that is not
+// before now (the fires skipped as if each had run). fom's own plans
+// only: safe under the lock.
+func (c *Context) notPastLocked(next, now time.Time) (time.Time, bool) {
+	ok := true
+	for i := 0; ok && next.Before(now) && i < 100000; i++ {
+		next, ok = c.plan.Next(Round{Number: c.rounds, Planned: next, Start: next, End: next})
+	}
 	return next, ok
 }
 

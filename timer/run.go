@@ -23,32 +23,27 @@ import (
 // fires of the timers due within the window (materialize) and claims the
 // fires due within it (a lease in the store), arming them in the timing
 // wheel by slot: the fires due within the same Ahead share a slot, which
-// comes between Ahead and twice Ahead before their due times. When a slot comes, the
-// dispatcher begins the attempts of its fires in one statement
-// (StepFires: a fire whose timer was disabled, updated or deleted
-// meanwhile is not begun), with the outcomes recorded since the last
-// batch, and arms each begun fire again for its due time, when it is
-// delivered on a goroutine of its own, within its namespace's rate and
-// concurrency. A fire is thus on time however long the statement takes,
-// up to Ahead, and a burst costs a statement per slot, not one per fire.
-// A process that dies leaves claims and running attempts whose leases
-// run out: any instance takes them over (at least once, with the same
-// key).
+// comes a lead before them (Ahead, more while the store is slow: see
+// lead). When a slot comes, the dispatcher begins the attempts of its
+// fires in one statement (StepFires: a fire whose timer was disabled,
+// updated or deleted meanwhile is not begun), with the outcomes recorded
+// since the last batch; one goroutine then sleeps through the begun
+// fires' due times and starts each delivery when it comes, on a goroutine
+// of its own, within its namespace's rate and concurrency. A fire is
+// thus on time however long the statement takes, up to the lead, and a
+// burst costs a statement per slot, not one per fire. A process that
+// dies leaves claims and running attempts whose leases run out: any
+// instance takes them over (at least once, with the same key).
 
 // gather is how long an outcome waits for a batch to ride with (real
 // time: it only batches writes; no fire waits on it).
 const gather = 100 * time.Millisecond
 
-// slot is the claimed fires whose attempts begin at one instant.
+// slot is the claimed fires whose attempts begin at one instant (their
+// due times are in live).
 type slot struct {
 	t    *wheel.Timer
-	refs []dueFire
-}
-
-// dueFire is a claimed fire and its due time.
-type dueFire struct {
-	store.FireRef
-	due int64
+	refs []store.FireRef
 }
 
 // Start starts the service: the loop and the dispatchers.
@@ -76,7 +71,7 @@ func (s *Service) Start(ctx context.Context) error {
 
 // Stop stops claiming, gives back the fires claimed and not begun, and
 // waits until ctx ends for the fires begun (delivered at their due time,
-// at most Ahead from now) and the deliveries under way (their outcomes
+// at most a lead and a slot from now) and the deliveries under way (their outcomes
 // are recorded; one still running then is left to its lease, and so is
 // a begun fire not yet due). Safe twice and before Start.
 func (s *Service) Stop(ctx context.Context) error {
@@ -93,12 +88,15 @@ func (s *Service) Stop(ctx context.Context) error {
 		delete(s.slots, k)
 	}
 	clear(s.armed)
-	clear(s.live)
 	s.due = nil
 	s.mu.Unlock()
 	// The loop and the dispatchers end first (a batch being written arms
-	// its begun fires), so no delivery is added while it is waited for.
+	// its begun fires, at the due times live keeps), so no delivery is
+	// added while it is waited for.
 	s.wg.Wait()
+	s.mu.Lock()
+	clear(s.live)
+	s.mu.Unlock()
 	done := make(chan struct{})
 	go func() {
 		s.inflight.Wait()
@@ -256,9 +254,9 @@ func (s *Service) arm(cs []store.Claimed) {
 			}
 			s.slots[k] = sl
 		}
-		sl.refs = append(sl.refs, dueFire{c.FireRef, c.DueAt})
+		sl.refs = append(sl.refs, c.FireRef)
 		s.armed[c.FireRef] = k
-		s.live[c.FireRef] = struct{}{}
+		s.live[c.FireRef] = c.DueAt
 	}
 	s.metrics.claimed.Add(int64(len(cs)))
 }
@@ -296,8 +294,8 @@ func (s *Service) fired(at int64) {
 	}
 	n := 0
 	for _, d := range sl.refs {
-		if a, ok := s.armed[d.FireRef]; ok && a == at { // not unarmed since
-			delete(s.armed, d.FireRef)
+		if a, ok := s.armed[d]; ok && a == at { // not unarmed since
+			delete(s.armed, d)
 			s.due = append(s.due, d)
 			n++
 		}
@@ -358,17 +356,13 @@ func (s *Service) step() bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	refs := make([]store.FireRef, len(due))
-	for i, d := range due {
-		refs[i] = d.FireRef
-	}
 	now := s.clk.Now()
 	// A running attempt's lease lasts its timeout (a timer without one:
 	// the longest of the kinds', which it may be of) from its due time,
 	// at most a lead and a slot from now, and Lease past it.
 	began := time.Now() // real time: the statement's own duration, for lead
-	started, err := s.st.StepFires(ctx, s.o.Instance, fin, refs, ms(now), s.defaultTimeout().Milliseconds(), (s.o.Lease + s.o.Window/4 + s.o.Ahead).Milliseconds())
-	if len(refs) > 0 {
+	started, err := s.st.StepFires(ctx, s.o.Instance, fin, due, ms(now), s.defaultTimeout().Milliseconds(), (s.o.Lease + s.o.Window/4 + s.o.Ahead).Milliseconds())
+	if len(due) > 0 {
 		s.noteStep(time.Since(began))
 	}
 	if err != nil {
@@ -377,7 +371,7 @@ func (s *Service) step() bool {
 		s.log.Warn("recording outcomes and beginning attempts failed", zap.Int("due", len(due)), zap.Int("outcomes", len(fin)), zap.Error(err))
 		s.mu.Lock()
 		for _, d := range due {
-			delete(s.live, d.FireRef)
+			delete(s.live, d)
 		}
 		s.mu.Unlock()
 		s.requeue(fin)
@@ -385,7 +379,7 @@ func (s *Service) step() bool {
 	}
 	s.over(fin, due, started)
 	if len(started) > 0 {
-		s.await(started, due)
+		s.await(started)
 	}
 	return more
 }
@@ -393,7 +387,7 @@ func (s *Service) step() bool {
 // over forgets the fires a batch ended here: those whose outcome it
 // recorded, and those due that it did not begin (disabled, updated,
 // deleted or claimed elsewhere since).
-func (s *Service) over(fin []store.Outcome, due []dueFire, started []store.Started) {
+func (s *Service) over(fin []store.Outcome, due []store.FireRef, started []store.Started) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, o := range fin {
@@ -407,8 +401,8 @@ func (s *Service) over(fin []store.Outcome, due []dueFire, started []store.Start
 		begun[st.FireRef] = true
 	}
 	for _, d := range due {
-		if !begun[d.FireRef] {
-			delete(s.live, d.FireRef)
+		if !begun[d] {
+			delete(s.live, d)
 		}
 	}
 }
@@ -417,15 +411,13 @@ func (s *Service) over(fin []store.Outcome, due []dueFire, started []store.Start
 // sleeps through their due times in order, and starts each fire's
 // delivery on a goroutine of its own when it comes (fires due at one
 // instant, at one wake-up).
-func (s *Service) await(started []store.Started, due []dueFire) {
-	at := make(map[store.FireRef]int64, len(due))
-	for _, d := range due {
-		at[d.FireRef] = d.due
-	}
+func (s *Service) await(started []store.Started) {
 	fs := make([]timedFire, len(started))
+	s.mu.Lock()
 	for i, st := range started {
-		fs[i] = timedFire{at[st.FireRef], st}
+		fs[i] = timedFire{s.live[st.FireRef], st}
 	}
+	s.mu.Unlock()
 	slices.SortFunc(fs, func(a, b timedFire) int { return cmp.Compare(a.due, b.due) })
 	s.inflight.Add(len(fs))
 	now := ms(s.clk.Now())

@@ -163,11 +163,11 @@ type Service struct {
 	mu       sync.Mutex
 	kinds    map[string]*kind
 	spaces   map[string]*namespace
-	armed    map[store.FireRef]int64    // claimed fires waiting in the wheel: their slot
-	live     map[store.FireRef]struct{} // claimed here and not over: armed, queued, begun, or its outcome unwritten
-	slots    map[int64]*slot            // the wheel's timers of claimed fires, by slot
-	due      []dueFire                  // fires whose slot came, for the dispatcher
-	finished []store.Outcome            // outcomes for the finisher
+	armed    map[store.FireRef]int64 // claimed fires waiting in the wheel: their slot
+	live     map[store.FireRef]int64 // claimed here and not over (armed, queued, begun, or its outcome unwritten): its due time
+	slots    map[int64]*slot         // the wheel's timers of claimed fires, by slot
+	due      []store.FireRef         // fires whose slot came, for the dispatcher
+	finished []store.Outcome         // outcomes for the finisher
 	running  bool
 	stop     chan struct{}
 	quit     chan struct{}  // closed when Stop gives up waiting for deliveries
@@ -189,7 +189,7 @@ func New(o Options) (*Service, error) {
 	}
 	return &Service{
 		o: o, st: o.Store, clk: o.Clock, log: o.Logger.Named("timer").With(zap.String("fom_instance", o.Instance)),
-		kinds: map[string]*kind{}, spaces: map[string]*namespace{}, armed: map[store.FireRef]int64{}, live: map[store.FireRef]struct{}{},
+		kinds: map[string]*kind{}, spaces: map[string]*namespace{}, armed: map[store.FireRef]int64{}, live: map[store.FireRef]int64{},
 		slots: map[int64]*slot{},
 		kick:  make(chan struct{}, 1), dueSig: make(chan struct{}, 1), finSig: make(chan struct{}, 1),
 		metrics: newMetrics(),

@@ -387,43 +387,34 @@ func finishFires(ctx context.Context, tx *sql.Tx, owner string, os []store.Outco
 		UPDATE timer_fires SET state = o_state, due_at = CASE WHEN o_state = 'retry' THEN o_due ELSE due_at END,
 			owner = '', lease_until = 0, last_error = o_err, started = o_started, finished = o_finished, status_code = o_code
 		FROM o WHERE timer_id = o_id AND planned = o_p AND owner = ? AND attempt = o_attempt
-		RETURNING timer_id, planned, attempt, state`, string(b), owner)
+		RETURNING timer_id, planned, attempt, state, started, finished, last_error, status_code`, string(b), owner)
 	if err != nil {
 		return err
 	}
-	type key struct {
-		id      string
-		p       int64
-		attempt int
-	}
-	failed := map[key]bool{}
+	// A failed attempt gets a row of its own, taken from the fire as
+	// updated (a success is in the fire's row); a fire not updated was
+	// deleted, or taken over after its lease ran out.
+	var failed []store.Outcome
 	for rows.Next() {
-		var k key
-		var state string
-		if err := rows.Scan(&k.id, &k.p, &k.attempt, &state); err != nil {
+		var o store.Outcome
+		if err := rows.Scan(&o.TimerID, &o.Planned, &o.Attempt, &o.State, &o.Started, &o.Finished, &o.Error, &o.StatusCode); err != nil {
 			rows.Close()
 			return err
 		}
-		if state != store.FireSucceeded { // a success is in the fire's row
-			failed[k] = true
+		if o.State != store.FireSucceeded {
+			failed = append(failed, o)
 		}
 	}
 	rows.Close()
-	if err := rows.Err(); err != nil {
+	if err := rows.Err(); err != nil || len(failed) == 0 {
 		return err
-	}
-	if len(failed) == 0 {
-		return nil
 	}
 	att, err := tx.PrepareContext(ctx, `INSERT OR REPLACE INTO timer_attempts (timer_id, planned, attempt, started, finished, error, status_code) VALUES (?, ?, ?, ?, ?, ?, ?)`)
 	if err != nil {
 		return err
 	}
 	defer att.Close()
-	for _, o := range os {
-		if !failed[key{o.TimerID, o.Planned, o.Attempt}] {
-			continue // deleted, or taken over after the lease ran out
-		}
+	for _, o := range failed {
 		if _, err := att.ExecContext(ctx, o.TimerID, o.Planned, o.Attempt, o.Started, o.Finished, o.Error, o.StatusCode); err != nil {
 			return err
 		}

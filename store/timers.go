@@ -90,7 +90,11 @@ type Claimed struct {
 	Namespace string
 }
 
-// Started is a fire whose attempt began: the timer as it is now.
+// Started is a fire whose attempt began, with what its delivery reads
+// of its timer as it is now: ID, Namespace, Name, Kind, Payload, the
+// retry policy (MaxAttempts, MinBackoff, MaxBackoff) and Timeout. The
+// timer's other fields are left zero: a batch reads no more than it
+// delivers.
 type Started struct {
 	FireRef
 	Attempt int

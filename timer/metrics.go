@@ -12,21 +12,21 @@ import (
 type metrics struct {
 	created, claimed atomic.Int64
 	late             histogram
-	mu               sync.Mutex
-	outcomes         map[string]map[string]int64 // kind -> state -> attempts
+	// outcomes counts attempts by kind and state, under the service's mu
+	// (taken anyway to queue an outcome).
+	outcomes map[string]map[string]int64
 }
 
 func newMetrics() metrics { return metrics{outcomes: map[string]map[string]int64{}} }
 
-func (m *metrics) outcome(kind, state string) {
-	m.mu.Lock()
+// outcomeLocked counts an attempt's outcome; the service's mu is held.
+func (m *metrics) outcomeLocked(kind, state string) {
 	k := m.outcomes[kind]
 	if k == nil {
 		k = map[string]int64{}
 		m.outcomes[kind] = k
 	}
 	k[state]++
-	m.mu.Unlock()
 }
 
 // LatenessBuckets are the upper bounds of the lateness histogram.
@@ -81,11 +81,11 @@ type Stats struct {
 func (s *Service) Stats() Stats {
 	m := &s.metrics
 	st := Stats{Created: m.created.Load(), Claimed: m.claimed.Load(), Outcomes: map[string]map[string]int64{}}
-	m.mu.Lock()
+	s.mu.Lock()
 	for k, states := range m.outcomes {
 		st.Outcomes[k] = maps.Clone(states)
 	}
-	m.mu.Unlock()
+	s.mu.Unlock()
 	m.late.mu.Lock()
 	st.LatenessCounts = append([]int64(nil), m.late.counts[:]...)
 	st.LatenessSum, st.Attempts = m.late.sum, m.late.n

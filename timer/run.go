@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"runtime/debug"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -440,6 +439,7 @@ type timedFire struct {
 // deliverAt waits for each fire's due time, in order, and starts its
 // delivery; when Stop gives up, the fires left are left to their leases.
 func (s *Service) deliverAt(fs []timedFire) {
+	gap := max(s.o.Coalesce.Milliseconds(), 0)
 	t := s.clk.NewTimer(fromMS(fs[0].due).Sub(s.clk.Now()))
 	defer t.Stop()
 	for i := 0; i < len(fs); {
@@ -454,7 +454,7 @@ func (s *Service) deliverAt(fs []timedFire) {
 			go s.deliver(fs[i].st)
 		}
 		if i < len(fs) {
-			t.Reset(fromMS(fs[i].due).Sub(s.clk.Now()))
+			t.Reset(fromMS(max(fs[i].due, now+gap)).Sub(s.clk.Now()))
 		}
 	}
 }
@@ -494,7 +494,7 @@ func (s *Service) deliver(st store.Started) {
 	defer s.inflight.Done()
 	t := st.Timer
 	s.mu.Lock()
-	k := s.kinds[t.Kind]
+	k, ns := s.kinds[t.Kind], s.spaces[t.Namespace]
 	s.mu.Unlock()
 	planned := fromMS(st.Planned)
 	f := Fire{TimerID: t.ID, Namespace: t.Namespace, Name: t.Name, Kind: t.Kind, Payload: t.Payload, Planned: planned, Attempt: st.Attempt, Key: KeyOf(t.ID, planned)}
@@ -506,7 +506,6 @@ func (s *Service) deliver(st store.Started) {
 	if t.Timeout > 0 {
 		timeout = time.Duration(t.Timeout) * time.Millisecond
 	}
-	ns := s.space(t.Namespace)
 	if ns != nil && ns.sem != nil {
 		select {
 		case ns.sem <- struct{}{}:
@@ -529,7 +528,7 @@ func (s *Service) deliver(st store.Started) {
 	}
 	start := s.clk.Now()
 	s.metrics.late.observe(start.Sub(planned))
-	var status atomic.Int32
+	a := &attempt{}
 	result := func(err error) {
 		end := s.clk.Now()
 		o := store.Outcome{State: store.FireSucceeded, Started: ms(start), Finished: ms(end)}
@@ -554,7 +553,7 @@ func (s *Service) deliver(st store.Started) {
 		}
 		code := statusOf(err)
 		if code == 0 {
-			code = int(status.Load())
+			code = int(a.status.Load())
 		}
 		s.outcome(st, o, code)
 	}
@@ -562,7 +561,7 @@ func (s *Service) deliver(st store.Started) {
 		result(fmt.Errorf("%w: %q: no handler on instance %s", ErrUnknownKind, t.Kind, s.o.Instance))
 		return
 	}
-	s.call(context.WithValue(context.Background(), statusKey{}, &status), k.h, f, timeout, result)
+	s.call(a, k.h, f, timeout, result)
 }
 
 func (s *Service) outcome(st store.Started, o store.Outcome, code int) {
@@ -570,42 +569,52 @@ func (s *Service) outcome(st store.Started, o store.Outcome, code int) {
 	if o.Started == 0 {
 		o.Started, o.Finished = ms(s.clk.Now()), ms(s.clk.Now())
 	}
-	s.metrics.outcome(st.Timer.Kind, o.State)
 	s.mu.Lock()
+	s.metrics.outcomeLocked(st.Timer.Kind, o.State)
 	s.finished = append(s.finished, o)
 	s.mu.Unlock()
 	s.signal(s.finSig)
 }
 
+// attempt is a delivery under way: the status its handler reported
+// (ReportStatus finds it as its context's value) and whether its end was
+// reported.
+type attempt struct {
+	status atomic.Int32
+	over   atomic.Bool
+}
+
+// finish reports the attempt's end once: when the handler returns, or
+// when it overran its deadline, whichever comes first.
+func (a *attempt) finish(done func(error), err error) {
+	if a.over.CompareAndSwap(false, true) {
+		done(err)
+	}
+}
+
+// timeoutGrace is how long a handler past its deadline has to return (it
+// may be returning as it sees the deadline) before the attempt counts as
+// timed out without it; in real time, as the context's deadline is.
+const timeoutGrace = 100 * time.Millisecond
+
 // call runs h with the attempt's deadline, on the delivering goroutine,
 // recovering a panic into an error with its stack. A handler that ignores
 // its context past the deadline is left to return on its own: the attempt
-// counts as timed out at once (done reports it then), and what it returns
-// later is dropped.
-func (s *Service) call(base context.Context, h Handler, f Fire, timeout time.Duration, done func(error)) {
-	ctx, cancel := context.WithTimeout(base, timeout)
+// counts as timed out a grace after the deadline (done reports it then),
+// and what it returns later is dropped.
+func (s *Service) call(a *attempt, h Handler, f Fire, timeout time.Duration, done func(error)) {
+	ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), statusKey{}, a), timeout)
 	defer cancel()
-	var once sync.Once
-	finish := func(err error) { once.Do(func() { done(err) }) }
-	stop := context.AfterFunc(ctx, func() {
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			// A grace for a handler that returns as it sees the deadline;
-			// in real time, as the context's deadline is.
-			time.Sleep(100 * time.Millisecond)
-			finish(fmt.Errorf("timed out after %s (the handler did not return)", timeout))
-		}
+	overrun := time.AfterFunc(timeout+timeoutGrace, func() {
+		a.finish(done, fmt.Errorf("timed out after %s (the handler did not return)", timeout))
 	})
-	defer stop()
+	defer overrun.Stop()
 	defer func() {
 		if p := recover(); p != nil {
-			finish(&schedule.PanicError{Value: p, Stack: debug.Stack()})
+			a.finish(done, &schedule.PanicError{Value: p, Stack: debug.Stack()})
 		}
 	}()
-	err := h(ctx, f)
-	if err == nil && ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		err = nil
-	}
-	finish(err)
+	a.finish(done, h(ctx, f))
 }
 
 // backoff is the pause before the attempt after attempt: exponential,
@@ -634,8 +643,8 @@ type statusKey struct{}
 // fire's history when the attempt succeeds (a failed attempt's status
 // comes from its error, a StatusError). Outside a handler it does nothing.
 func ReportStatus(ctx context.Context, code int) {
-	if p, ok := ctx.Value(statusKey{}).(*atomic.Int32); ok {
-		p.Store(int32(code))
+	if a, ok := ctx.Value(statusKey{}).(*attempt); ok {
+		a.status.Store(int32(code))
 	}
 }
 

@@ -57,6 +57,14 @@ type Options struct {
 	// or delete committed after a fire's attempt began no longer stops
 	// it. Default 50ms; at most Window/4.
 	Ahead time.Duration
+	// Coalesce bounds how often deliveries wake up: after a wake-up, the
+	// next comes Coalesce later at the earliest, for every fire due by
+	// then. A fire alone is delivered on its millisecond; under load
+	// (fires due less than Coalesce apart) each is at most Coalesce
+	// late, and a wake-up delivers many: a wake-up of the process costs
+	// more than a fire's own work. Default 5ms; negative: every fire on
+	// its millisecond.
+	Coalesce time.Duration
 }
 
 func (o *Options) defaults() error {
@@ -96,6 +104,9 @@ func (o *Options) defaults() error {
 	}
 	if o.Ahead == 0 {
 		o.Ahead = 50 * time.Millisecond
+	}
+	if o.Coalesce == 0 {
+		o.Coalesce = 5 * time.Millisecond
 	}
 	if o.Ahead > o.Window/4 {
 		o.Ahead = o.Window / 4

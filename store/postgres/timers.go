@@ -436,15 +436,15 @@ func (s *Store) startUpdate(ids, ps, now, grace, owner, defTimeout string) strin
 		FROM unnest(` + ids + `::text[], ` + ps + `::bigint[]) AS r(id, p), ` + s.t("timers") + ` AS t
 		WHERE f.timer_id = r.id AND f.planned = r.p AND t.id = f.timer_id AND t.enabled
 			AND f.owner = ` + owner + ` AND f.state IN ('pending', 'retry', 'running')
-		RETURNING f.timer_id, f.planned, f.attempt, t.` + strings.ReplaceAll(timerCols, ", ", ", t.")
+		RETURNING f.timer_id, f.planned, f.attempt, t.namespace, t.name, t.kind, t.payload, t.max_attempts, t.min_backoff, t.max_backoff, t.timeout`
 }
 
 func collectStarted(rows pgx.Rows) ([]store.Started, error) {
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Started, error) {
 		var st store.Started
 		t := &st.Timer
-		err := r.Scan(&st.TimerID, &st.Planned, &st.Attempt, &t.ID, &t.Namespace, &t.Name, &t.Kind, &t.At, &t.Cron, &t.Payload, &t.Enabled, &t.Version,
-			&t.MaxAttempts, &t.MinBackoff, &t.MaxBackoff, &t.Timeout, &t.Misfire, &t.NextAt, &t.Created, &t.Updated)
+		err := r.Scan(&st.TimerID, &st.Planned, &st.Attempt, &t.Namespace, &t.Name, &t.Kind, &t.Payload, &t.MaxAttempts, &t.MinBackoff, &t.MaxBackoff, &t.Timeout)
+		t.ID = st.TimerID
 		return st, err
 	})
 }

@@ -343,13 +343,14 @@ func (s *Store) StepFires(ctx context.Context, owner string, os []store.Outcome,
 			for i, st := range part {
 				args[i] = st.TimerID
 			}
-			rows, err := tx.QueryContext(ctx, `SELECT `+timerCols+` FROM timers WHERE id IN (?`+strings.Repeat(", ?", len(part)-1)+`)`, args...)
+			rows, err := tx.QueryContext(ctx, `SELECT id, namespace, name, kind, payload, max_attempts, min_backoff, max_backoff, timeout
+				FROM timers WHERE id IN (?`+strings.Repeat(", ?", len(part)-1)+`)`, args...)
 			if err != nil {
 				return err
 			}
 			for rows.Next() {
-				t, err := scanTimer(rows)
-				if err != nil {
+				var t store.Timer
+				if err := rows.Scan(&t.ID, &t.Namespace, &t.Name, &t.Kind, &t.Payload, &t.MaxAttempts, &t.MinBackoff, &t.MaxBackoff, &t.Timeout); err != nil {
 					rows.Close()
 					return err
 				}

@@ -1,0 +1,93 @@
+package timer
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/fom-go/fom/store"
+)
+
+// TestDeliveriesCoalesceUnderLoadNeverEarly drives one batch's deliveries
+// millisecond by millisecond on a fake clock: a fire alone is delivered
+// on its millisecond, fires due less than Coalesce after a wake-up wait
+// for the next one, and none is delivered before its due time.
+func TestDeliveriesCoalesceUnderLoadNeverEarly(t *testing.T) {
+	clk := clockwork.NewFakeClockAt(t0)
+	s, err := New(Options{Store: sqliteStore(t), Clock: clk, Instance: "test", Coalesce: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	at := map[int64]int64{} // planned -> delivered, ms after t0
+	if err := s.Handle("k", func(_ context.Context, f Fire) error {
+		mu.Lock()
+		at[f.Planned.Sub(t0).Milliseconds()] = clk.Since(t0).Milliseconds()
+		mu.Unlock()
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// due (ms after t0) -> when it is delivered: 1 alone; 2 and 3 wait
+	// for the wake-up at 6 (1 + Coalesce); 10 for 11; 30 alone again.
+	want := map[int64]int64{1: 1, 2: 6, 3: 6, 10: 11, 30: 30}
+	var fs []timedFire
+	for _, d := range []int64{1, 2, 3, 10, 30} {
+		p := ms(t0) + d
+		fs = append(fs, timedFire{due: p, st: store.Started{FireRef: store.FireRef{TimerID: "t", Planned: p}, Attempt: 1, Timer: store.Timer{ID: "t", Namespace: "n", Name: "t", Kind: "k"}}})
+	}
+	s.inflight.Add(len(fs))
+	go s.deliverAt(fs)
+	delivered := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(at)
+	}
+	for now := int64(1); now <= 30; now++ {
+		if err := clk.BlockUntilContext(t.Context(), 1); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(time.Millisecond)
+		n := 0
+		for _, w := range want {
+			if w <= now {
+				n++
+			}
+		}
+		for deadline := time.Now().Add(5 * time.Second); delivered() < n; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("at +%dms: %d of %d fires delivered", now, delivered(), n)
+			}
+		}
+		// The batch re-armed (or ended) once this millisecond's fires were
+		// started; a fire started early shows within a few milliseconds.
+		if n < len(want) {
+			if err := clk.BlockUntilContext(t.Context(), 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+		if d := delivered(); d != n {
+			t.Fatalf("at +%dms: %d fires delivered, want %d", now, d, n)
+		}
+		if n == len(want) {
+			break
+		}
+	}
+	s.inflight.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	for d, w := range want {
+		if at[d] != w {
+			t.Errorf("fire due at +%dms delivered at +%dms, want +%dms", d, at[d], w)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.finished) != len(want) {
+		t.Errorf("%d outcomes queued, want %d", len(s.finished), len(want))
+	}
+}

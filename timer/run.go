@@ -422,7 +422,7 @@ func (s *Service) await(started []store.Started) {
 	now := ms(s.clk.Now())
 	i := 0
 	for ; i < len(fs) && fs[i].due <= now; i++ {
-		go s.deliver(fs[i].st)
+		go s.deliver(&fs[i].st)
 	}
 	if i == len(fs) {
 		return
@@ -451,7 +451,7 @@ func (s *Service) deliverAt(fs []timedFire) {
 		}
 		now := ms(s.clk.Now())
 		for ; i < len(fs) && fs[i].due <= now; i++ {
-			go s.deliver(fs[i].st)
+			go s.deliver(&fs[i].st)
 		}
 		if i < len(fs) {
 			t.Reset(fromMS(max(fs[i].due, now+gap)).Sub(s.clk.Now()))
@@ -490,9 +490,9 @@ func (s *Service) defaultTimeout() time.Duration {
 }
 
 // deliver runs one attempt within its namespace's limits.
-func (s *Service) deliver(st store.Started) {
+func (s *Service) deliver(st *store.Started) {
 	defer s.inflight.Done()
-	t := st.Timer
+	t := &st.Timer
 	s.mu.Lock()
 	k, ns := s.kinds[t.Kind], s.spaces[t.Namespace]
 	s.mu.Unlock()
@@ -564,7 +564,7 @@ func (s *Service) deliver(st store.Started) {
 	s.call(a, k.h, f, timeout, result)
 }
 
-func (s *Service) outcome(st store.Started, o store.Outcome, code int) {
+func (s *Service) outcome(st *store.Started, o store.Outcome, code int) {
 	o.FireRef, o.Attempt, o.StatusCode = st.FireRef, st.Attempt, code
 	if o.Started == 0 {
 		o.Started, o.Finished = ms(s.clk.Now()), ms(s.clk.Now())

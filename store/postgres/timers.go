@@ -115,12 +115,17 @@ func (s *Store) insertTimers(ctx context.Context, q querier, ts []store.Timer) e
 		cols.at[i], cols.version[i], cols.minB[i], cols.maxB[i], cols.tmo[i], cols.next[i] = t.At, t.Version, t.MinBackoff, t.MaxBackoff, t.Timeout, t.NextAt
 		cols.created[i], cols.updated[i], cols.maxA[i], cols.enabled[i], cols.payload[i] = t.Created, t.Updated, int32(t.MaxAttempts), t.Enabled, t.Payload
 	}
-	var fid, fns, fown []string
-	var fp, flease []int64
-	for _, t := range ts {
-		if t.First != 0 {
-			fid, fns, fown = append(fid, t.ID), append(fns, t.Namespace), append(fown, t.Owner)
-			fp, flease = append(fp, t.First), append(flease, t.LeaseUntil)
+	// The first fires, aligned with the timers (0: none), share the
+	// timers' id and namespace arrays: a bulk insert's parameters are
+	// most of what it costs the client.
+	var first, lease []int64
+	var own []string
+	for i, t := range ts {
+		if t.First != 0 && first == nil {
+			first, lease, own = make([]int64, n), make([]int64, n), make([]string, n)
+		}
+		if first != nil {
+			first[i], lease[i], own[i] = t.First, t.LeaseUntil, t.Owner
 		}
 	}
 	// One statement: the timers, and their first fires by a
@@ -131,10 +136,11 @@ func (s *Store) insertTimers(ctx context.Context, q querier, ts []store.Timer) e
 	args := []any{cols.id, cols.ns, cols.name, cols.kind, cols.at, cols.cron, cols.payload, cols.enabled, cols.version,
 		cols.maxA, cols.minB, cols.maxB, cols.tmo, cols.misfire, cols.next, cols.created, cols.updated}
 	sql := insTimers
-	if len(fid) > 0 {
+	if first != nil {
 		sql = `WITH t AS (` + insTimers + `) INSERT INTO ` + s.t("timer_fires") + ` (timer_id, planned, namespace, state, attempt, base, due_at, owner, lease_until, last_error, finished)
-			SELECT id, p, ns, 'pending', 0, 0, p, own, lease, '', 0 FROM unnest($18::text[], $19::bigint[], $20::text[], $21::text[], $22::bigint[]) AS f(id, p, ns, own, lease)`
-		args = append(args, fid, fp, fns, fown, flease)
+			SELECT id, p, ns, 'pending', 0, 0, p, own, lease, '', 0 FROM unnest($1::text[], $18::bigint[], $2::text[], $19::text[], $20::bigint[]) AS f(id, p, ns, own, lease)
+			WHERE p <> 0`
+		args = append(args, first, own, lease)
 	}
 	_, err := q.Exec(ctx, sql, args...)
 	var pe *pgconn.PgError
@@ -386,7 +392,7 @@ func (s *Store) StepFires(ctx context.Context, owner string, os []store.Outcome,
 		s AS (`+s.startUpdate("$11", "$12", "$13", "$14", "$10", "$15")+`)
 		SELECT * FROM s`,
 		[]any{o.ids, o.ps, o.states, o.att, o.due, o.errs, o.started, o.finished, o.codes, owner, ids, ps, now, grace, defTimeout},
-		func(rows pgx.Rows) (err error) { out, err = collectStarted(rows); return err })
+		func(rows pgx.Rows) (err error) { out, err = collectStarted(rows, len(refs)); return err })
 	if err != nil {
 		return nil, s.wrap("record and begin timer fires", err)
 	}
@@ -439,8 +445,9 @@ func (s *Store) startUpdate(ids, ps, now, grace, owner, defTimeout string) strin
 		RETURNING f.timer_id, f.planned, f.attempt, t.namespace, t.name, t.kind, t.payload, t.max_attempts, t.min_backoff, t.max_backoff, t.timeout`
 }
 
-func collectStarted(rows pgx.Rows) ([]store.Started, error) {
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Started, error) {
+// collectStarted reads a batch's begun fires, n at most.
+func collectStarted(rows pgx.Rows, n int) ([]store.Started, error) {
+	return pgx.AppendRows(make([]store.Started, 0, n), rows, func(r pgx.CollectableRow) (store.Started, error) {
 		var st store.Started
 		t := &st.Timer
 		err := r.Scan(&st.TimerID, &st.Planned, &st.Attempt, &t.Namespace, &t.Name, &t.Kind, &t.Payload, &t.MaxAttempts, &t.MinBackoff, &t.MaxBackoff, &t.Timeout)
@@ -456,7 +463,7 @@ func (s *Store) startFires(ctx context.Context, owner string, refs []store.FireR
 	ids, ps := refArrays(refs)
 	var out []store.Started
 	err := s.fireBatch(ctx, s.startUpdate("$1", "$2", "$3", "$4", "$5", "$6"), []any{ids, ps, now, grace, owner, defTimeout},
-		func(rows pgx.Rows) (err error) { out, err = collectStarted(rows); return err })
+		func(rows pgx.Rows) (err error) { out, err = collectStarted(rows, len(refs)); return err })
 	if err != nil {
 		return nil, s.wrap("begin timer fires", err)
 	}

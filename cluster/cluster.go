@@ -114,8 +114,11 @@ type Options struct {
 	// the coordinator's listening goroutine).
 	Channel  string
 	Notified func(payload string)
-	// Resync is called after each tick, the fallback for a lost
-	// notification: it re-reads what others may have changed.
+	// Resync re-reads what others may have changed: the fallback for a
+	// lost notification. It is called after a tick when one may have been
+	// lost (the first tick after the listening connection is established
+	// or re-established, every tick while there is none) and at least
+	// once a minute.
 	Resync func(ctx context.Context)
 	// DesiredChanged is told that a schedule's desired state changed.
 	DesiredChanged func(schedule string)

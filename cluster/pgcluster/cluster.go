@@ -37,6 +37,10 @@ type Coordinator struct {
 	renewed    time.Time        // the last successful renewal
 	renewErr   string           // why the last tick failed, "" if it did not
 	listening  bool
+	// heard is set when the listening connection is (re)established:
+	// what changed while none listened is read by the next resync.
+	heard      bool
+	lastResync time.Time
 	pending    map[int64]chan string // forwarded requests awaiting an answer
 	admits     chan admission        // fires to record (admitLoop)
 	kick       chan struct{}         // a tick now (Kick)
@@ -199,7 +203,7 @@ func (c *Coordinator) listenOnce(ctx context.Context) error {
 		return err
 	}
 	c.mu.Lock()
-	c.listening = true
+	c.listening, c.heard = true, true
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
@@ -281,7 +285,7 @@ func (c *Coordinator) loop(stop, done chan struct{}) {
 		case <-t.C:
 			ctx, cancel := context.WithTimeout(context.Background(), c.o.RenewEvery)
 			c.tick(ctx)
-			if c.o.Resync != nil {
+			if c.o.Resync != nil && c.resyncDue() {
 				c.o.Resync(ctx)
 			}
 			cancel()
@@ -291,6 +295,28 @@ func (c *Coordinator) loop(stop, done chan struct{}) {
 			cancel()
 		}
 	}
+}
+
+// resyncEvery is how often Resync runs while notifications are heard:
+// the fallback for one lost all the same. Every schedule's edits, levels
+// and desired state are read by it, so at every tick it would cost the
+// store work in proportion to the schedules, every few seconds, for
+// changes that notifications already bring.
+const resyncEvery = time.Minute
+
+// resyncDue reports whether this tick re-reads what others may have
+// changed: when nothing is listened to, or was not for a while (the
+// listening connection is new since the last resync), and at least every
+// resyncEvery.
+func (c *Coordinator) resyncDue() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	if c.o.Channel != "" && c.listening && !c.heard && now.Sub(c.lastResync) < resyncEvery {
+		return false
+	}
+	c.heard, c.lastResync = false, now
+	return true
 }
 
 // Kick asks for a tick now, rather than at the next renewal: a schedule

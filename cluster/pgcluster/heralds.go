@@ -146,8 +146,8 @@ func (c *Coordinator) recordSlot(k int64, stop chan struct{}) {
 		return
 	}
 	trusted := time.Now().Before(c.trustUntil)
-	var batch []admission
-	var hs []*herald
+	batch := make([]admission, 0, len(sl.names))
+	hs := make([]*herald, 0, len(sl.names))
 	for _, s := range sl.names {
 		h := c.heralds[s]
 		if h == nil || h.state != announced || c.slotOf(h.planned) != k {

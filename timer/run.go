@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/fom-go/fom/internal/slots"
 	"github.com/fom-go/fom/schedule"
 	"github.com/fom-go/fom/schedule/wheel"
 	"github.com/fom-go/fom/store"
@@ -37,13 +38,6 @@ import (
 // gather is how long an outcome waits for a batch to ride with (real
 // time: it only batches writes; no fire waits on it).
 const gather = 100 * time.Millisecond
-
-// slot is the claimed fires whose attempts begin at one instant (their
-// due times are in live).
-type slot struct {
-	t    *wheel.Timer
-	refs []store.FireRef
-}
 
 // Start starts the service: the loop and the dispatchers.
 func (s *Service) Start(ctx context.Context) error {
@@ -82,10 +76,8 @@ func (s *Service) Stop(ctx context.Context) error {
 	s.running = false
 	close(s.stop)
 	w := s.wheel
-	for k, sl := range s.slots {
-		sl.t.Stop()
-		delete(s.slots, k)
-	}
+	s.slots.Each(func(_ int64, sl *slots.Slot[store.FireRef, *wheel.Timer]) { sl.Armed.Stop() })
+	s.slots.Clear()
 	clear(s.armed)
 	s.due = nil
 	s.mu.Unlock()
@@ -229,7 +221,6 @@ func (s *Service) arm(cs []store.Claimed) {
 		return
 	}
 	now := s.clk.Now()
-	size := max(s.o.Ahead.Milliseconds(), 1)
 	lead := s.lead()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -243,17 +234,13 @@ func (s *Service) arm(cs []store.Claimed) {
 		if _, ok := s.live[c.FireRef]; ok {
 			continue
 		}
-		k := c.DueAt - ((c.DueAt%size)+size)%size // the slot's first instant
-		sl := s.slots[k]
-		if sl == nil {
-			sl = &slot{}
-			sl.t = s.wheel.AfterFuncInline(fromMS(k-lead).Sub(now), func() { s.fired(k) })
-			if sl.t == nil {
+		k, sl, opened := s.slots.Add(c.DueAt, c.FireRef)
+		if opened {
+			if sl.Armed = s.wheel.AfterFuncInline(fromMS(k-lead).Sub(now), func() { s.fired(k) }); sl.Armed == nil {
+				s.slots.Take(k) // the wheel stopped
 				continue
 			}
-			s.slots[k] = sl
 		}
-		sl.refs = append(sl.refs, c.FireRef)
 		s.armed[c.FireRef] = k
 		s.live[c.FireRef] = c.DueAt
 	}
@@ -285,14 +272,13 @@ func (s *Service) noteStep(d time.Duration) {
 // the wheel's goroutine: it only queues).
 func (s *Service) fired(at int64) {
 	s.mu.Lock()
-	sl := s.slots[at]
-	delete(s.slots, at)
+	sl := s.slots.Take(at)
 	if sl == nil || !s.running {
 		s.mu.Unlock()
 		return
 	}
 	n := 0
-	for _, d := range sl.refs {
+	for _, d := range sl.Items {
 		if a, ok := s.armed[d]; ok && a == at { // not unarmed since
 			delete(s.armed, d)
 			s.due = append(s.due, d)

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/time/rate"
 
+	"github.com/fom-go/fom/internal/slots"
 	"github.com/fom-go/fom/schedule"
 	"github.com/fom-go/fom/schedule/wheel"
 	"github.com/fom-go/fom/store"
@@ -174,11 +175,11 @@ type Service struct {
 	mu       sync.Mutex
 	kinds    map[string]*kind
 	spaces   map[string]*namespace
-	armed    map[store.FireRef]int64 // claimed fires waiting in the wheel: their slot
-	live     map[store.FireRef]int64 // claimed here and not over (armed, queued, begun, or its outcome unwritten): its due time
-	slots    map[int64]*slot         // the wheel's timers of claimed fires, by slot
-	due      []store.FireRef         // fires whose slot came, for the dispatcher
-	finished []store.Outcome         // outcomes for the finisher
+	armed    map[store.FireRef]int64                 // claimed fires waiting in the wheel: their slot
+	live     map[store.FireRef]int64                 // claimed here and not over (armed, queued, begun, or its outcome unwritten): its due time
+	slots    *slots.Set[store.FireRef, *wheel.Timer] // claimed fires by slot, each slot's timer in the wheel
+	due      []store.FireRef                         // fires whose slot came, for the dispatcher
+	finished []store.Outcome                         // outcomes for the finisher
 	running  bool
 	stop     chan struct{}
 	quit     chan struct{}  // closed when Stop gives up waiting for deliveries
@@ -201,7 +202,7 @@ func New(o Options) (*Service, error) {
 	return &Service{
 		o: o, st: o.Store, clk: o.Clock, log: o.Logger.Named("timer").With(zap.String("fom_instance", o.Instance)),
 		kinds: map[string]*kind{}, spaces: map[string]*namespace{}, armed: map[store.FireRef]int64{}, live: map[store.FireRef]int64{},
-		slots: map[int64]*slot{},
+		slots: slots.New[store.FireRef, *wheel.Timer](o.Ahead.Milliseconds()),
 		kick:  make(chan struct{}, 1), dueSig: make(chan struct{}, 1), finSig: make(chan struct{}, 1),
 		metrics: newMetrics(),
 	}, nil

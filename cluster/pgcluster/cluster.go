@@ -18,6 +18,8 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
+
+	"github.com/fom-go/fom/internal/slots"
 )
 
 // Coordinator is one instance's part in the cluster. It implements
@@ -41,14 +43,14 @@ type Coordinator struct {
 	// what changed while none listened is read by the next resync.
 	heard      bool
 	lastResync time.Time
-	pending    map[int64]chan string // forwarded requests awaiting an answer
-	admits     chan admission        // fires to record (admitLoop)
-	kick       chan struct{}         // a tick now (Kick)
-	heralds    map[string]*herald    // schedule -> its next fire, announced (see heralds.go)
-	slots      map[int64]*slot       // the heralds recorded together, by slot
-	heraldWG   sync.WaitGroup        // slots armed or recording
-	rekick     *time.Timer           // a tick after imminent fires, to give their leases back
-	holding    bool                  // slots announced wait for unhold (an acquisition resuming its schedules)
+	pending    map[int64]chan string           // forwarded requests awaiting an answer
+	admits     chan admission                  // fires to record (admitLoop)
+	kick       chan struct{}                   // a tick now (Kick)
+	heralds    map[string]*herald              // schedule -> its next fire, announced (see heralds.go)
+	slots      *slots.Set[string, *time.Timer] // the schedules whose heralds are recorded together, by slot
+	heraldWG   sync.WaitGroup                  // slots armed or recording
+	rekick     *time.Timer                     // a tick after imminent fires, to give their leases back
+	holding    bool                            // slots announced wait for unhold (an acquisition resuming its schedules)
 	// recLock is read-held by a herald batch's statement and write-held
 	// by a lease given back (with the records of its unrun fires), so the
 	// records a batch writes are deleted, or refused, not left behind.
@@ -98,7 +100,7 @@ func New(pool *pgxpool.Pool, schema string, o Options) (*Coordinator, error) {
 		margin: o.LeaseTTL / 5,
 		names:  map[string]bool{}, owned: map[string]int64{}, pending: map[int64]chan string{},
 		admits: make(chan admission, 256), kick: make(chan struct{}, 1),
-		heralds: map[string]*herald{}, slots: map[int64]*slot{},
+		heralds: map[string]*herald{}, slots: slots.New[string, *time.Timer](o.RecordAhead.Milliseconds()),
 	}
 	c.batches.Store(time.Now().UnixNano())
 	return c, nil
@@ -867,12 +869,12 @@ func (c *Coordinator) halt() ([]unrunFire, bool) {
 	c.mu.Lock()
 	stop, done := c.stop, c.done
 	c.stop, c.done = nil, nil
-	for k, sl := range c.slots {
-		if sl.t == nil || sl.t.Stop() {
+	c.slots.Each(func(_ int64, sl *slot) {
+		if sl.Armed == nil || sl.Armed.Stop() {
 			c.heraldWG.Done()
 		}
-		delete(c.slots, k)
-	}
+	})
+	c.slots.Clear()
 	c.holding = false
 	if c.rekick != nil {
 		c.rekick.Stop()

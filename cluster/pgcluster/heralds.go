@@ -6,6 +6,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap"
+
+	"github.com/fom-go/fom/internal/slots"
 )
 
 // Fires recorded ahead. A schedule announces its next fire when it arms
@@ -47,11 +49,9 @@ const (
 // A few fires a slot are not worth that.
 const minAhead = 16
 
-// slot is the heralds recorded together, and the timer that records them.
-type slot struct {
-	t     *time.Timer
-	names []string
-}
+// slot is the schedules whose heralds are recorded together, and the
+// timer that records them (nil while an acquisition holds them).
+type slot = slots.Slot[string, *time.Timer]
 
 // unrunFire is a fire recorded ahead whose lease is given back before it
 // ran: its record is deleted.
@@ -63,10 +63,7 @@ type unrunFire struct {
 
 // slotOf is the slot of a fire: the start of its RecordAhead-wide span,
 // in Unix milliseconds.
-func (c *Coordinator) slotOf(planned time.Time) int64 {
-	ms, w := planned.UnixMilli(), c.o.RecordAhead.Milliseconds()
-	return ms - ((ms%w)+w)%w
-}
+func (c *Coordinator) slotOf(planned time.Time) int64 { return c.slots.Of(planned.UnixMilli()) }
 
 // Announce implements schedule.Announcer: the owner records the fire
 // RecordAhead before it is due (or at once, when it is due sooner). A
@@ -87,13 +84,10 @@ func (c *Coordinator) Announce(schedule string, planned time.Time) {
 		}
 	}
 	c.heralds[schedule] = &herald{planned: planned, term: term, done: make(chan struct{})}
-	k := c.slotOf(planned)
-	if sl := c.slots[k]; sl != nil {
-		sl.names = append(sl.names, schedule)
+	k, sl, opened := c.slots.Add(planned.UnixMilli(), schedule)
+	if !opened {
 		return
 	}
-	sl := &slot{names: []string{schedule}}
-	c.slots[k] = sl
 	c.heraldWG.Add(1)
 	if !c.holding {
 		c.armSlotLocked(k, sl)
@@ -105,7 +99,7 @@ func (c *Coordinator) Announce(schedule string, planned time.Time) {
 func (c *Coordinator) armSlotLocked(k int64, sl *slot) {
 	stop := c.stop
 	at := time.UnixMilli(k).Add(-c.o.RecordAhead)
-	sl.t = time.AfterFunc(time.Until(at), func() { c.recordSlot(k, stop) })
+	sl.Armed = time.AfterFunc(time.Until(at), func() { c.recordSlot(k, stop) })
 }
 
 // hold keeps the slots announced from being recorded until release: the
@@ -121,11 +115,11 @@ func (c *Coordinator) unhold() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.holding = false
-	for k, sl := range c.slots {
-		if sl.t == nil {
+	c.slots.Each(func(k int64, sl *slot) {
+		if sl.Armed == nil {
 			c.armSlotLocked(k, sl)
 		}
-	}
+	})
 }
 
 // drop ends an announced herald unrecorded: Admit records its fire when
@@ -139,16 +133,15 @@ func (h *herald) drop() {
 func (c *Coordinator) recordSlot(k int64, stop chan struct{}) {
 	defer c.heraldWG.Done()
 	c.mu.Lock()
-	sl := c.slots[k]
-	delete(c.slots, k)
+	sl := c.slots.Take(k)
 	if c.stop != stop || sl == nil {
 		c.mu.Unlock()
 		return
 	}
 	trusted := time.Now().Before(c.trustUntil)
-	batch := make([]admission, 0, len(sl.names))
-	hs := make([]*herald, 0, len(sl.names))
-	for _, s := range sl.names {
+	batch := make([]admission, 0, len(sl.Items))
+	hs := make([]*herald, 0, len(sl.Items))
+	for _, s := range sl.Items {
 		h := c.heralds[s]
 		if h == nil || h.state != announced || c.slotOf(h.planned) != k {
 			continue // replaced, taken, or in another slot now

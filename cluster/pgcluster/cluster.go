@@ -592,6 +592,15 @@ func (c *Coordinator) Admit(ctx context.Context, schedule string, planned time.T
 	c.mu.Lock()
 	term, owned := c.owned[schedule]
 	trusted := time.Now().Before(c.trustUntil)
+	if owned && trusted {
+		// The common case, under the one lock: the fire was recorded
+		// ahead, and its slot's statement has answered.
+		if h := c.heralds[schedule]; h != nil && h.state == recorded && h.ok && h.planned.Equal(planned) && h.term == term {
+			delete(c.heralds, schedule)
+			c.mu.Unlock()
+			return true, nil
+		}
+	}
 	c.mu.Unlock()
 	if !owned || !trusted {
 		return false, nil

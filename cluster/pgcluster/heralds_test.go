@@ -59,6 +59,10 @@ func TestFiresAnnouncedAreRecordedAheadAndGivenBackUnrun(t *testing.T) {
 	if c := a.Counters(); c.Fires != mid.Fires+1 {
 		t.Fatalf("the lone fire was not recorded when due: %+v", c)
 	}
+	// A fire admitted is not admitted again.
+	if ok, err := a.Admit(ctx, names[0], first); ok || err != nil {
+		t.Fatalf("%s admitted twice at %s: %v, %v", names[0], first, ok, err)
+	}
 
 	// Recorded ahead, then given back before their time.
 	second := time.Now().Add(time.Second).Truncate(100 * time.Millisecond).UTC()

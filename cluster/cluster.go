@@ -117,8 +117,9 @@ type Options struct {
 	// Resync re-reads what others may have changed: the fallback for a
 	// lost notification. It is called after a tick when one may have been
 	// lost (the first tick after the listening connection is established
-	// or re-established, every tick while there is none) and at least
-	// once a minute.
+	// or re-established, every tick while there is none), after a tick
+	// that found the live instances changed (one started, stopped or
+	// died), and at least once a minute.
 	Resync func(ctx context.Context)
 	// DesiredChanged is told that a schedule's desired state changed.
 	DesiredChanged func(schedule string)

@@ -29,7 +29,10 @@ import (
 // updated or deleted meanwhile is not begun), with the outcomes recorded
 // since the last batch; one goroutine then sleeps through the begun
 // fires' due times and starts each delivery when it comes, on a goroutine
-// of its own, within its namespace's rate and concurrency. A fire is
+// of its own, within its namespace's rate and concurrency. It wakes at
+// most once per Coalesce (5 ms): a fire alone is delivered on its
+// millisecond, and fires due closer together than that share wake-ups,
+// which cost the process more than their own work. A fire is
 // thus on time however long the statement takes, up to the lead, and a
 // burst costs a statement per slot, not one per fire. A process that
 // dies leaves claims and running attempts whose leases run out: any

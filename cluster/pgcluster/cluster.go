@@ -43,6 +43,7 @@ type Coordinator struct {
 	// what changed while none listened is read by the next resync.
 	heard      bool
 	lastResync time.Time
+	members    string                          // the live instances at the last tick, and when each started
 	pending    map[int64]chan string           // forwarded requests awaiting an answer
 	admits     chan admission                  // fires to record (admitLoop)
 	kick       chan struct{}                   // a tick now (Kick)
@@ -308,7 +309,8 @@ const resyncEvery = time.Minute
 
 // resyncDue reports whether this tick re-reads what others may have
 // changed: when nothing is listened to, or was not for a while (the
-// listening connection is new since the last resync), and at least every
+// listening connection is new since the last resync), when the live
+// instances changed (their declarations with them), and at least every
 // resyncEvery.
 func (c *Coordinator) resyncDue() bool {
 	c.mu.Lock()
@@ -371,10 +373,16 @@ func (c *Coordinator) tick(ctx context.Context) {
 		return
 	}
 	var live int
-	if err := c.pool.QueryRow(ctx, "SELECT count(*) FROM "+c.t("instances")+" WHERE NOT stopped AND heartbeat_at > now() - $1::interval", c.o.LeaseTTL).Scan(&live); err != nil || live < 1 {
+	var members string
+	if err := c.pool.QueryRow(ctx, "SELECT count(*), coalesce(string_agg(id || ' ' || started_at::text, ',' ORDER BY id), '') FROM "+c.t("instances")+" WHERE NOT stopped AND heartbeat_at > now() - $1::interval", c.o.LeaseTTL).Scan(&live, &members); err != nil || live < 1 {
 		live = 1
 	}
 	c.mu.Lock()
+	if members != c.members {
+		// An instance started, stopped or died: what it declared, or
+		// changed before it listened, is re-read at this tick.
+		c.members, c.heard = members, true
+	}
 	lost := 0
 	for s := range c.owned {
 		if _, ok := owned[s]; !ok {

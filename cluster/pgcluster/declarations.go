@@ -51,7 +51,7 @@ func (c *Coordinator) Declare(ctx context.Context, decls map[string]map[string]s
 
 // Disagreements lists the schedules live instances declare differently.
 // The database picks them (the declarations of one schedule compared as
-// jsonb values): every instance asks at every renewal, and a cluster
+// jsonb values): every instance asks at each resync, and a cluster
 // whose instances agree reads no declaration.
 func (c *Coordinator) Disagreements(ctx context.Context) ([]Disagreement, error) {
 	rows, err := c.pool.Query(ctx, `WITH live AS (

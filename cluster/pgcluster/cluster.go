@@ -44,6 +44,7 @@ type Coordinator struct {
 	heard      bool
 	lastResync time.Time
 	members    string                          // the live instances at the last tick, and when each started
+	listenPID  uint32                          // the listening connection's backend
 	pending    map[int64]chan string           // forwarded requests awaiting an answer
 	admits     chan admission                  // fires to record (admitLoop)
 	kick       chan struct{}                   // a tick now (Kick)
@@ -206,8 +207,13 @@ func (c *Coordinator) listenOnce(ctx context.Context) error {
 		return err
 	}
 	c.mu.Lock()
-	c.listening, c.heard = true, true
+	c.listening, c.heard, c.listenPID = true, true, conn.Conn().PgConn().PID()
 	c.mu.Unlock()
+	// The others rebalance now rather than at their next renewal, and the
+	// leases they give back are heard here.
+	if _, err := conn.Exec(ctx, "SELECT pg_notify($1, $2)", c.o.Channel, notifyJoined); err != nil {
+		return err
+	}
 	defer func() {
 		c.mu.Lock()
 		c.listening = false

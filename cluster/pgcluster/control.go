@@ -27,7 +27,8 @@ const (
 	notifyDesired = "desired:"
 	notifyRequest = "request:"
 	notifyAnswer  = "answer:"
-	notifyFree    = "leases:free" // leases were given back: take your share now
+	notifyFree    = "leases:free"      // leases were given back: take your share now
+	notifyJoined  = "instances:joined" // an instance listens: give it its share now
 )
 
 // SetDesired stores whether schedule should run, for every instance, and
@@ -115,7 +116,7 @@ func (c *Coordinator) control(payload string) bool {
 		if err == nil && c.Owner(schedule) && c.o.Execute != nil {
 			go c.serve(id)
 		}
-	case payload == notifyFree:
+	case payload == notifyFree, payload == notifyJoined:
 		c.Kick()
 	case strings.HasPrefix(payload, notifyAnswer):
 		id, err := strconv.ParseInt(strings.TrimPrefix(payload, notifyAnswer), 10, 64)

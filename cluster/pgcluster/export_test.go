@@ -13,3 +13,10 @@ func (c *Coordinator) SetLostAnswer(f func() error) { c.lostAnswer = f }
 func (c *Coordinator) RenewEvery() time.Duration { return c.o.RenewEvery }
 
 func (c *Coordinator) PruneFires(ctx context.Context) { c.pruneFires(ctx) }
+
+// ListenPID is the backend of the listening connection (0: none yet).
+func (c *Coordinator) ListenPID() uint32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.listenPID
+}

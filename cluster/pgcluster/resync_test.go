@@ -2,6 +2,7 @@ package pgcluster_test
 
 import (
 	"context"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -41,9 +42,42 @@ func TestResyncOnlyWhenANotificationMayBeLost(t *testing.T) {
 		t.Fatalf("%d resyncs in ten ticks while notifications were heard", n)
 	}
 	// The listening connection is cut: what changed meanwhile may be lost.
-	if _, err := pool.Exec(context.Background(), "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN %' AND query LIKE '%fom_resync_"+schema+"%'"); err != nil {
+	if _, err := pool.Exec(context.Background(), "SELECT pg_terminate_backend($1)", int64(c.ListenPID())); err != nil {
 		t.Fatal(err)
 	}
 	waitFor("a resync after the listening connection was cut", func() bool { return resyncs.Load() > base })
 	waitFor("listening again", c.Listening)
+}
+
+// TestAJoiningInstanceGetsItsShareAtOnce: an instance that starts is given
+// its share of the leases when it listens, not at the others' next
+// renewal (ten seconds away here).
+func TestAJoiningInstanceGetsItsShareAtOnce(t *testing.T) {
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
+	var names []string
+	for i := range 20 {
+		names = append(names, "s"+strconv.Itoa(i))
+	}
+	o := pgcluster.Options{Channel: "fom_join_" + schema, Notified: func(string) {}, LeaseTTL: 30 * time.Second}
+	a := coordinator(t, schema, "a", nil, o, names...)
+	start(t, a)
+	if a.Owned() != 20 {
+		t.Fatalf("a holds %d leases, want 20", a.Owned())
+	}
+	for deadline := time.Now().Add(10 * time.Second); !a.Listening(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a is not listening after 10s")
+		}
+	}
+	b := coordinator(t, schema, "b", nil, o, names...)
+	began := time.Now()
+	start(t, b)
+	for a.Owned() != 10 || b.Owned() != 10 {
+		if time.Since(began) > 3*time.Second {
+			t.Fatalf("after %s: a holds %d leases, b %d; want 10 each, well before a's next renewal (%s)", time.Since(began).Round(time.Millisecond), a.Owned(), b.Owned(), a.RenewEvery())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Logf("b held its share %s after it started", time.Since(began).Round(time.Millisecond))
 }

@@ -46,7 +46,9 @@ type clusterRun struct {
 
 // measureApps starts apps built by mk (one, or three on PostgreSQL), each
 // registering n every-second jobs, and measures lateness over window.
-func measureApps(label string, n, instances int, window, warmup time.Duration, mk func(i int) (*fom.App, func(), error)) clusterRun {
+// With join > 0 the last instance starts that far into the window: the
+// others hand it its share of the leases while their schedules fire.
+func measureApps(label string, n, instances int, window, warmup, join time.Duration, mk func(i int) (*fom.App, func(), error)) clusterRun {
 	r := clusterRun{label: label, n: n}
 	l := newLateness(n*instances, window)
 	apps := make([]*fom.App, instances)
@@ -66,7 +68,7 @@ func measureApps(label string, n, instances int, window, warmup time.Duration, m
 			for j := 0; j < n && err == nil; j++ {
 				_, err = app.Register(&everySecond{l: l}, fom.Named(fmt.Sprintf("job-%d", j)))
 			}
-			if err == nil {
+			if err == nil && (join == 0 || i < instances-1) {
 				err = app.Start(context.Background())
 			}
 			errs[i] = err
@@ -94,6 +96,15 @@ func measureApps(label string, n, instances int, window, warmup time.Duration, m
 	l.window(from, window)
 	time.Sleep(time.Until(from))
 	c0, cpu0, pg0 := counters(apps), cpuTime(), postgresCPU()
+	joined := make(chan error, 1)
+	if join > 0 {
+		go func() {
+			time.Sleep(join)
+			joined <- apps[instances-1].Start(context.Background())
+		}()
+	} else {
+		joined <- nil
+	}
 	// FOM_BENCH_WINDOW_PROFILE profiles the window alone, to
 	// <prefix>-cluster-<instances>-<n>.
 	var prof *os.File
@@ -109,6 +120,10 @@ func measureApps(label string, n, instances int, window, warmup time.Duration, m
 		prof.Close()
 	}
 	time.Sleep(300 * time.Millisecond)
+	if err := <-joined; err != nil {
+		r.err = "the joining instance: " + err.Error()
+		return r
+	}
 	samples, ok := l.samples()
 	if !ok {
 		r.err = "more fires than n a second per instance"
@@ -157,7 +172,7 @@ func clusterScenario(dsn string, ns []int, window, warmup time.Duration, passes 
 	out.WriteString("| setup | N | fires / planned | lateness p50 | p99 | CPU µs per fire (process) | PostgreSQL CPU µs per fire | fire-record statements/s | lease and heartbeat statements/s |\n|---|---|---|---|---|---|---|---|---|\n")
 	for pass := 0; pass < passes; pass++ {
 		for _, n := range ns {
-			single := measureApps("one App, SQLite", n, 1, window, warmup, func(int) (*fom.App, func(), error) {
+			single := measureApps("one App, SQLite", n, 1, window, warmup, 0, func(int) (*fom.App, func(), error) {
 				dir, err := os.MkdirTemp("", "fom-bench-cluster")
 				if err != nil {
 					return nil, nil, err
@@ -165,19 +180,23 @@ func clusterScenario(dsn string, ns []int, window, warmup time.Duration, passes 
 				app, err := fom.New(fom.WithDataDir(dir))
 				return app, func() { os.RemoveAll(dir) }, err
 			})
-			b := make([]byte, 4)
-			rand.Read(b)
-			schema := "fombench_" + hex.EncodeToString(b)
-			three := measureApps("three Apps, PostgreSQL", n, 3, window, warmup, func(i int) (*fom.App, func(), error) {
-				st, err := postgres.Open(context.Background(), dsn, postgres.WithSchema(schema))
-				if err != nil {
-					return nil, nil, err
-				}
-				app, err := fom.New(fom.WithStore(st), fom.WithInstanceID(fmt.Sprintf("bench-%d", i+1)))
-				return app, func() { st.Close() }, err
-			})
-			admin.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
-			for _, r := range []clusterRun{single, three} {
+			onPostgres := func(label string, join time.Duration) clusterRun {
+				b := make([]byte, 4)
+				rand.Read(b)
+				schema := "fombench_" + hex.EncodeToString(b)
+				defer admin.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
+				return measureApps(label, n, 3, window, warmup, join, func(i int) (*fom.App, func(), error) {
+					st, err := postgres.Open(context.Background(), dsn, postgres.WithSchema(schema))
+					if err != nil {
+						return nil, nil, err
+					}
+					app, err := fom.New(fom.WithStore(st), fom.WithInstanceID(fmt.Sprintf("bench-%d", i+1)))
+					return app, func() { st.Close() }, err
+				})
+			}
+			three := onPostgres("three Apps, PostgreSQL", 0)
+			joining := onPostgres("three Apps, PostgreSQL, the third started mid-window", window/2+300*time.Millisecond)
+			for _, r := range []clusterRun{single, three, joining} {
 				planned := r.n * int(window/time.Second)
 				pg := "—"
 				if r.pgCPU > 0 {

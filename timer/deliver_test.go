@@ -2,6 +2,8 @@ package timer
 
 import (
 	"context"
+	"encoding/base32"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -89,5 +91,20 @@ func TestDeliveriesCoalesceUnderLoadNeverEarly(t *testing.T) {
 	defer s.mu.Unlock()
 	if len(s.finished) != len(want) {
 		t.Errorf("%d outcomes queued, want %d", len(s.finished), len(want))
+	}
+}
+
+// TestIDsKeepTheirEncoding: ids are base32hex in lower case, as the
+// timers stored by earlier releases have them, and sort as their bytes.
+func TestIDsKeepTheirEncoding(t *testing.T) {
+	for i := range 100 {
+		id := newID(t0.Add(time.Duration(i)*time.Millisecond), uint16(i))
+		b, err := base32.HexEncoding.WithPadding(base32.NoPadding).DecodeString(strings.ToUpper(id))
+		if err != nil || len(b) != 16 || strings.ToLower(base32.HexEncoding.WithPadding(base32.NoPadding).EncodeToString(b)) != id {
+			t.Fatalf("id %q: %v", id, err)
+		}
+		if next := newID(t0.Add(time.Duration(i+1)*time.Millisecond), uint16(i+1)); next <= id {
+			t.Fatalf("id %q then %q: not in time order", id, next)
+		}
 	}
 }

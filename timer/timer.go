@@ -243,8 +243,12 @@ func newID(now time.Time, seq uint16) string {
 	var b [16]byte
 	binary.BigEndian.PutUint64(b[:8], uint64(now.UnixMilli())<<16|uint64(seq))
 	rand.Read(b[8:])
-	return strings.ToLower(base32.HexEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
+	return idEncoding.EncodeToString(b[:])
 }
+
+// idEncoding is base32hex in lower case, without padding: ids sort as
+// their bytes do. Never modified.
+var idEncoding = base32.NewEncoding("0123456789abcdefghijklmnopqrstuv").WithPadding(base32.NoPadding)
 
 func ms(t time.Time) int64 {
 	if t.IsZero() {

@@ -225,6 +225,9 @@ type Coordinator interface {
 	// Abandon stops without giving the leases back (tests: a crash).
 	Abandon()
 	Listening() bool
+	// Ready says the instance runs its schedules now: the others are
+	// told (once it listens) to hand it its share of the leases at once.
+	Ready()
 	Kick()
 	Counters() Counters
 	Status() Status

@@ -427,6 +427,10 @@ func (a *App) Start(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	if a.coord != nil {
+		// Its schedules run: the other instances hand it its share now.
+		a.coord.Ready()
+	}
 	return errors.Join(errs...)
 }
 

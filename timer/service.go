@@ -277,12 +277,6 @@ func (s *Service) Limits(ns string) Limits {
 	return Limits{}
 }
 
-func (s *Service) space(ns string) *namespace {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.spaces[ns]
-}
-
 // record turns a spec into a stored timer, checking it and its kind.
 func (s *Service) record(spec Spec, now time.Time) (store.Timer, error) {
 	if err := validate(&spec, now); err != nil {

@@ -45,6 +45,7 @@ type Coordinator struct {
 	lastResync time.Time
 	members    string                          // the live instances at the last tick, and when each started
 	listenPID  uint32                          // the listening connection's backend
+	ready      bool                            // Ready was called since Start
 	pending    map[int64]chan string           // forwarded requests awaiting an answer
 	admits     chan admission                  // fires to record (admitLoop)
 	kick       chan struct{}                   // a tick now (Kick)
@@ -208,11 +209,12 @@ func (c *Coordinator) listenOnce(ctx context.Context) error {
 	}
 	c.mu.Lock()
 	c.listening, c.heard, c.listenPID = true, true, conn.Conn().PgConn().PID()
+	join := c.ready
 	c.mu.Unlock()
-	// The others rebalance now rather than at their next renewal, and the
-	// leases they give back are heard here.
-	if _, err := conn.Exec(ctx, "SELECT pg_notify($1, $2)", c.o.Channel, notifyJoined); err != nil {
-		return err
+	if join {
+		if err := c.join(ctx); err != nil {
+			return err
+		}
 	}
 	defer func() {
 		c.mu.Lock()
@@ -234,6 +236,31 @@ func (c *Coordinator) listenOnce(ctx context.Context) error {
 			c.o.Notified(n.Payload)
 		}
 	}
+}
+
+// Ready implements cluster.Coordinator: once this instance runs its
+// schedules and listens, it tells the others, which rebalance now rather
+// than at their next renewal; the leases they give back are heard here
+// and taken at once. Asked before its schedules run, the leases would
+// come to copies that cannot fire yet.
+func (c *Coordinator) Ready() {
+	c.mu.Lock()
+	c.ready = true
+	listening := c.listening
+	c.mu.Unlock()
+	if listening {
+		ctx, cancel := context.WithTimeout(context.Background(), c.o.RenewEvery)
+		defer cancel()
+		if err := c.join(ctx); err != nil {
+			c.log.Warn("asking the others for this instance's share failed; it comes at their next renewal", zap.Error(err))
+		}
+	}
+}
+
+// join tells the other instances that this one can take its share.
+func (c *Coordinator) join(ctx context.Context) error {
+	_, err := c.pool.Exec(ctx, "SELECT pg_notify($1, $2)", c.o.Channel, notifyJoined)
+	return err
 }
 
 // Listening reports whether the coordinator hears notifications now.
@@ -891,7 +918,7 @@ func (c *Coordinator) Abandon() { c.halt() }
 func (c *Coordinator) halt() ([]unrunFire, bool) {
 	c.mu.Lock()
 	stop, done := c.stop, c.done
-	c.stop, c.done = nil, nil
+	c.stop, c.done, c.ready = nil, nil, false
 	c.slots.Each(func(_ int64, sl *slot) {
 		if sl.Armed == nil || sl.Armed.Stop() {
 			c.heraldWG.Done()

@@ -50,8 +50,8 @@ func TestResyncOnlyWhenANotificationMayBeLost(t *testing.T) {
 }
 
 // TestAJoiningInstanceGetsItsShareAtOnce: an instance that starts is given
-// its share of the leases when it listens, not at the others' next
-// renewal (ten seconds away here).
+// its share of the leases once it is ready and listens, not at the others'
+// next renewal (ten seconds away here).
 func TestAJoiningInstanceGetsItsShareAtOnce(t *testing.T) {
 	pool := pgtest.Pool(t)
 	schema := pgtest.Schema(t, pool)
@@ -62,6 +62,7 @@ func TestAJoiningInstanceGetsItsShareAtOnce(t *testing.T) {
 	o := pgcluster.Options{Channel: "fom_join_" + schema, Notified: func(string) {}, LeaseTTL: 30 * time.Second}
 	a := coordinator(t, schema, "a", nil, o, names...)
 	start(t, a)
+	a.Ready()
 	if a.Owned() != 20 {
 		t.Fatalf("a holds %d leases, want 20", a.Owned())
 	}
@@ -71,13 +72,24 @@ func TestAJoiningInstanceGetsItsShareAtOnce(t *testing.T) {
 		}
 	}
 	b := coordinator(t, schema, "b", nil, o, names...)
-	began := time.Now()
 	start(t, b)
+	// Started, not ready (its schedules not yet running): nothing moves.
+	for deadline := time.Now().Add(10 * time.Second); !b.Listening(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("b is not listening after 10s")
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	if a.Owned() != 20 || b.Owned() != 0 {
+		t.Fatalf("before b is ready: a holds %d leases, b %d; want 20 and 0", a.Owned(), b.Owned())
+	}
+	began := time.Now()
+	b.Ready()
 	for a.Owned() != 10 || b.Owned() != 10 {
 		if time.Since(began) > 3*time.Second {
 			t.Fatalf("after %s: a holds %d leases, b %d; want 10 each, well before a's next renewal (%s)", time.Since(began).Round(time.Millisecond), a.Owned(), b.Owned(), a.RenewEvery())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	t.Logf("b held its share %s after it started", time.Since(began).Round(time.Millisecond))
+	t.Logf("b held its share %s after it was ready", time.Since(began).Round(time.Millisecond))
 }

@@ -34,8 +34,9 @@ func TestResyncOnlyWhenANotificationMayBeLost(t *testing.T) {
 		}
 	}
 	waitFor("listening and a resync", func() bool { return c.Listening() && resyncs.Load() >= 1 })
-	// Past the tick that may have run before the connection listened.
-	time.Sleep(300 * time.Millisecond)
+	// Past the ticks that may follow the first (the connection listened
+	// after it, or the live instances were first read by it).
+	time.Sleep(500 * time.Millisecond)
 	base := resyncs.Load()
 	time.Sleep(time.Second) // ten ticks
 	if n := resyncs.Load() - base; n != 0 {

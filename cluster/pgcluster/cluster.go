@@ -39,8 +39,9 @@ type Coordinator struct {
 	renewed    time.Time        // the last successful renewal
 	renewErr   string           // why the last tick failed, "" if it did not
 	listening  bool
-	// heard is set when the listening connection is (re)established:
-	// what changed while none listened is read by the next resync.
+	// heard asks the next tick for a resync: set when the listening
+	// connection is (re)established (what changed while none listened)
+	// and when the live instances change (what they declare).
 	heard      bool
 	lastResync time.Time
 	members    string                          // the live instances at the last tick, and when each started

@@ -408,15 +408,19 @@ func (s *Service) await(started []store.Started) {
 	s.mu.Unlock()
 	slices.SortFunc(fs, func(a, b timedFire) int { return cmp.Compare(a.due, b.due) })
 	s.inflight.Add(len(fs))
-	now := ms(s.clk.Now())
+	if i := s.startDue(fs, ms(s.clk.Now())); i < len(fs) {
+		go s.deliverAt(fs[i:])
+	}
+}
+
+// startDue starts the delivery of each fire of fs (in due order) due by
+// now, each on a goroutine of its own, and returns how many it started.
+func (s *Service) startDue(fs []timedFire, now int64) int {
 	i := 0
 	for ; i < len(fs) && fs[i].due <= now; i++ {
 		go s.deliver(&fs[i].st)
 	}
-	if i == len(fs) {
-		return
-	}
-	go s.deliverAt(fs[i:])
+	return i
 }
 
 // timedFire is a begun fire and its due time.
@@ -439,9 +443,7 @@ func (s *Service) deliverAt(fs []timedFire) {
 			return
 		}
 		now := ms(s.clk.Now())
-		for ; i < len(fs) && fs[i].due <= now; i++ {
-			go s.deliver(&fs[i].st)
-		}
+		i += s.startDue(fs[i:], now)
 		if i < len(fs) {
 			t.Reset(fromMS(max(fs[i].due, now+gap)).Sub(s.clk.Now()))
 		}
@@ -556,7 +558,8 @@ func (s *Service) deliver(st *store.Started) {
 func (s *Service) outcome(st *store.Started, o store.Outcome, code int) {
 	o.FireRef, o.Attempt, o.StatusCode = st.FireRef, st.Attempt, code
 	if o.Started == 0 {
-		o.Started, o.Finished = ms(s.clk.Now()), ms(s.clk.Now())
+		now := ms(s.clk.Now())
+		o.Started, o.Finished = now, now
 	}
 	s.mu.Lock()
 	s.metrics.outcomeLocked(st.Timer.Kind, o.State)

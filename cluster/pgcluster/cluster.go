@@ -517,21 +517,11 @@ func (c *Coordinator) release(ctx context.Context, from []string, n int, why str
 func (c *Coordinator) Admit(ctx context.Context, schedule string, planned time.Time) (bool, error) {
 	c.mu.Lock()
 	term, owned := c.owned[schedule]
-	trusted := time.Now().Before(c.trustUntil)
-	if owned && trusted {
-		// The common case, under the one lock: the fire was recorded
-		// ahead, and its slot's statement has answered.
-		if h := c.heralds[schedule]; h != nil && h.state == recorded && h.ok && h.planned.Equal(planned) && h.term == term {
-			delete(c.heralds, schedule)
-			c.mu.Unlock()
-			return true, nil
-		}
-	}
-	c.mu.Unlock()
-	if !owned || !trusted {
+	if !owned || !time.Now().Before(c.trustUntil) {
+		c.mu.Unlock()
 		return false, nil
 	}
-	if ok, decided := c.admitHerald(ctx, schedule, planned, term); decided {
+	if ok, decided := c.admitHerald(ctx, schedule, planned, term); decided { // releases c.mu
 		return ok, nil
 	}
 	c.fires.Add(1)

@@ -181,22 +181,24 @@ func (c *Coordinator) recordSlot(k int64, stop chan struct{}) {
 // admitHerald admits a fire announced ahead, once its slot's record
 // answered: decided is false when it was not recorded (not announced,
 // its slot too small, its record failed or refused), and Admit records it
-// now.
+// now. Called with c.mu held, which it releases: a fire whose slot has
+// answered (the common case) is decided under that one lock.
 func (c *Coordinator) admitHerald(ctx context.Context, schedule string, planned time.Time, term int64) (ok, decided bool) {
-	c.mu.Lock()
 	h := c.heralds[schedule]
 	if h == nil || !h.planned.Equal(planned) || h.term != term {
 		c.mu.Unlock()
 		return false, false
 	}
-	done := h.done
-	c.mu.Unlock()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		return false, true
+	if h.state != recorded {
+		done := h.done
+		c.mu.Unlock()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return false, true
+		}
+		c.mu.Lock()
 	}
-	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.heralds[schedule] == h {
 		delete(c.heralds, schedule)

@@ -333,33 +333,33 @@ func (s *Store) StepFires(ctx context.Context, owner string, os []store.Outcome,
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		// The timers of the fires begun, read in a few statements rather
-		// than one a fire.
-		const chunk = 500
+		// The timers of the fires begun, in one statement over their ids
+		// as a JSON array, as the fires were.
+		ids := make([]string, len(out))
+		for i, st := range out {
+			ids[i] = st.TimerID
+		}
+		idsJSON, err := json.Marshal(ids)
+		if err != nil {
+			return err
+		}
+		trows, err := tx.QueryContext(ctx, `SELECT id, namespace, name, kind, payload, max_attempts, min_backoff, max_backoff, timeout
+			FROM timers WHERE id IN (SELECT value FROM json_each(?))`, string(idsJSON))
+		if err != nil {
+			return err
+		}
 		byID := make(map[string]store.Timer, len(out))
-		for lo := 0; lo < len(out); lo += chunk {
-			part := out[lo:min(lo+chunk, len(out))]
-			args := make([]any, len(part))
-			for i, st := range part {
-				args[i] = st.TimerID
-			}
-			rows, err := tx.QueryContext(ctx, `SELECT id, namespace, name, kind, payload, max_attempts, min_backoff, max_backoff, timeout
-				FROM timers WHERE id IN (?`+strings.Repeat(", ?", len(part)-1)+`)`, args...)
-			if err != nil {
+		for trows.Next() {
+			var t store.Timer
+			if err := trows.Scan(&t.ID, &t.Namespace, &t.Name, &t.Kind, &t.Payload, &t.MaxAttempts, &t.MinBackoff, &t.MaxBackoff, &t.Timeout); err != nil {
+				trows.Close()
 				return err
 			}
-			for rows.Next() {
-				var t store.Timer
-				if err := rows.Scan(&t.ID, &t.Namespace, &t.Name, &t.Kind, &t.Payload, &t.MaxAttempts, &t.MinBackoff, &t.MaxBackoff, &t.Timeout); err != nil {
-					rows.Close()
-					return err
-				}
-				byID[t.ID] = t
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				return err
-			}
+			byID[t.ID] = t
+		}
+		trows.Close()
+		if err := trows.Err(); err != nil {
+			return err
 		}
 		for i := range out {
 			out[i].Timer = byID[out[i].TimerID]

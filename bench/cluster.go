@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
-	"runtime/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -107,18 +106,10 @@ func measureApps(label string, n, instances int, window, warmup, join time.Durat
 	}
 	// FOM_BENCH_WINDOW_PROFILE profiles the window alone, to
 	// <prefix>-cluster-<instances>-<n>.
-	var prof *os.File
-	if p := os.Getenv("FOM_BENCH_WINDOW_PROFILE"); p != "" {
-		if f, err := os.Create(fmt.Sprintf("%s-cluster-%d-%d", p, instances, n)); err == nil && pprof.StartCPUProfile(f) == nil {
-			prof = f
-		}
-	}
+	stopProfile := profileWindow(fmt.Sprintf("cluster-%d-%d", instances, n))
 	time.Sleep(window)
 	c1, cpu1, pg1 := counters(apps), cpuTime(), postgresCPU()
-	if prof != nil {
-		pprof.StopCPUProfile()
-		prof.Close()
-	}
+	stopProfile()
 	time.Sleep(300 * time.Millisecond)
 	if err := <-joined; err != nil {
 		r.err = "the joining instance: " + err.Error()

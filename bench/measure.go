@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -84,6 +85,28 @@ func postgresCPU() time.Duration {
 }
 
 // cpuTime is the process's user+system CPU time so far.
+// profileWindow starts a CPU profile of a measurement window when
+// FOM_BENCH_WINDOW_PROFILE is set, to <prefix>-<name>, and returns what
+// stops it.
+func profileWindow(name string) (stop func()) {
+	p := os.Getenv("FOM_BENCH_WINDOW_PROFILE")
+	if p == "" {
+		return func() {}
+	}
+	f, err := os.Create(p + "-" + name)
+	if err != nil {
+		return func() {}
+	}
+	if pprof.StartCPUProfile(f) != nil {
+		f.Close()
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}
+}
+
 func cpuTime() time.Duration {
 	c, _ := usage()
 	return c

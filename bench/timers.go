@@ -180,6 +180,7 @@ func fomTimers(name string, apps []*fom.App, n int, pl placement) timerRun {
 	for _, id := range singles {
 		svc.Delete(ctx, id)
 	}
+	stopProfile := profileWindow(fmt.Sprintf("timers-%d-%d", len(apps), n))
 	cpu0 := cpuTime()
 	pl = pl.start(n)
 	rec.from = pl.at
@@ -199,6 +200,7 @@ func fomTimers(name string, apps []*fom.App, n int, pl placement) timerRun {
 	}
 	run.bulk = float64(n) / insert.Seconds()
 	rec.wait(time.Duration(max(60, n/500)) * time.Second)
+	stopProfile()
 	if c := cpuTime() - cpu0; n > 0 {
 		run.cpu = c / time.Duration(n)
 	}
@@ -336,6 +338,7 @@ func riverTimers(dsn string, n int, pl placement) timerRun {
 	}
 	run.single = 500 / time.Since(start).Seconds()
 	pool.Exec(ctx, "DELETE FROM river_job")
+	stopProfile := profileWindow(fmt.Sprintf("timers-river-%d", n))
 	cpu0 := cpuTime()
 	pl = pl.start(n)
 	rec.from = pl.at
@@ -356,6 +359,7 @@ func riverTimers(dsn string, n int, pl placement) timerRun {
 	}
 	run.bulk = float64(n) / insert.Seconds()
 	rec.wait(time.Duration(max(60, n/500)) * time.Second)
+	stopProfile()
 	run.cpu = (cpuTime() - cpu0) / time.Duration(max(n, 1))
 	rec.result(&run)
 	return run

@@ -94,6 +94,79 @@ func TestDeliveriesCoalesceUnderLoadNeverEarly(t *testing.T) {
 	}
 }
 
+// TestASlowHandlerDelaysNoOtherFire: the fires due at one wake-up are
+// delivered on their batch's goroutine, one after the other; a handler
+// that blocks past the inline budget hands the fires left to goroutines
+// of their own and the batch's later fires to a new waiter, so the fires
+// due with it and after it are delivered while it still blocks, each
+// once.
+func TestASlowHandlerDelaysNoOtherFire(t *testing.T) {
+	clk := clockwork.NewFakeClockAt(t0)
+	s, err := New(Options{Store: sqliteStore(t), Clock: clk, Instance: "test", Coalesce: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	var mu sync.Mutex
+	count := map[string]int{}
+	if err := s.Handle("k", func(_ context.Context, f Fire) error {
+		if f.Name == "slow" {
+			<-release
+		}
+		mu.Lock()
+		count[f.Name]++
+		mu.Unlock()
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var fs []timedFire
+	for _, f := range []struct {
+		name string
+		due  int64 // ms after t0
+	}{{"slow", 1}, {"a", 1}, {"b", 1}, {"later", 20}} {
+		p := ms(t0) + f.due
+		fs = append(fs, timedFire{due: p, st: store.Started{FireRef: store.FireRef{TimerID: f.name, Planned: p}, Attempt: 1, Timer: store.Timer{ID: f.name, Namespace: "n", Name: f.name, Kind: "k"}}})
+	}
+	s.inflight.Add(len(fs))
+	go s.deliverAt(fs)
+	waitFor := func(what string, names ...string) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+			mu.Lock()
+			ok := true
+			for _, n := range names {
+				ok = ok && count[n] == 1
+			}
+			mu.Unlock()
+			if ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: delivered %v", what, count)
+			}
+		}
+	}
+	if err := clk.BlockUntilContext(t.Context(), 1); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Millisecond)
+	waitFor("the fires due with the slow one", "a", "b")
+	// The later fire waits on a new waiter of its own.
+	if err := clk.BlockUntilContext(t.Context(), 1); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(19 * time.Millisecond)
+	waitFor("the fire due after the slow one", "a", "b", "later")
+	close(release)
+	s.inflight.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(count) != 4 || count["slow"] != 1 || count["a"] != 1 || count["b"] != 1 || count["later"] != 1 {
+		t.Fatalf("deliveries %v, want each of the four once", count)
+	}
+}
+
 // TestIDsKeepTheirEncoding: ids are base32hex in lower case, as the
 // timers stored by earlier releases have them, and sort as their bytes.
 func TestIDsKeepTheirEncoding(t *testing.T) {

@@ -395,10 +395,8 @@ func (s *Service) over(fin []store.Outcome, due []store.FireRef, started []store
 	}
 }
 
-// await delivers begun fires at their due times: one goroutine a batch
-// sleeps through their due times in order, and starts each fire's
-// delivery on a goroutine of its own when it comes (fires due at one
-// instant, at one wake-up).
+// await delivers begun fires at their due times, on one goroutine a
+// batch (see deliverAt).
 func (s *Service) await(started []store.Started) {
 	fs := make([]timedFire, len(started))
 	s.mu.Lock()
@@ -408,19 +406,7 @@ func (s *Service) await(started []store.Started) {
 	s.mu.Unlock()
 	slices.SortFunc(fs, func(a, b timedFire) int { return cmp.Compare(a.due, b.due) })
 	s.inflight.Add(len(fs))
-	if i := s.startDue(fs, ms(s.clk.Now())); i < len(fs) {
-		go s.deliverAt(fs[i:])
-	}
-}
-
-// startDue starts the delivery of each fire of fs (in due order) due by
-// now, each on a goroutine of its own, and returns how many it started.
-func (s *Service) startDue(fs []timedFire, now int64) int {
-	i := 0
-	for ; i < len(fs) && fs[i].due <= now; i++ {
-		go s.deliver(&fs[i].st)
-	}
-	return i
+	go s.deliverAt(fs)
 }
 
 // timedFire is a begun fire and its due time.
@@ -429,8 +415,17 @@ type timedFire struct {
 	st  store.Started
 }
 
-// deliverAt waits for each fire's due time, in order, and starts its
-// delivery; when Stop gives up, the fires left are left to their leases.
+// deliverAt sleeps through the due times of fs (in due order) and
+// delivers each fire when it comes, waking at most once per Coalesce.
+// The fires due at a wake-up are delivered on this goroutine, one after
+// the other, while that takes less than inlineBudget: a fast handler
+// then costs no goroutine and no wake-up of another thread, which at a
+// few thousand fires a second cost more than the fires' own work. Past
+// the budget (a slow handler, a namespace at its limit) the fires left
+// each start on a goroutine of their own and the batch's later fires go
+// on to a new deliverAt, so a slow handler delays no other fire by more
+// than the budget. When Stop gives up, the fires left are left to their
+// leases.
 func (s *Service) deliverAt(fs []timedFire) {
 	gap := max(s.o.Coalesce.Milliseconds(), 0)
 	t := s.clk.NewTimer(fromMS(fs[0].due).Sub(s.clk.Now()))
@@ -439,15 +434,83 @@ func (s *Service) deliverAt(fs []timedFire) {
 		select {
 		case <-t.Chan():
 		case <-s.quit:
+		}
+		if s.gaveUp() { // the rest is left to its leases
 			s.inflight.Add(-(len(fs) - i))
 			return
 		}
 		now := ms(s.clk.Now())
-		i += s.startDue(fs[i:], now)
+		n := 0
+		for i+n < len(fs) && fs[i+n].due <= now {
+			n++
+		}
+		if !s.deliverDue(fs[i:], n) {
+			return // the rest was handed over
+		}
+		i += n
 		if i < len(fs) {
 			t.Reset(fromMS(max(fs[i].due, now+gap)).Sub(s.clk.Now()))
 		}
 	}
+}
+
+// gaveUp reports whether Stop gave up waiting for deliveries.
+func (s *Service) gaveUp() bool {
+	select {
+	case <-s.quit:
+		return true
+	default:
+		return false
+	}
+}
+
+// inlineBudget is how long the fires due at one wake-up may take on
+// their batch's goroutine before the rest are handed to goroutines of
+// their own (real time: it bounds handlers' run time).
+const inlineBudget = time.Millisecond
+
+// deliverDue delivers fs[:n], which are due, on this goroutine, and
+// reports whether it did. When that takes longer than inlineBudget, a
+// watchdog hands the fires not yet begun to goroutines of their own, and
+// fs[n:] to a new deliverAt: deliverDue then returns false after the
+// delivery under way, and the caller leaves fs alone. Each fire is
+// begun exactly once: a fire is taken by advancing next from its index,
+// and the watchdog takes the rest by setting it to handedOver, unless
+// the owner closed it first (done).
+func (s *Service) deliverDue(fs []timedFire, n int) bool {
+	if n == 0 {
+		return true
+	}
+	const done, handedOver = -1, -2
+	var next atomic.Int64
+	watch := time.AfterFunc(inlineBudget, func() {
+		for {
+			k := next.Load()
+			if k < 0 {
+				return
+			}
+			if next.CompareAndSwap(k, handedOver) {
+				for j := int(k); j < n; j++ {
+					go s.deliver(&fs[j].st)
+				}
+				if n < len(fs) {
+					go s.deliverAt(fs[n:])
+				}
+				return
+			}
+		}
+	})
+	for j := range n {
+		if !next.CompareAndSwap(int64(j), int64(j+1)) {
+			return false
+		}
+		s.deliver(&fs[j].st)
+	}
+	if !next.CompareAndSwap(int64(n), done) {
+		return false
+	}
+	watch.Stop()
+	return true
 }
 
 // requeue puts outcomes not recorded back, up to three tries each; past

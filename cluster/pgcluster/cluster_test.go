@@ -219,6 +219,45 @@ func TestALostAnswerIsAskedAgain(t *testing.T) {
 	}
 }
 
+// TestAFireRecordedAlreadyIsRefusedAndItsBatchmatesAdmitted: a batch's
+// first statement is a plain insert, which a fire recorded already (by
+// an owner whose term ended as this one's began) fails whole; asked again,
+// that fire is refused, not errored, and the batch's others are admitted.
+func TestAFireRecordedAlreadyIsRefusedAndItsBatchmatesAdmitted(t *testing.T) {
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
+	ctx := context.Background()
+	c := coordinator(t, schema, "a", nil, pgcluster.Options{}, "s", "u")
+	start(t, c)
+	fire := time.Now().Truncate(time.Second).Add(time.Second).UTC()
+	if _, err := pool.Exec(ctx, "INSERT INTO "+schema+".fires (schedule, planned, term, owner) VALUES ('s', $1, 1, 'gone')", fire); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	got := map[string]error{}
+	admitted := map[string]bool{}
+	var mu sync.Mutex
+	for _, name := range []string{"s", "u"} {
+		wg.Go(func() {
+			ok, err := c.Admit(ctx, name, fire)
+			mu.Lock()
+			got[name], admitted[name] = err, ok
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if got["s"] != nil || admitted["s"] {
+		t.Errorf("the fire recorded already: admitted %v, %v; want refused", admitted["s"], got["s"])
+	}
+	if got["u"] != nil || !admitted["u"] {
+		t.Errorf("its batchmate: admitted %v, %v; want admitted", admitted["u"], got["u"])
+	}
+	var owner string
+	if err := pool.QueryRow(ctx, "SELECT owner FROM "+schema+".fires WHERE schedule = 's' AND planned = $1", fire).Scan(&owner); err != nil || owner != "gone" {
+		t.Fatalf("the earlier record: owner %q, %v", owner, err)
+	}
+}
+
 // TestStopEndsTheRetries: a coordinator asking again for a fire whose
 // answers are lost stops asking when it is stopped, rather than at the end
 // of its renewal interval.

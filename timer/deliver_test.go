@@ -167,6 +167,45 @@ func TestASlowHandlerDelaysNoOtherFire(t *testing.T) {
 	}
 }
 
+// TestOnlyQuickHandlersRunInline: a fire is delivered on its batch's
+// goroutine only when its kind's handler has been quick and its namespace
+// has no limit to wait on; a handler that waits (on the network, say)
+// runs on a goroutine of its own, so that the waits overlap.
+func TestOnlyQuickHandlersRunInline(t *testing.T) {
+	s, err := New(Options{Store: sqliteStore(t), Clock: clockwork.NewFakeClockAt(t0), Instance: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nop := func(context.Context, Fire) error { return nil }
+	for _, k := range []string{"quick", "slow"} {
+		if err := s.Handle(k, nop); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.SetLimits("limited", Limits{Concurrency: 4}); err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		s.kinds["quick"].note(5 * time.Microsecond)
+		s.kinds["slow"].note(2 * time.Millisecond)
+	}
+	for _, c := range []struct {
+		kind, ns string
+		want     bool
+	}{{"quick", "n", true}, {"slow", "n", false}, {"quick", "limited", false}, {"unknown", "n", false}} {
+		if got := s.inlineable(&store.Timer{Kind: c.kind, Namespace: c.ns}); got != c.want {
+			t.Errorf("kind %q in namespace %q: inline %v, want %v", c.kind, c.ns, got, c.want)
+		}
+	}
+	// A quick kind that turns slow stops running inline within a few calls.
+	for range 4 {
+		s.kinds["quick"].note(time.Millisecond)
+	}
+	if s.inlineable(&store.Timer{Kind: "quick", Namespace: "n"}) {
+		t.Errorf("a kind whose last calls took 1ms still runs inline (recent run time %s)", time.Duration(s.kinds["quick"].took.Load()))
+	}
+}
+
 // TestIDsKeepTheirEncoding: ids are base32hex in lower case, as the
 // timers stored by earlier releases have them, and sort as their bytes.
 func TestIDsKeepTheirEncoding(t *testing.T) {

@@ -28,8 +28,10 @@ import (
 // fires in one statement (StepFires: a fire whose timer was disabled,
 // updated or deleted meanwhile is not begun), with the outcomes recorded
 // since the last batch; one goroutine then sleeps through the begun
-// fires' due times and starts each delivery when it comes, on a goroutine
-// of its own, within its namespace's rate and concurrency. It wakes at
+// fires' due times and delivers each when it comes, within its
+// namespace's rate and concurrency (on that goroutine while the fires due
+// at a wake-up take under a millisecond, past that on goroutines of their
+// own: see deliverAt). It wakes at
 // most once per Coalesce (5 ms): a fire alone is delivered on its
 // millisecond, and fires due closer together than that share wake-ups,
 // which cost the process more than their own work. A fire is
@@ -417,15 +419,17 @@ type timedFire struct {
 
 // deliverAt sleeps through the due times of fs (in due order) and
 // delivers each fire when it comes, waking at most once per Coalesce.
-// The fires due at a wake-up are delivered on this goroutine, one after
-// the other, while that takes less than inlineBudget: a fast handler
-// then costs no goroutine and no wake-up of another thread, which at a
-// few thousand fires a second cost more than the fires' own work. Past
-// the budget (a slow handler, a namespace at its limit) the fires left
-// each start on a goroutine of their own and the batch's later fires go
-// on to a new deliverAt, so a slow handler delays no other fire by more
-// than the budget. When Stop gives up, the fires left are left to their
-// leases.
+// A fire whose kind's handler has been quick (inlineable) is delivered
+// on this goroutine, one after the other with the others due at the same
+// wake-up, while that takes less than inlineBudget: it then costs no
+// goroutine and no wake-up of another thread, which at a few thousand
+// fires a second cost more than the fires' own work. Any other (a handler
+// that waits on the network, a namespace with limits) starts on a
+// goroutine of its own, so that the waits overlap. Past the budget (a
+// handler slower than its kind's record) the fires left each start on a
+// goroutine of their own and the batch's later fires go on to a new
+// deliverAt, so a slow handler delays no other fire by more than the
+// budget. When Stop gives up, the fires left are left to their leases.
 func (s *Service) deliverAt(fs []timedFire) {
 	gap := max(s.o.Coalesce.Milliseconds(), 0)
 	t := s.clk.NewTimer(fromMS(fs[0].due).Sub(s.clk.Now()))
@@ -462,6 +466,21 @@ func (s *Service) gaveUp() bool {
 	default:
 		return false
 	}
+}
+
+// inlineMax is the recent run time under which a kind's handler is
+// called on its batch's goroutine: well under what handing a delivery
+// to a goroutine of its own costs the process.
+const inlineMax = 50 * time.Microsecond
+
+// inlineable reports whether a fire may be delivered on its batch's
+// goroutine: its kind's handler has been quick, and its namespace has no
+// rate or concurrency limit for it to wait on.
+func (s *Service) inlineable(t *store.Timer) bool {
+	s.mu.Lock()
+	k, ns := s.kinds[t.Kind], s.spaces[t.Namespace]
+	s.mu.Unlock()
+	return k != nil && k.took.Load() < int64(inlineMax) && (ns == nil || (ns.lim == nil && ns.sem == nil))
 }
 
 // inlineBudget is how long the fires due at one wake-up may take on
@@ -504,7 +523,11 @@ func (s *Service) deliverDue(fs []timedFire, n int) bool {
 		if !next.CompareAndSwap(int64(j), int64(j+1)) {
 			return false
 		}
-		s.deliver(&fs[j].st)
+		if s.inlineable(&fs[j].st.Timer) {
+			s.deliver(&fs[j].st)
+		} else {
+			go s.deliver(&fs[j].st)
+		}
 	}
 	if !next.CompareAndSwap(int64(n), done) {
 		return false
@@ -615,7 +638,9 @@ func (s *Service) deliver(st *store.Started) {
 		result(fmt.Errorf("%w: %q: no handler on instance %s", ErrUnknownKind, t.Kind, s.o.Instance))
 		return
 	}
+	began := time.Now() // real time: the handler's own
 	s.call(a, k.h, f, timeout, result)
+	k.note(time.Since(began))
 }
 
 func (s *Service) outcome(st *store.Started, o store.Outcome, code int) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -293,29 +294,45 @@ func TestStopEndsTheRetries(t *testing.T) {
 	}
 }
 
-// TestPruneFiresKeepsEachSchedulesLast: records older than an hour go,
-// but a schedule's last record stays however old (the plan continues from
-// it), and recent ones stay.
+// TestPruneFiresKeepsEachSchedulesLast: an instance deletes the records
+// of its schedules' fires older than ten minutes, but a schedule's last
+// record stays however old (the plan continues from it), recent ones stay,
+// and the records of a schedule another instance holds are left to it.
 func TestPruneFiresKeepsEachSchedulesLast(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
 	schema := pgtest.Schema(t, pool)
 	c := coordinator(t, schema, "p1", nil, pgcluster.Options{}, "a", "b")
+	start(t, c)
 	ctx := context.Background()
-	ins := func(s string, planned, recorded string) {
+	if _, err := pool.Exec(ctx, "INSERT INTO "+schema+".leases (schedule, owner, term, expires_at) VALUES ('z', 'p2', 1, now() + interval '1 hour')"); err != nil {
+		t.Fatal(err)
+	}
+	ins := func(s string, age string) {
 		t.Helper()
-		if _, err := pool.Exec(ctx, "INSERT INTO "+schema+".fires (schedule, planned, term, owner, recorded_at) VALUES ($1, now() - $2::interval, 1, 'p1', now() - $3::interval)", s, planned, recorded); err != nil {
+		if _, err := pool.Exec(ctx, "INSERT INTO "+schema+".fires (schedule, planned, term, owner, recorded_at) VALUES ($1, now() - $2::interval, 1, 'p1', now() - $2::interval)", s, age); err != nil {
 			t.Fatal(err)
 		}
 	}
-	ins("a", "3 hours", "3 hours")
-	ins("a", "2 hours", "2 hours")
-	ins("a", "10 minutes", "10 minutes")
-	ins("b", "5 hours", "5 hours") // b's last: kept
-	ins("b", "6 hours", "6 hours")
+	ins("a", "3 hours")
+	ins("a", "20 minutes")
+	ins("a", "5 minutes") // recent: kept
+	ins("b", "5 hours")   // b's last: kept
+	ins("b", "6 hours")
+	ins("z", "4 hours") // another instance's schedule: left to it
+	ins("z", "3 hours")
 	c.PruneFires(ctx)
+	rows, err := pool.Query(ctx, "SELECT schedule, count(*) FROM "+schema+".fires GROUP BY 1 ORDER BY 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	var s string
 	var n int
-	if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+schema+".fires").Scan(&n); err != nil || n != 2 {
-		t.Fatalf("%d records left (%v), want a's recent one and b's last", n, err)
+	if _, err := pgx.ForEachRow(rows, []any{&s, &n}, func() error { got[s] = n; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]int{"a": 1, "b": 1, "z": 2}; !maps.Equal(got, want) {
+		t.Fatalf("records left by schedule: %v, want %v", got, want)
 	}
 }

@@ -28,7 +28,7 @@ const (
 	notifyRequest = "request:"
 	notifyAnswer  = "answer:"
 	notifyFree    = "leases:free"      // leases were given back: take your share now
-	notifyJoined  = "instances:joined" // an instance listens: give it its share now
+	notifyJoined  = "instances:joined" // ":<id>": an instance listens: give it its share now
 )
 
 // SetDesired stores whether schedule should run, for every instance, and
@@ -116,8 +116,12 @@ func (c *Coordinator) control(payload string) bool {
 		if err == nil && c.Owner(schedule) && c.o.Execute != nil {
 			go c.serve(id)
 		}
-	case payload == notifyFree, payload == notifyJoined:
+	case payload == notifyFree, payload == notifyJoined: // the latter from an earlier release
 		c.Kick()
+	case strings.HasPrefix(payload, notifyJoined+":"):
+		if strings.TrimPrefix(payload, notifyJoined+":") != c.o.InstanceID {
+			c.Kick()
+		}
 	case strings.HasPrefix(payload, notifyAnswer):
 		id, err := strconv.ParseInt(strings.TrimPrefix(payload, notifyAnswer), 10, 64)
 		c.mu.Lock()

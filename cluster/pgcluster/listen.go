@@ -94,9 +94,13 @@ func (c *Coordinator) Ready() {
 	}
 }
 
-// join tells the other instances that this one can take its share.
+// join tells the other instances that this one can take its share. The
+// payload names it, so that it does not rebalance on its own news (its
+// tick at start took what was free): a tick of its own then, with another
+// instance started and not yet ready, would hand that one leases before
+// it runs its schedules.
 func (c *Coordinator) join(ctx context.Context) error {
-	_, err := c.pool.Exec(ctx, "SELECT pg_notify($1, $2)", c.o.Channel, notifyJoined)
+	_, err := c.pool.Exec(ctx, "SELECT pg_notify($1, $2)", c.o.Channel, notifyJoined+":"+c.o.InstanceID)
 	return err
 }
 

@@ -29,9 +29,10 @@ import (
 // updated or deleted meanwhile is not begun), with the outcomes recorded
 // since the last batch; one goroutine then sleeps through the begun
 // fires' due times and delivers each when it comes, within its
-// namespace's rate and concurrency (on that goroutine while the fires due
-// at a wake-up take under a millisecond, past that on goroutines of their
-// own: see deliverAt). It wakes at
+// namespace's rate and concurrency (on that goroutine when its kind's
+// handler has been quick, while the fires due at a wake-up take under a
+// millisecond; otherwise on a goroutine of its own: see deliverAt). It
+// wakes at
 // most once per Coalesce (5 ms): a fire alone is delivered on its
 // millisecond, and fires due closer together than that share wake-ups,
 // which cost the process more than their own work. A fire is

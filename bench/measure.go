@@ -84,7 +84,6 @@ func postgresCPU() time.Duration {
 	return sum
 }
 
-// cpuTime is the process's user+system CPU time so far.
 // profileWindow starts a CPU profile of a measurement window when
 // FOM_BENCH_WINDOW_PROFILE is set, to <prefix>-<name>, and returns what
 // stops it.
@@ -107,6 +106,7 @@ func profileWindow(name string) (stop func()) {
 	}
 }
 
+// cpuTime is the process's user+system CPU time so far.
 func cpuTime() time.Duration {
 	c, _ := usage()
 	return c

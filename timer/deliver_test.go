@@ -193,7 +193,7 @@ func TestOnlyQuickHandlersRunInline(t *testing.T) {
 		kind, ns string
 		want     bool
 	}{{"quick", "n", true}, {"slow", "n", false}, {"quick", "limited", false}, {"unknown", "n", false}} {
-		if got := s.inlineable(&store.Timer{Kind: c.kind, Namespace: c.ns}); got != c.want {
+		if got := inlineable(s.handlerOf(&store.Timer{Kind: c.kind, Namespace: c.ns})); got != c.want {
 			t.Errorf("kind %q in namespace %q: inline %v, want %v", c.kind, c.ns, got, c.want)
 		}
 	}
@@ -201,7 +201,7 @@ func TestOnlyQuickHandlersRunInline(t *testing.T) {
 	for range 4 {
 		s.kinds["quick"].note(time.Millisecond)
 	}
-	if s.inlineable(&store.Timer{Kind: "quick", Namespace: "n"}) {
+	if inlineable(s.handlerOf(&store.Timer{Kind: "quick", Namespace: "n"})) {
 		t.Errorf("a kind whose last calls took 1ms still runs inline (recent run time %s)", time.Duration(s.kinds["quick"].took.Load()))
 	}
 }

@@ -474,13 +474,10 @@ func (s *Service) gaveUp() bool {
 // to a goroutine of its own costs the process.
 const inlineMax = 50 * time.Microsecond
 
-// inlineable reports whether a fire may be delivered on its batch's
-// goroutine: its kind's handler has been quick, and its namespace has no
-// rate or concurrency limit for it to wait on.
-func (s *Service) inlineable(t *store.Timer) bool {
-	s.mu.Lock()
-	k, ns := s.kinds[t.Kind], s.spaces[t.Namespace]
-	s.mu.Unlock()
+// inlineable reports whether a fire of kind k in namespace ns may be
+// delivered on its batch's goroutine: the kind's handler has been quick,
+// and the namespace has no rate or concurrency limit for it to wait on.
+func inlineable(k *kind, ns *namespace) bool {
 	return k != nil && k.took.Load() < int64(inlineMax) && (ns == nil || (ns.lim == nil && ns.sem == nil))
 }
 
@@ -524,10 +521,11 @@ func (s *Service) deliverDue(fs []timedFire, n int) bool {
 		if !next.CompareAndSwap(int64(j), int64(j+1)) {
 			return false
 		}
-		if s.inlineable(&fs[j].st.Timer) {
-			s.deliver(&fs[j].st)
+		st := &fs[j].st
+		if k, ns := s.handlerOf(&st.Timer); inlineable(k, ns) {
+			s.deliverWith(st, k, ns)
 		} else {
-			go s.deliver(&fs[j].st)
+			go s.deliverWith(st, k, ns)
 		}
 	}
 	if !next.CompareAndSwap(int64(n), done) {
@@ -569,11 +567,22 @@ func (s *Service) defaultTimeout() time.Duration {
 
 // deliver runs one attempt within its namespace's limits.
 func (s *Service) deliver(st *store.Started) {
+	k, ns := s.handlerOf(&st.Timer)
+	s.deliverWith(st, k, ns)
+}
+
+// handlerOf is the kind (nil: none here) and namespace (nil: no limits)
+// of a timer.
+func (s *Service) handlerOf(t *store.Timer) (*kind, *namespace) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.kinds[t.Kind], s.spaces[t.Namespace]
+}
+
+// deliverWith runs one attempt of a fire of kind k in namespace ns.
+func (s *Service) deliverWith(st *store.Started, k *kind, ns *namespace) {
 	defer s.inflight.Done()
 	t := &st.Timer
-	s.mu.Lock()
-	k, ns := s.kinds[t.Kind], s.spaces[t.Namespace]
-	s.mu.Unlock()
 	planned := fromMS(st.Planned)
 	f := Fire{TimerID: t.ID, Namespace: t.Namespace, Name: t.Name, Kind: t.Kind, Payload: t.Payload, Planned: planned, Attempt: st.Attempt, Key: KeyOf(t.ID, planned)}
 	retry, timeout := DefaultRetry(), DefaultTimeout

@@ -84,10 +84,16 @@ type Store struct {
 	name     string // as given
 	version  int
 
-	timerMu        sync.Mutex // guards the two below
+	timerMu        sync.Mutex // guards the four below
 	timerInserted  int        // timers inserted since the last ANALYZE
 	timerAtAnalyze int        // and before it
 	timerAnalyzed  time.Time
+	closed         bool // Close was called: no ANALYZE starts
+
+	analyzing atomic.Bool        // an ANALYZE runs (at most one at a time)
+	bg        sync.WaitGroup     // the running ANALYZE, waited for by Close
+	bgCtx     context.Context    // cancelled by Close
+	bgCancel  context.CancelFunc // cancels bgCtx
 }
 
 var _ store.Store = (*Store)(nil)
@@ -150,6 +156,7 @@ func hostOf(cfg *pgxpool.Config) string {
 
 func open(ctx context.Context, pool *pgxpool.Pool, o options, host string) (*Store, error) {
 	s := &Store{pool: pool, schema: pgx.Identifier{o.schema}.Sanitize(), name: o.schema}
+	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
 	pctx, cancel := context.WithTimeout(ctx, o.connectTimeout)
 	defer cancel()
 	if err := pool.Ping(pctx); err != nil {
@@ -318,6 +325,11 @@ func (s *Store) wrap(action string, err error) error {
 
 // Close closes the pool if Open made it.
 func (s *Store) Close() error {
+	s.timerMu.Lock()
+	s.closed = true
+	s.timerMu.Unlock()
+	s.bgCancel()
+	s.bg.Wait()
 	if s.own {
 		s.pool.Close()
 	}

@@ -1,9 +1,11 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -56,7 +58,7 @@ func (s *Store) InsertTimers(ctx context.Context, ts []store.Timer) error {
 	if err := s.insertTimers(ctx, s.pool, ts); err != nil {
 		return err
 	}
-	s.analyzeAfter(ctx, len(ts))
+	s.analyzeAfter(len(ts))
 	return nil
 }
 
@@ -66,22 +68,30 @@ func (s *Store) InsertTimers(ctx context.Context, ts []store.Timer) error {
 // autovacuum looks (a minute) is planned as the small table it was: a
 // batch's lookups by key then scan it whole, hundreds of milliseconds a
 // batch at ten thousand fires, past the statement's deadline at a hundred
-// thousand.
-func (s *Store) analyzeAfter(ctx context.Context, inserted int) {
+// thousand. The ANALYZE runs on a goroutine of the store's (one at a
+// time, waited for by Close): at a hundred thousand rows it takes about
+// 150 ms, which the caller's insert does not wait for.
+func (s *Store) analyzeAfter(inserted int) {
 	now := time.Now()
 	s.timerMu.Lock()
+	defer s.timerMu.Unlock()
 	s.timerInserted += inserted
 	due := s.timerInserted >= 1000 && 2*s.timerInserted >= s.timerAtAnalyze && now.Sub(s.timerAnalyzed) >= time.Second
-	if due {
-		s.timerAtAnalyze += s.timerInserted
-		s.timerInserted, s.timerAnalyzed = 0, now
+	if !due || s.closed || !s.analyzing.CompareAndSwap(false, true) {
+		return
 	}
-	s.timerMu.Unlock()
-	if due {
+	s.timerAtAnalyze += s.timerInserted
+	s.timerInserted, s.timerAnalyzed = 0, now
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		defer s.analyzing.Store(false)
+		ctx, cancel := context.WithTimeout(s.bgCtx, time.Minute)
+		defer cancel()
 		// Only a plan's quality rides on it: a failure is left to
 		// autovacuum's own ANALYZE.
 		s.pool.Exec(ctx, "ANALYZE "+s.t("timers")+", "+s.t("timer_fires"))
-	}
+	}()
 }
 
 // InsertTimersTx implements store.TimerStore: tx is the caller's pgx.Tx,
@@ -98,51 +108,47 @@ func (s *Store) insertTimers(ctx context.Context, q querier, ts []store.Timer) e
 	if len(ts) == 0 {
 		return nil
 	}
-	n := len(ts)
-	cols := struct {
-		id, ns, name, kind, cron, misfire  []string
-		at, version, minB, maxB, tmo, next []int64
-		created, updated                   []int64
-		maxA                               []int32
-		enabled                            []bool
-		payload                            [][]byte
-	}{}
-	cols.id, cols.ns, cols.name, cols.kind, cols.cron, cols.misfire = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	cols.at, cols.version, cols.minB, cols.maxB, cols.tmo, cols.next = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
-	cols.created, cols.updated, cols.maxA, cols.enabled, cols.payload = make([]int64, n), make([]int64, n), make([]int32, n), make([]bool, n), make([][]byte, n)
-	for i, t := range ts {
-		cols.id[i], cols.ns[i], cols.name[i], cols.kind[i], cols.cron[i], cols.misfire[i] = t.ID, t.Namespace, t.Name, t.Kind, t.Cron, t.Misfire
-		cols.at[i], cols.version[i], cols.minB[i], cols.maxB[i], cols.tmo[i], cols.next[i] = t.At, t.Version, t.MinBackoff, t.MaxBackoff, t.Timeout, t.NextAt
-		cols.created[i], cols.updated[i], cols.maxA[i], cols.enabled[i], cols.payload[i] = t.Created, t.Updated, int32(t.MaxAttempts), t.Enabled, t.Payload
+	var b bulk
+	var t, f selection
+	id := addCol(&b, &t, "id", "text", ts, func(t *store.Timer) string { return t.ID })
+	ns := addCol(&b, &t, "namespace", "text", ts, func(t *store.Timer) string { return t.Namespace })
+	addCol(&b, &t, "name", "text", ts, func(t *store.Timer) string { return t.Name })
+	addCol(&b, &t, "kind", "text", ts, func(t *store.Timer) string { return t.Kind })
+	addCol(&b, &t, "at", "bigint", ts, func(t *store.Timer) int64 { return t.At })
+	addCol(&b, &t, "cron", "text", ts, func(t *store.Timer) string { return t.Cron })
+	b.add(&t, "payload", "bytea", !slices.ContainsFunc(ts[1:], func(x store.Timer) bool { return !bytes.Equal(x.Payload, ts[0].Payload) }),
+		ts[0].Payload, func() any {
+			vs := make([][]byte, len(ts))
+			for i := range ts {
+				vs[i] = ts[i].Payload
+			}
+			return vs
+		})
+	addCol(&b, &t, "enabled", "bool", ts, func(t *store.Timer) bool { return t.Enabled })
+	addCol(&b, &t, "version", "bigint", ts, func(t *store.Timer) int64 { return t.Version })
+	addCol(&b, &t, "max_attempts", "int", ts, func(t *store.Timer) int32 { return int32(t.MaxAttempts) })
+	addCol(&b, &t, "min_backoff", "bigint", ts, func(t *store.Timer) int64 { return t.MinBackoff })
+	addCol(&b, &t, "max_backoff", "bigint", ts, func(t *store.Timer) int64 { return t.MaxBackoff })
+	addCol(&b, &t, "timeout", "bigint", ts, func(t *store.Timer) int64 { return t.Timeout })
+	addCol(&b, &t, "misfire", "text", ts, func(t *store.Timer) string { return t.Misfire })
+	addCol(&b, &t, "next_at", "bigint", ts, func(t *store.Timer) int64 { return t.NextAt })
+	addCol(&b, &t, "created", "bigint", ts, func(t *store.Timer) int64 { return t.Created })
+	addCol(&b, &t, "updated", "bigint", ts, func(t *store.Timer) int64 { return t.Updated })
+	sql := `INSERT INTO ` + s.t("timers") + ` (` + timerCols + `) ` + t.sql()
+	// The first fires (First 0: none), made in the same statement by a
+	// data-modifying CTE: atomic without a transaction of its own. They
+	// are aligned with the timers, so they reuse the timers' id and
+	// namespace parameters.
+	if slices.ContainsFunc(ts, func(t store.Timer) bool { return t.First != 0 }) {
+		f.use(id)
+		f.use(ns)
+		addCol(&b, &f, "planned", "bigint", ts, func(t *store.Timer) int64 { return t.First })
+		addCol(&b, &f, "owner", "text", ts, func(t *store.Timer) string { return t.Owner })
+		addCol(&b, &f, "lease_until", "bigint", ts, func(t *store.Timer) int64 { return t.LeaseUntil })
+		sql = `WITH t AS (` + sql + `) INSERT INTO ` + s.t("timer_fires") + ` (timer_id, planned, namespace, state, attempt, base, due_at, owner, lease_until, last_error, finished)
+			SELECT id, planned, namespace, 'pending', 0, 0, planned, owner, lease_until, '', 0 FROM (` + f.sql() + `) AS f WHERE planned <> 0`
 	}
-	// The first fires, aligned with the timers (0: none), share the
-	// timers' id and namespace arrays: a bulk insert's parameters are
-	// most of what it costs the client.
-	var first, lease []int64
-	var own []string
-	for i, t := range ts {
-		if t.First != 0 && first == nil {
-			first, lease, own = make([]int64, n), make([]int64, n), make([]string, n)
-		}
-		if first != nil {
-			first[i], lease[i], own[i] = t.First, t.LeaseUntil, t.Owner
-		}
-	}
-	// One statement: the timers, and their first fires by a
-	// data-modifying CTE (atomic without a transaction of its own).
-	insTimers := `INSERT INTO ` + s.t("timers") + ` (` + timerCols + `)
-		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::bytea[], $8::bool[], $9::bigint[],
-			$10::int[], $11::bigint[], $12::bigint[], $13::bigint[], $14::text[], $15::bigint[], $16::bigint[], $17::bigint[])`
-	args := []any{cols.id, cols.ns, cols.name, cols.kind, cols.at, cols.cron, cols.payload, cols.enabled, cols.version,
-		cols.maxA, cols.minB, cols.maxB, cols.tmo, cols.misfire, cols.next, cols.created, cols.updated}
-	sql := insTimers
-	if first != nil {
-		sql = `WITH t AS (` + insTimers + `) INSERT INTO ` + s.t("timer_fires") + ` (timer_id, planned, namespace, state, attempt, base, due_at, owner, lease_until, last_error, finished)
-			SELECT id, p, ns, 'pending', 0, 0, p, own, lease, '', 0 FROM unnest($1::text[], $18::bigint[], $2::text[], $19::text[], $20::bigint[]) AS f(id, p, ns, own, lease)
-			WHERE p <> 0`
-		args = append(args, first, own, lease)
-	}
-	_, err := q.Exec(ctx, sql, args...)
+	_, err := q.Exec(ctx, sql, b.args...)
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "timers_namespace_name_key" {
 		return fmt.Errorf("%w: %s", store.ErrDuplicateTimer, pe.Detail)
@@ -151,6 +157,81 @@ func (s *Store) insertTimers(ctx context.Context, q querier, ts []store.Timer) e
 		return s.wrap("insert timers", err)
 	}
 	return nil
+}
+
+// A bulk insert's rows are sent as arrays, a column each, and read back
+// by unnest: one statement, whatever the batch's size. A column whose
+// values are the same in every row (the namespace, the kind, the policy
+// of timers made together) is sent once, as a scalar: the arrays are
+// most of what a bulk insert costs the client, and decoding them a good
+// part of what it costs the server.
+type bulk struct {
+	args []any
+}
+
+// column is a parameter holding a column: an array of its values, or
+// the one value of all rows.
+type column struct {
+	name  string
+	param string // "$n::type[]", or "$n::type" for a scalar
+	array bool
+}
+
+// selection is one SELECT over columns, some unnested from arrays.
+type selection struct {
+	cols []column
+}
+
+// addCol adds to sel the column name of type typ, read from ts by get.
+func addCol[T comparable](b *bulk, sel *selection, name, typ string, ts []store.Timer, get func(*store.Timer) T) column {
+	v0 := get(&ts[0])
+	same := true
+	for i := 1; i < len(ts) && same; i++ {
+		same = get(&ts[i]) == v0
+	}
+	return b.add(sel, name, typ, same, v0, func() any {
+		vs := make([]T, len(ts))
+		for i := range ts {
+			vs[i] = get(&ts[i])
+		}
+		return vs
+	})
+}
+
+// add adds to sel the column name of type typ: first, when every row
+// has it (same), or else the array that values makes.
+func (b *bulk) add(sel *selection, name, typ string, same bool, first any, values func() any) column {
+	c := column{name: name}
+	if same {
+		b.args = append(b.args, first)
+		c.param = "$" + strconv.Itoa(len(b.args)) + "::" + typ
+	} else {
+		b.args = append(b.args, values())
+		c.param, c.array = "$"+strconv.Itoa(len(b.args))+"::"+typ+"[]", true
+	}
+	sel.use(c)
+	return c
+}
+
+// use adds an existing column (a parameter already sent) to sel.
+func (sel *selection) use(c column) { sel.cols = append(sel.cols, c) }
+
+// sql is the SELECT of sel's columns, in order.
+func (sel *selection) sql() string {
+	var out, arrays, names []string
+	for _, c := range sel.cols {
+		if c.array {
+			arrays, names = append(arrays, c.param), append(names, c.name)
+			out = append(out, c.name)
+		} else {
+			out = append(out, c.param+" AS "+c.name)
+		}
+	}
+	q := `SELECT ` + strings.Join(out, ", ")
+	if len(arrays) > 0 {
+		q += ` FROM unnest(` + strings.Join(arrays, ", ") + `) AS u(` + strings.Join(names, ", ") + `)`
+	}
+	return q
 }
 
 // GetTimer implements store.TimerStore.

@@ -19,6 +19,7 @@ func timerCases() []struct {
 		fn   func(t *testing.T, s store.TimerStore)
 	}{
 		{"TimersInsertedAllOrNone", timersInsertedAllOrNone},
+		{"TimersOfAMixedBatchKeepEveryField", timersOfAMixedBatch},
 		{"TimerFiresClaimedOnceAndTakenOverAfterTheLease", timerFiresClaimedOnce},
 		{"TimerAttemptsFencedAndKept", timerAttemptsFenced},
 		{"TimerDisableDropsFiresNotBegun", timerDisableDropsFires},
@@ -59,6 +60,56 @@ func timersInsertedAllOrNone(t *testing.T, s store.TimerStore) {
 	}
 	if n, _ := s.CountTimers(ctx, "ns"); n != 2 {
 		t.Fatalf("count %d", n)
+	}
+}
+
+// timersOfAMixedBatch stores a batch whose rows share some fields and
+// not others (a store may send a field common to the batch once), and a
+// batch of one, and reads every field back.
+func timersOfAMixedBatch(t *testing.T, s store.TimerStore) {
+	ctx := context.Background()
+	a := oneShot("m1", "one", 5000)
+	a.Payload, a.First, a.NextAt, a.Owner, a.LeaseUntil = []byte(`{"path":"C:\\x","s":"\u00e9"}`), 5000, 0, "me", 9000
+	b := store.Timer{ID: "m2", Namespace: "other", Name: "two", Kind: "k2", Cron: "*/5 * * * * *", Payload: []byte(`[1,2]`),
+		Enabled: false, Version: 3, MaxAttempts: 7, MinBackoff: 10, MaxBackoff: 20, Timeout: 30, Misfire: "skip", NextAt: 6000, Created: 2, Updated: 4}
+	c := oneShot("m3", "three", 7000)
+	c.Payload = []byte(`{"path":"C:\\x","s":"\u00e9"}`)
+	if err := s.InsertTimers(ctx, []store.Timer{a, b, c}); err != nil {
+		t.Fatal(err)
+	}
+	d := oneShot("m4", "four", 8000)
+	d.First, d.NextAt = 8000, 0
+	if err := s.InsertTimers(ctx, []store.Timer{d}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []store.Timer{a, b, c, d} {
+		got, ok, err := s.GetTimer(ctx, want.ID)
+		if err != nil || !ok {
+			t.Fatalf("timer %s: %v %v", want.ID, ok, err)
+		}
+		w := want
+		w.First, w.Owner, w.LeaseUntil, w.Live = 0, "", 0, want.First != 0
+		if got.ID != w.ID || got.Namespace != w.Namespace || got.Name != w.Name || got.Kind != w.Kind || got.At != w.At ||
+			got.Cron != w.Cron || string(got.Payload) != string(w.Payload) || got.Enabled != w.Enabled || got.Version != w.Version ||
+			got.MaxAttempts != w.MaxAttempts || got.MinBackoff != w.MinBackoff || got.MaxBackoff != w.MaxBackoff ||
+			got.Timeout != w.Timeout || got.Misfire != w.Misfire || got.NextAt != w.NextAt || got.Created != w.Created ||
+			got.Updated != w.Updated || got.Live != w.Live {
+			t.Errorf("timer %s read back\n%+v\nwant\n%+v", want.ID, got, w)
+		}
+	}
+	// The fires made with their timers: a's claimed by "me", d's unclaimed.
+	for _, want := range []struct {
+		id    string
+		due   int64
+		owner string
+	}{{"m1", 5000, "me"}, {"m4", 8000, ""}} {
+		fs, err := s.Fires(ctx, want.id, 10)
+		if err != nil || len(fs) != 1 || fs[0].Planned != want.due || fs[0].DueAt != want.due || fs[0].Owner != want.owner || fs[0].State != store.FirePending {
+			t.Errorf("fires of %s: %+v %v", want.id, fs, err)
+		}
+	}
+	if fs, _ := s.Fires(ctx, "m3", 10); len(fs) != 0 {
+		t.Errorf("m3 has no first fire; got %+v", fs)
 	}
 }
 

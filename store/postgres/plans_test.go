@@ -71,7 +71,16 @@ func TestFireBatchesLookFiresUpByKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	sql := `WITH ` + s.finishCTE("$1", "$10") + `, s AS (` + s.startUpdate("$11", "$12", "$13", "$14", "$10", "$15") + `) SELECT * FROM s`
+	// Two outcomes differing in every field: each is sent as an array
+	// ($1 to $9), as a batch's are.
+	var b bulk
+	o := outcomeCols(&b, []store.Outcome{{FireRef: store.FireRef{TimerID: "a", Planned: 1}, Attempt: 1, State: "succeeded"},
+		{FireRef: store.FireRef{TimerID: "b", Planned: 2}, Attempt: 2, State: "retry", DueAt: 3, Started: 4, Finished: 5, Error: "x", StatusCode: 500}})
+	own := b.arg("me")
+	sql := `WITH ` + s.finishCTE(o, own) + `, s AS (` + s.startUpdate(b.arg(nil), b.arg(nil), b.arg(nil), b.arg(nil), own, b.arg(nil)) + `) SELECT * FROM s`
+	if len(b.args) != 15 || own != "$10" {
+		t.Fatalf("the statement has %d parameters, its owner %s; the plan below reads 15, the owner $10", len(b.args), own)
+	}
 	if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = force_generic_plan"); err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -157,81 +155,6 @@ func (s *Store) insertTimers(ctx context.Context, q querier, ts []store.Timer) e
 		return s.wrap("insert timers", err)
 	}
 	return nil
-}
-
-// A bulk insert's rows are sent as arrays, a column each, and read back
-// by unnest: one statement, whatever the batch's size. A column whose
-// values are the same in every row (the namespace, the kind, the policy
-// of timers made together) is sent once, as a scalar: the arrays are
-// most of what a bulk insert costs the client, and decoding them a good
-// part of what it costs the server.
-type bulk struct {
-	args []any
-}
-
-// column is a parameter holding a column: an array of its values, or
-// the one value of all rows.
-type column struct {
-	name  string
-	param string // "$n::type[]", or "$n::type" for a scalar
-	array bool
-}
-
-// selection is one SELECT over columns, some unnested from arrays.
-type selection struct {
-	cols []column
-}
-
-// addCol adds to sel the column name of type typ, read from ts by get.
-func addCol[T comparable](b *bulk, sel *selection, name, typ string, ts []store.Timer, get func(*store.Timer) T) column {
-	v0 := get(&ts[0])
-	same := true
-	for i := 1; i < len(ts) && same; i++ {
-		same = get(&ts[i]) == v0
-	}
-	return b.add(sel, name, typ, same, v0, func() any {
-		vs := make([]T, len(ts))
-		for i := range ts {
-			vs[i] = get(&ts[i])
-		}
-		return vs
-	})
-}
-
-// add adds to sel the column name of type typ: first, when every row
-// has it (same), or else the array that values makes.
-func (b *bulk) add(sel *selection, name, typ string, same bool, first any, values func() any) column {
-	c := column{name: name}
-	if same {
-		b.args = append(b.args, first)
-		c.param = "$" + strconv.Itoa(len(b.args)) + "::" + typ
-	} else {
-		b.args = append(b.args, values())
-		c.param, c.array = "$"+strconv.Itoa(len(b.args))+"::"+typ+"[]", true
-	}
-	sel.use(c)
-	return c
-}
-
-// use adds an existing column (a parameter already sent) to sel.
-func (sel *selection) use(c column) { sel.cols = append(sel.cols, c) }
-
-// sql is the SELECT of sel's columns, in order.
-func (sel *selection) sql() string {
-	var out, arrays, names []string
-	for _, c := range sel.cols {
-		if c.array {
-			arrays, names = append(arrays, c.param), append(names, c.name)
-			out = append(out, c.name)
-		} else {
-			out = append(out, c.param+" AS "+c.name)
-		}
-	}
-	q := `SELECT ` + strings.Join(out, ", ")
-	if len(arrays) > 0 {
-		q += ` FROM unnest(` + strings.Join(arrays, ", ") + `) AS u(` + strings.Join(names, ", ") + `)`
-	}
-	return q
 }
 
 // GetTimer implements store.TimerStore.
@@ -466,13 +389,14 @@ func (s *Store) StepFires(ctx context.Context, owner string, os []store.Outcome,
 	if len(refs) == 0 {
 		return nil, s.FinishFires(ctx, owner, os)
 	}
-	o := outcomeArrays(os)
+	var b bulk
+	o := outcomeCols(&b, os)
 	ids, ps := refArrays(refs)
+	own := b.arg(owner)
 	var out []store.Started
-	err := s.fireBatch(ctx, `WITH `+s.finishCTE("$1", "$10")+`,
-		s AS (`+s.startUpdate("$11", "$12", "$13", "$14", "$10", "$15")+`)
-		SELECT * FROM s`,
-		[]any{o.ids, o.ps, o.states, o.att, o.due, o.errs, o.started, o.finished, o.codes, owner, ids, ps, now, grace, defTimeout},
+	err := s.fireBatch(ctx, `WITH `+s.finishCTE(o, own)+`,
+		s AS (`+s.startUpdate(b.arg(ids), b.arg(ps), b.arg(now), b.arg(grace), own, b.arg(defTimeout))+`)
+		SELECT * FROM s`, b.args,
 		func(rows pgx.Rows) (err error) { out, err = collectStarted(rows, len(refs)); return err })
 	if err != nil {
 		return nil, s.wrap("record and begin timer fires", err)
@@ -564,32 +488,27 @@ func (s *Store) FinishFires(ctx context.Context, owner string, os []store.Outcom
 	return nil
 }
 
-// outcomes are a batch of outcomes as arrays, one a column.
-type outcomes struct {
-	ids, states, errs          []string
-	ps, due, started, finished []int64
-	att, codes                 []int32
-}
-
-func outcomeArrays(os []store.Outcome) outcomes {
-	n := len(os)
-	o := outcomes{ids: make([]string, n), states: make([]string, n), errs: make([]string, n), ps: make([]int64, n), due: make([]int64, n),
-		started: make([]int64, n), finished: make([]int64, n), att: make([]int32, n), codes: make([]int32, n)}
-	for i, x := range os {
-		o.ids[i], o.ps[i], o.states[i], o.errs[i] = x.TimerID, x.Planned, x.State, x.Error
-		o.att[i], o.due[i], o.started[i], o.finished[i], o.codes[i] = int32(x.Attempt), x.DueAt, x.Started, x.Finished, int32(x.StatusCode)
-	}
+// outcomeCols adds os to b, as the columns id, p, state, attempt, due,
+// err, started, finished and code of the selection it returns.
+func outcomeCols(b *bulk, os []store.Outcome) selection {
+	var o selection
+	addCol(b, &o, "id", "text", os, func(x *store.Outcome) string { return x.TimerID })
+	addCol(b, &o, "p", "bigint", os, func(x *store.Outcome) int64 { return x.Planned })
+	addCol(b, &o, "state", "text", os, func(x *store.Outcome) string { return x.State })
+	addCol(b, &o, "attempt", "int", os, func(x *store.Outcome) int32 { return int32(x.Attempt) })
+	addCol(b, &o, "due", "bigint", os, func(x *store.Outcome) int64 { return x.DueAt })
+	addCol(b, &o, "err", "text", os, func(x *store.Outcome) string { return x.Error })
+	addCol(b, &o, "started", "bigint", os, func(x *store.Outcome) int64 { return x.Started })
+	addCol(b, &o, "finished", "bigint", os, func(x *store.Outcome) int64 { return x.Finished })
+	addCol(b, &o, "code", "int", os, func(x *store.Outcome) int32 { return int32(x.StatusCode) })
 	return o
 }
 
-// finishCTE records outcomes: the fires updated (fenced by owner and
-// attempt) and a row for each failed attempt. Its nine arrays are the
-// parameters from first on, in outcomes' order; owner the one named.
-func (s *Store) finishCTE(first, owner string) string {
-	n, _ := strconv.Atoi(strings.TrimPrefix(first, "$"))
-	p := func(i int) string { return "$" + strconv.Itoa(n+i) }
-	return `o AS (SELECT * FROM unnest(` + p(0) + `::text[], ` + p(1) + `::bigint[], ` + p(2) + `::text[], ` + p(3) + `::int[], ` + p(4) + `::bigint[], ` + p(5) + `::text[], ` + p(6) + `::bigint[], ` + p(7) + `::bigint[], ` + p(8) + `::int[])
-			AS o(id, p, state, attempt, due, err, started, finished, code)),
+// finishCTE records outcomes, o (outcomeCols): the fires updated
+// (fenced by owner, a placeholder, and attempt) and a row for each failed
+// attempt.
+func (s *Store) finishCTE(o selection, owner string) string {
+	return `o AS (` + o.sql() + `),
 		u AS (UPDATE ` + s.t("timer_fires") + ` AS f SET state = o.state, due_at = CASE WHEN o.state = 'retry' THEN o.due ELSE f.due_at END,
 			owner = '', lease_until = 0, last_error = o.err, started = o.started, finished = o.finished, status_code = o.code
 			FROM o WHERE f.timer_id = o.id AND f.planned = o.p AND f.owner = ` + owner + ` AND f.attempt = o.attempt
@@ -600,9 +519,9 @@ func (s *Store) finishCTE(first, owner string) string {
 }
 
 func (s *Store) finishFires(ctx context.Context, owner string, os []store.Outcome) error {
-	o := outcomeArrays(os)
-	return s.fireBatch(ctx, `WITH `+s.finishCTE("$1", "$10")+` SELECT count(*) FROM u`,
-		[]any{o.ids, o.ps, o.states, o.att, o.due, o.errs, o.started, o.finished, o.codes, owner},
+	var b bulk
+	o := outcomeCols(&b, os)
+	return s.fireBatch(ctx, `WITH `+s.finishCTE(o, b.arg(owner))+` SELECT count(*) FROM u`, b.args,
 		func(rows pgx.Rows) error { rows.Close(); return rows.Err() })
 }
 

@@ -87,4 +87,3 @@ func (sel *selection) sql() string {
 	}
 	return q
 }
-

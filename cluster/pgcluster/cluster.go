@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 
+	"github.com/fom-go/fom/internal/pgbulk"
 	"github.com/fom-go/fom/internal/slots"
 )
 
@@ -673,20 +674,22 @@ func (c *Coordinator) recordRetrying(batch []admission, stop chan struct{}) ([]b
 // with one hash join on the instance's leases, read once; a smaller one
 // looks each fire's lease up.
 func (c *Coordinator) recordOnce(ctx context.Context, batch []admission, id int64, again bool) ([]bool, error) {
-	names := make([]string, len(batch))
-	planned := make([]time.Time, len(batch))
-	terms := make([]int64, len(batch))
-	for i, r := range batch {
-		names[i], planned[i], terms[i] = r.schedule, r.planned, r.term
-	}
+	// An aligned burst's fires share their planned instant, and a
+	// settled cluster's leases mostly their term: sent once (pgbulk).
+	var b pgbulk.Batch
+	var f pgbulk.Selection
+	pgbulk.Col(&b, &f, "s", "text", batch, func(a *admission) string { return a.schedule })
+	pgbulk.Col(&b, &f, "p", "timestamptz", batch, func(a *admission) time.Time { return a.planned })
+	pgbulk.Col(&b, &f, "t", "bigint", batch, func(a *admission) int64 { return a.term })
+	owner, batchID := b.Arg(c.o.InstanceID), b.Arg(id)
 	c.mu.Lock()
 	owned := len(c.owned)
 	c.mu.Unlock()
 	leased := ` WHERE EXISTS (
-			SELECT 1 FROM ` + c.t("leases") + ` l WHERE l.schedule = f.s AND l.owner = $4 AND l.term = f.t AND l.expires_at > now())`
+			SELECT 1 FROM ` + c.t("leases") + ` l WHERE l.schedule = f.s AND l.owner = ` + owner + ` AND l.term = f.t AND l.expires_at > now())`
 	with := ""
 	if len(batch) >= max(owned/8, 64) {
-		with = `WITH mine AS MATERIALIZED (SELECT schedule, term FROM ` + c.t("leases") + ` WHERE owner = $4 AND expires_at > now()) `
+		with = `WITH mine AS MATERIALIZED (SELECT schedule, term FROM ` + c.t("leases") + ` WHERE owner = ` + owner + ` AND expires_at > now()) `
 		leased = ` JOIN mine ON mine.schedule = f.s AND mine.term = f.t`
 	}
 	conflict := ""
@@ -698,8 +701,8 @@ func (c *Coordinator) recordOnce(ctx context.Context, batch []admission, id int6
 	// batch with what it wrote, which a generic plan (the store's) makes
 	// a nested loop over both.
 	rows, err := c.pool.Query(ctx, with+`INSERT INTO `+c.t("fires")+` AS r (schedule, planned, term, owner, batch)
-		SELECT f.s, f.p, f.t, $4, $5 FROM unnest($1::text[], $2::timestamptz[], $3::bigint[]) AS f(s, p, t)`+leased+conflict+`
-		RETURNING schedule, planned`, names, planned, terms, c.o.InstanceID, id)
+		SELECT f.s, f.p, f.t, `+owner+`, `+batchID+` FROM (`+f.SQL()+`) AS f`+leased+conflict+`
+		RETURNING schedule, planned`, b.Args...)
 	ok := make([]bool, len(batch))
 	if err == nil {
 		type key struct {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/fom-go/fom/internal/pgbulk"
 	"github.com/fom-go/fom/internal/pgtest"
 	"github.com/fom-go/fom/store"
 )
@@ -73,13 +74,13 @@ func TestFireBatchesLookFiresUpByKey(t *testing.T) {
 	defer tx.Rollback(ctx)
 	// Two outcomes differing in every field: each is sent as an array
 	// ($1 to $9), as a batch's are.
-	var b bulk
+	var b pgbulk.Batch
 	o := outcomeCols(&b, []store.Outcome{{FireRef: store.FireRef{TimerID: "a", Planned: 1}, Attempt: 1, State: "succeeded"},
 		{FireRef: store.FireRef{TimerID: "b", Planned: 2}, Attempt: 2, State: "retry", DueAt: 3, Started: 4, Finished: 5, Error: "x", StatusCode: 500}})
-	own := b.arg("me")
-	sql := `WITH ` + s.finishCTE(o, own) + `, s AS (` + s.startUpdate(b.arg(nil), b.arg(nil), b.arg(nil), b.arg(nil), own, b.arg(nil)) + `) SELECT * FROM s`
-	if len(b.args) != 15 || own != "$10" {
-		t.Fatalf("the statement has %d parameters, its owner %s; the plan below reads 15, the owner $10", len(b.args), own)
+	own := b.Arg("me")
+	sql := `WITH ` + s.finishCTE(o, own) + `, s AS (` + s.startUpdate(b.Arg(nil), b.Arg(nil), b.Arg(nil), b.Arg(nil), own, b.Arg(nil)) + `) SELECT * FROM s`
+	if len(b.Args) != 15 || own != "$10" {
+		t.Fatalf("the statement has %d parameters, its owner %s; the plan below reads 15, the owner $10", len(b.Args), own)
 	}
 	if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = force_generic_plan"); err != nil {
 		t.Fatal(err)

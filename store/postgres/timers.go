@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/fom-go/fom/internal/pgbulk"
 	"github.com/fom-go/fom/store"
 )
 
@@ -106,15 +107,15 @@ func (s *Store) insertTimers(ctx context.Context, q querier, ts []store.Timer) e
 	if len(ts) == 0 {
 		return nil
 	}
-	var b bulk
-	var t, f selection
-	id := addCol(&b, &t, "id", "text", ts, func(t *store.Timer) string { return t.ID })
-	ns := addCol(&b, &t, "namespace", "text", ts, func(t *store.Timer) string { return t.Namespace })
-	addCol(&b, &t, "name", "text", ts, func(t *store.Timer) string { return t.Name })
-	addCol(&b, &t, "kind", "text", ts, func(t *store.Timer) string { return t.Kind })
-	addCol(&b, &t, "at", "bigint", ts, func(t *store.Timer) int64 { return t.At })
-	addCol(&b, &t, "cron", "text", ts, func(t *store.Timer) string { return t.Cron })
-	b.add(&t, "payload", "bytea", !slices.ContainsFunc(ts[1:], func(x store.Timer) bool { return !bytes.Equal(x.Payload, ts[0].Payload) }),
+	var b pgbulk.Batch
+	var t, f pgbulk.Selection
+	id := pgbulk.Col(&b, &t, "id", "text", ts, func(t *store.Timer) string { return t.ID })
+	ns := pgbulk.Col(&b, &t, "namespace", "text", ts, func(t *store.Timer) string { return t.Namespace })
+	pgbulk.Col(&b, &t, "name", "text", ts, func(t *store.Timer) string { return t.Name })
+	pgbulk.Col(&b, &t, "kind", "text", ts, func(t *store.Timer) string { return t.Kind })
+	pgbulk.Col(&b, &t, "at", "bigint", ts, func(t *store.Timer) int64 { return t.At })
+	pgbulk.Col(&b, &t, "cron", "text", ts, func(t *store.Timer) string { return t.Cron })
+	b.Add(&t, "payload", "bytea", !slices.ContainsFunc(ts[1:], func(x store.Timer) bool { return !bytes.Equal(x.Payload, ts[0].Payload) }),
 		ts[0].Payload, func() any {
 			vs := make([][]byte, len(ts))
 			for i := range ts {
@@ -122,31 +123,31 @@ func (s *Store) insertTimers(ctx context.Context, q querier, ts []store.Timer) e
 			}
 			return vs
 		})
-	addCol(&b, &t, "enabled", "bool", ts, func(t *store.Timer) bool { return t.Enabled })
-	addCol(&b, &t, "version", "bigint", ts, func(t *store.Timer) int64 { return t.Version })
-	addCol(&b, &t, "max_attempts", "int", ts, func(t *store.Timer) int32 { return int32(t.MaxAttempts) })
-	addCol(&b, &t, "min_backoff", "bigint", ts, func(t *store.Timer) int64 { return t.MinBackoff })
-	addCol(&b, &t, "max_backoff", "bigint", ts, func(t *store.Timer) int64 { return t.MaxBackoff })
-	addCol(&b, &t, "timeout", "bigint", ts, func(t *store.Timer) int64 { return t.Timeout })
-	addCol(&b, &t, "misfire", "text", ts, func(t *store.Timer) string { return t.Misfire })
-	addCol(&b, &t, "next_at", "bigint", ts, func(t *store.Timer) int64 { return t.NextAt })
-	addCol(&b, &t, "created", "bigint", ts, func(t *store.Timer) int64 { return t.Created })
-	addCol(&b, &t, "updated", "bigint", ts, func(t *store.Timer) int64 { return t.Updated })
-	sql := `INSERT INTO ` + s.t("timers") + ` (` + timerCols + `) ` + t.sql()
+	pgbulk.Col(&b, &t, "enabled", "bool", ts, func(t *store.Timer) bool { return t.Enabled })
+	pgbulk.Col(&b, &t, "version", "bigint", ts, func(t *store.Timer) int64 { return t.Version })
+	pgbulk.Col(&b, &t, "max_attempts", "int", ts, func(t *store.Timer) int32 { return int32(t.MaxAttempts) })
+	pgbulk.Col(&b, &t, "min_backoff", "bigint", ts, func(t *store.Timer) int64 { return t.MinBackoff })
+	pgbulk.Col(&b, &t, "max_backoff", "bigint", ts, func(t *store.Timer) int64 { return t.MaxBackoff })
+	pgbulk.Col(&b, &t, "timeout", "bigint", ts, func(t *store.Timer) int64 { return t.Timeout })
+	pgbulk.Col(&b, &t, "misfire", "text", ts, func(t *store.Timer) string { return t.Misfire })
+	pgbulk.Col(&b, &t, "next_at", "bigint", ts, func(t *store.Timer) int64 { return t.NextAt })
+	pgbulk.Col(&b, &t, "created", "bigint", ts, func(t *store.Timer) int64 { return t.Created })
+	pgbulk.Col(&b, &t, "updated", "bigint", ts, func(t *store.Timer) int64 { return t.Updated })
+	sql := `INSERT INTO ` + s.t("timers") + ` (` + timerCols + `) ` + t.SQL()
 	// The first fires (First 0: none), made in the same statement by a
 	// data-modifying CTE: atomic without a transaction of its own. They
 	// are aligned with the timers, so they reuse the timers' id and
 	// namespace parameters.
 	if slices.ContainsFunc(ts, func(t store.Timer) bool { return t.First != 0 }) {
-		f.use(id)
-		f.use(ns)
-		addCol(&b, &f, "planned", "bigint", ts, func(t *store.Timer) int64 { return t.First })
-		addCol(&b, &f, "owner", "text", ts, func(t *store.Timer) string { return t.Owner })
-		addCol(&b, &f, "lease_until", "bigint", ts, func(t *store.Timer) int64 { return t.LeaseUntil })
+		f.Use(id)
+		f.Use(ns)
+		pgbulk.Col(&b, &f, "planned", "bigint", ts, func(t *store.Timer) int64 { return t.First })
+		pgbulk.Col(&b, &f, "owner", "text", ts, func(t *store.Timer) string { return t.Owner })
+		pgbulk.Col(&b, &f, "lease_until", "bigint", ts, func(t *store.Timer) int64 { return t.LeaseUntil })
 		sql = `WITH t AS (` + sql + `) INSERT INTO ` + s.t("timer_fires") + ` (timer_id, planned, namespace, state, attempt, base, due_at, owner, lease_until, last_error, finished)
-			SELECT id, planned, namespace, 'pending', 0, 0, planned, owner, lease_until, '', 0 FROM (` + f.sql() + `) AS f WHERE planned <> 0`
+			SELECT id, planned, namespace, 'pending', 0, 0, planned, owner, lease_until, '', 0 FROM (` + f.SQL() + `) AS f WHERE planned <> 0`
 	}
-	_, err := q.Exec(ctx, sql, b.args...)
+	_, err := q.Exec(ctx, sql, b.Args...)
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "timers_namespace_name_key" {
 		return fmt.Errorf("%w: %s", store.ErrDuplicateTimer, pe.Detail)
@@ -389,14 +390,14 @@ func (s *Store) StepFires(ctx context.Context, owner string, os []store.Outcome,
 	if len(refs) == 0 {
 		return nil, s.FinishFires(ctx, owner, os)
 	}
-	var b bulk
+	var b pgbulk.Batch
 	o := outcomeCols(&b, os)
 	ids, ps := refArrays(refs)
-	own := b.arg(owner)
+	own := b.Arg(owner)
 	var out []store.Started
 	err := s.fireBatch(ctx, `WITH `+s.finishCTE(o, own)+`,
-		s AS (`+s.startUpdate(b.arg(ids), b.arg(ps), b.arg(now), b.arg(grace), own, b.arg(defTimeout))+`)
-		SELECT * FROM s`, b.args,
+		s AS (`+s.startUpdate(b.Arg(ids), b.Arg(ps), b.Arg(now), b.Arg(grace), own, b.Arg(defTimeout))+`)
+		SELECT * FROM s`, b.Args,
 		func(rows pgx.Rows) (err error) { out, err = collectStarted(rows, len(refs)); return err })
 	if err != nil {
 		return nil, s.wrap("record and begin timer fires", err)
@@ -490,25 +491,25 @@ func (s *Store) FinishFires(ctx context.Context, owner string, os []store.Outcom
 
 // outcomeCols adds os to b, as the columns id, p, state, attempt, due,
 // err, started, finished and code of the selection it returns.
-func outcomeCols(b *bulk, os []store.Outcome) selection {
-	var o selection
-	addCol(b, &o, "id", "text", os, func(x *store.Outcome) string { return x.TimerID })
-	addCol(b, &o, "p", "bigint", os, func(x *store.Outcome) int64 { return x.Planned })
-	addCol(b, &o, "state", "text", os, func(x *store.Outcome) string { return x.State })
-	addCol(b, &o, "attempt", "int", os, func(x *store.Outcome) int32 { return int32(x.Attempt) })
-	addCol(b, &o, "due", "bigint", os, func(x *store.Outcome) int64 { return x.DueAt })
-	addCol(b, &o, "err", "text", os, func(x *store.Outcome) string { return x.Error })
-	addCol(b, &o, "started", "bigint", os, func(x *store.Outcome) int64 { return x.Started })
-	addCol(b, &o, "finished", "bigint", os, func(x *store.Outcome) int64 { return x.Finished })
-	addCol(b, &o, "code", "int", os, func(x *store.Outcome) int32 { return int32(x.StatusCode) })
+func outcomeCols(b *pgbulk.Batch, os []store.Outcome) pgbulk.Selection {
+	var o pgbulk.Selection
+	pgbulk.Col(b, &o, "id", "text", os, func(x *store.Outcome) string { return x.TimerID })
+	pgbulk.Col(b, &o, "p", "bigint", os, func(x *store.Outcome) int64 { return x.Planned })
+	pgbulk.Col(b, &o, "state", "text", os, func(x *store.Outcome) string { return x.State })
+	pgbulk.Col(b, &o, "attempt", "int", os, func(x *store.Outcome) int32 { return int32(x.Attempt) })
+	pgbulk.Col(b, &o, "due", "bigint", os, func(x *store.Outcome) int64 { return x.DueAt })
+	pgbulk.Col(b, &o, "err", "text", os, func(x *store.Outcome) string { return x.Error })
+	pgbulk.Col(b, &o, "started", "bigint", os, func(x *store.Outcome) int64 { return x.Started })
+	pgbulk.Col(b, &o, "finished", "bigint", os, func(x *store.Outcome) int64 { return x.Finished })
+	pgbulk.Col(b, &o, "code", "int", os, func(x *store.Outcome) int32 { return int32(x.StatusCode) })
 	return o
 }
 
 // finishCTE records outcomes, o (outcomeCols): the fires updated
 // (fenced by owner, a placeholder, and attempt) and a row for each failed
 // attempt.
-func (s *Store) finishCTE(o selection, owner string) string {
-	return `o AS (` + o.sql() + `),
+func (s *Store) finishCTE(o pgbulk.Selection, owner string) string {
+	return `o AS (` + o.SQL() + `),
 		u AS (UPDATE ` + s.t("timer_fires") + ` AS f SET state = o.state, due_at = CASE WHEN o.state = 'retry' THEN o.due ELSE f.due_at END,
 			owner = '', lease_until = 0, last_error = o.err, started = o.started, finished = o.finished, status_code = o.code
 			FROM o WHERE f.timer_id = o.id AND f.planned = o.p AND f.owner = ` + owner + ` AND f.attempt = o.attempt
@@ -519,9 +520,9 @@ func (s *Store) finishCTE(o selection, owner string) string {
 }
 
 func (s *Store) finishFires(ctx context.Context, owner string, os []store.Outcome) error {
-	var b bulk
+	var b pgbulk.Batch
 	o := outcomeCols(&b, os)
-	return s.fireBatch(ctx, `WITH `+s.finishCTE(o, b.arg(owner))+` SELECT count(*) FROM u`, b.args,
+	return s.fireBatch(ctx, `WITH `+s.finishCTE(o, b.Arg(owner))+` SELECT count(*) FROM u`, b.Args,
 		func(rows pgx.Rows) error { rows.Close(); return rows.Err() })
 }
 

@@ -106,7 +106,11 @@ func measureApps(label string, n, instances int, window, warmup, join time.Durat
 	}
 	// FOM_BENCH_WINDOW_PROFILE profiles the window alone, to
 	// <prefix>-cluster-<instances>-<n>.
-	stopProfile := profileWindow(fmt.Sprintf("cluster-%d-%d", instances, n))
+	profile := fmt.Sprintf("cluster-%d-%d", instances, n)
+	if join > 0 {
+		profile += "-join"
+	}
+	stopProfile := profileWindow(profile)
 	time.Sleep(window)
 	c1, cpu1, pg1 := counters(apps), cpuTime(), postgresCPU()
 	stopProfile()

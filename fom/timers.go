@@ -143,12 +143,12 @@ func (t timerStore) AdvanceTimers(ctx context.Context, as []store.Advance) error
 	return s.AdvanceTimers(ctx, as)
 }
 
-func (t timerStore) ClaimFires(ctx context.Context, owner string, before int64, now int64, lease int64, limit int) ([]store.Claimed, error) {
+func (t timerStore) ClaimFires(ctx context.Context, owner string, after store.FireKey, before, now, lease int64, limit int) ([]store.Claimed, store.FireKey, error) {
 	s, err := t.get(ctx)
 	if err != nil {
-		return nil, err
+		return nil, after, err
 	}
-	return s.ClaimFires(ctx, owner, before, now, lease, limit)
+	return s.ClaimFires(ctx, owner, after, before, now, lease, limit)
 }
 
 func (t timerStore) StartFires(ctx context.Context, owner string, refs []store.FireRef, now, defTimeout, grace int64) ([]store.Started, error) {

@@ -83,6 +83,27 @@ type Advance struct {
 	Fires   []int64
 }
 
+// FireKey orders the unclaimed fires for claims: by due time, then timer
+// and planned time. A poll claims in chunks, each after the key the one
+// before it ended on: a chunk does not walk again past the fires claimed
+// already (on PostgreSQL, index entries left behind until a vacuum: the
+// claims of a burst of fires due at one instant were quadratic).
+type FireKey struct {
+	DueAt int64
+	FireRef
+}
+
+// Less reports whether k comes before o.
+func (k FireKey) Less(o FireKey) bool {
+	if k.DueAt != o.DueAt {
+		return k.DueAt < o.DueAt
+	}
+	if k.TimerID != o.TimerID {
+		return k.TimerID < o.TimerID
+	}
+	return k.Planned < o.Planned
+}
+
 // Claimed is a fire claimed by an instance, to be armed for its due time.
 type Claimed struct {
 	FireRef
@@ -188,8 +209,11 @@ type TimerStore interface {
 	// ClaimFires claims for owner up to limit fires due at or before
 	// before that no live claim holds (pending or retry, or running with
 	// an expired lease: at-least-once), each leased until its due time
-	// plus lease.
-	ClaimFires(ctx context.Context, owner string, before, now, lease int64, limit int) ([]Claimed, error)
+	// plus lease. The unclaimed fires are taken in FireKey order after
+	// after (the zero key: from the first); the key returned is the last
+	// of them claimed (after, when none was), from which the next claim
+	// of the same poll goes on.
+	ClaimFires(ctx context.Context, owner string, after FireKey, before, now, lease int64, limit int) ([]Claimed, FireKey, error)
 	// StartFires begins an attempt of each fire owner claimed, if its
 	// timer is still enabled: its attempt counted, its lease running to
 	// now plus the timer's timeout (defTimeout when it has none) plus

@@ -158,7 +158,9 @@ func (s *Service) poll(ctx context.Context) error {
 	horizon := now.Add(s.o.Window)
 	// A chunk of timers made, then a chunk of fires claimed and armed,
 	// soonest first: the first fires are armed before the later ones are
-	// made, however many are due within the window.
+	// made, however many are due within the window. Each chunk's claim
+	// goes on from where the one before it ended.
+	var from store.FireKey
 	for {
 		ts, err := s.st.DueTimers(ctx, ms(horizon), s.o.ClaimBatch)
 		if err != nil {
@@ -173,7 +175,8 @@ func (s *Service) poll(ctx context.Context) error {
 				return fmt.Errorf("make fires: %w", err)
 			}
 		}
-		cs, err := s.st.ClaimFires(ctx, s.o.Instance, ms(horizon), ms(now), s.o.Lease.Milliseconds(), s.o.ClaimBatch)
+		cs, next, err := s.st.ClaimFires(ctx, s.o.Instance, from, ms(horizon), ms(now), s.o.Lease.Milliseconds(), s.o.ClaimBatch)
+		from = next
 		if err != nil {
 			return fmt.Errorf("claim fires: %w", err)
 		}

@@ -41,11 +41,13 @@ func TestFireBatchesLookFiresUpByKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	var claimed []store.Claimed
+	var key store.FireKey
 	for {
-		cs, err := s.ClaimFires(ctx, "me", due, due-1000, 30000, 1000)
+		cs, next, err := s.ClaimFires(ctx, "me", key, due, due-1000, 30000, 1000)
 		if err != nil {
 			t.Fatal(err)
 		}
+		key = next
 		claimed = append(claimed, cs...)
 		if len(cs) < 1000 {
 			break

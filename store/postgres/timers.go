@@ -337,31 +337,36 @@ func (s *Store) AdvanceTimers(ctx context.Context, as []store.Advance) error {
 }
 
 // ClaimFires implements store.TimerStore.
-func (s *Store) ClaimFires(ctx context.Context, owner string, before, now, lease int64, limit int) ([]store.Claimed, error) {
-	// Unclaimed fires by due time, and leases that ran out by lease, each
-	// from its own index (see migration 0012).
+func (s *Store) ClaimFires(ctx context.Context, owner string, after store.FireKey, before, now, lease int64, limit int) ([]store.Claimed, store.FireKey, error) {
+	// Unclaimed fires in key order from after, and leases that ran out
+	// by lease, each from its own index (see migrations 0012 and 0013).
 	rows, err := s.pool.Query(ctx, `WITH free AS (SELECT timer_id, planned FROM `+s.t("timer_fires")+`
-			WHERE owner = '' AND state IN ('pending', 'retry', 'running') AND due_at <= $2
-			ORDER BY due_at LIMIT $5 FOR UPDATE SKIP LOCKED),
+			WHERE owner = '' AND state IN ('pending', 'retry', 'running') AND due_at <= $2 AND (due_at, timer_id, planned) > ($6, $7, $8)
+			ORDER BY due_at, timer_id, planned LIMIT $5 FOR UPDATE SKIP LOCKED),
 		expired AS (SELECT timer_id, planned FROM `+s.t("timer_fires")+`
 			WHERE owner <> '' AND state IN ('pending', 'retry', 'running') AND lease_until < $3 AND due_at <= $2
 			ORDER BY lease_until LIMIT $5 FOR UPDATE SKIP LOCKED)
 		UPDATE `+s.t("timer_fires")+` AS f SET owner = $1, lease_until = greatest(f.due_at, $3) + $4
-		FROM (SELECT * FROM free UNION ALL SELECT * FROM expired) AS c
+		FROM (SELECT *, true AS free FROM free UNION ALL SELECT *, false FROM expired) AS c
 		WHERE f.timer_id = c.timer_id AND f.planned = c.planned
-		RETURNING f.timer_id, f.planned, f.due_at, f.namespace`, owner, before, now, lease, limit)
+		RETURNING f.timer_id, f.planned, f.due_at, f.namespace, c.free`, owner, before, now, lease, limit, after.DueAt, after.TimerID, after.Planned)
 	if err != nil {
-		return nil, s.wrap("claim timer fires", err)
+		return nil, after, s.wrap("claim timer fires", err)
 	}
+	next := after
+	var free bool
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Claimed, error) {
 		var c store.Claimed
-		err := r.Scan(&c.TimerID, &c.Planned, &c.DueAt, &c.Namespace)
+		err := r.Scan(&c.TimerID, &c.Planned, &c.DueAt, &c.Namespace, &free)
+		if k := (store.FireKey{DueAt: c.DueAt, FireRef: c.FireRef}); free && next.Less(k) {
+			next = k
+		}
 		return c, err
 	})
 	if err != nil {
-		return nil, s.wrap("claim timer fires", err)
+		return nil, after, s.wrap("claim timer fires", err)
 	}
-	return out, nil
+	return out, next, nil
 }
 
 func refArrays(refs []store.FireRef) ([]string, []int64) {

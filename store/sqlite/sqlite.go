@@ -178,6 +178,11 @@ func migrations() []string {
 		`DROP INDEX timer_fires_due;
 		CREATE INDEX timer_fires_unclaimed ON timer_fires (due_at) WHERE owner = '' AND state IN ('pending', 'retry', 'running');
 		CREATE INDEX timer_fires_leased ON timer_fires (lease_until) WHERE owner <> '' AND state IN ('pending', 'retry', 'running');`,
+		// 13: a poll's claims go on in (due, timer, planned) order, each
+		// after the last fire the one before it took (store.FireKey): not
+		// a sort of every fire due at one instant for each chunk.
+		`DROP INDEX timer_fires_unclaimed;
+		CREATE INDEX timer_fires_unclaimed ON timer_fires (due_at, timer_id, planned) WHERE owner = '' AND state IN ('pending', 'retry', 'running');`,
 	}
 }
 

@@ -254,33 +254,45 @@ func (s *Store) AdvanceTimers(ctx context.Context, as []store.Advance) error {
 }
 
 // ClaimFires implements store.TimerStore.
-func (s *Store) ClaimFires(ctx context.Context, owner string, before, now, lease int64, limit int) ([]store.Claimed, error) {
+func (s *Store) ClaimFires(ctx context.Context, owner string, after store.FireKey, before, now, lease int64, limit int) ([]store.Claimed, store.FireKey, error) {
 	var out []store.Claimed
+	next := after
 	err := s.tx(ctx, func(tx *sql.Tx) error {
-		// Unclaimed fires by due time, and leases that ran out by lease,
-		// each from its own index (see migration 12).
-		rows, err := tx.QueryContext(ctx, `UPDATE timer_fires SET owner = ?, lease_until = max(due_at, ?) + ?
-			WHERE (timer_id, planned) IN (
-				SELECT * FROM (SELECT timer_id, planned FROM timer_fires
-					WHERE owner = '' AND state IN ('pending', 'retry', 'running') AND due_at <= ? ORDER BY due_at LIMIT ?)
-				UNION ALL
-				SELECT * FROM (SELECT timer_id, planned FROM timer_fires
-					WHERE owner <> '' AND state IN ('pending', 'retry', 'running') AND lease_until < ? AND due_at <= ? ORDER BY lease_until LIMIT ?))
-			RETURNING timer_id, planned, due_at, namespace`, owner, now, lease, before, limit, now, before, limit)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var c store.Claimed
-			if err := rows.Scan(&c.TimerID, &c.Planned, &c.DueAt, &c.Namespace); err != nil {
+		out, next = nil, after
+		// Unclaimed fires in key order from after, then leases that ran
+		// out by lease, each from its own index (see migrations 12 and
+		// 13); a fire the first claims is leased past now, so the second
+		// does not take it again.
+		claim := func(free bool, pick string, args ...any) error {
+			rows, err := tx.QueryContext(ctx, `UPDATE timer_fires SET owner = ?, lease_until = max(due_at, ?) + ?
+				WHERE (timer_id, planned) IN (`+pick+`)
+				RETURNING timer_id, planned, due_at, namespace`, append([]any{owner, now, lease}, args...)...)
+			if err != nil {
 				return err
 			}
-			out = append(out, c)
+			defer rows.Close()
+			for rows.Next() {
+				var c store.Claimed
+				if err := rows.Scan(&c.TimerID, &c.Planned, &c.DueAt, &c.Namespace); err != nil {
+					return err
+				}
+				if k := (store.FireKey{DueAt: c.DueAt, FireRef: c.FireRef}); free && next.Less(k) {
+					next = k
+				}
+				out = append(out, c)
+			}
+			return rows.Err()
 		}
-		return rows.Err()
+		if err := claim(true, `SELECT timer_id, planned FROM timer_fires
+				WHERE owner = '' AND state IN ('pending', 'retry', 'running') AND due_at <= ? AND (due_at, timer_id, planned) > (?, ?, ?)
+				ORDER BY due_at, timer_id, planned LIMIT ?`, before, after.DueAt, after.TimerID, after.Planned, limit); err != nil {
+			return err
+		}
+		return claim(false, `SELECT timer_id, planned FROM timer_fires
+				WHERE owner <> '' AND state IN ('pending', 'retry', 'running') AND lease_until < ? AND due_at <= ?
+				ORDER BY lease_until LIMIT ?`, now, before, limit)
 	})
-	return out, err
+	return out, next, err
 }
 
 // StartFires implements store.TimerStore.

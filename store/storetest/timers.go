@@ -3,6 +3,8 @@ package storetest
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/fom-go/fom/store"
@@ -20,6 +22,7 @@ func timerCases() []struct {
 	}{
 		{"TimersInsertedAllOrNone", timersInsertedAllOrNone},
 		{"TimersOfAMixedBatchKeepEveryField", timersOfAMixedBatch},
+		{"TimerClaimsGoOnFromTheirKey", claimsGoOnFromTheirKey},
 		{"TimerFiresClaimedOnceAndTakenOverAfterTheLease", timerFiresClaimedOnce},
 		{"TimerAttemptsFencedAndKept", timerAttemptsFenced},
 		{"TimerDisableDropsFiresNotBegun", timerDisableDropsFires},
@@ -113,6 +116,66 @@ func timersOfAMixedBatch(t *testing.T, s store.TimerStore) {
 	}
 }
 
+// claim claims from the first unclaimed fire.
+func claim(ctx context.Context, s store.TimerStore, owner string, before, now, lease int64, limit int) ([]store.Claimed, error) {
+	cs, _, err := s.ClaimFires(ctx, owner, store.FireKey{}, before, now, lease, limit)
+	return cs, err
+}
+
+// claimsGoOnFromTheirKey: fires due at one instant claimed in chunks, each
+// from the key the one before it ended on, take every fire once, in key
+// order; a fire whose lease ran out is taken whatever the key; and a
+// claim from the first fire again finds one a chunk passed over.
+func claimsGoOnFromTheirKey(t *testing.T, s store.TimerStore) {
+	ctx := context.Background()
+	var ts []store.Timer
+	for _, id := range []string{"k5", "k1", "k4", "k2", "k3"} {
+		o := oneShot(id, id, 1000)
+		o.First, o.NextAt = 1000, 0
+		ts = append(ts, o)
+	}
+	early := oneShot("k0", "k0", 900)
+	early.First, early.NextAt, early.Owner, early.LeaseUntil = 900, 0, "gone", 950
+	ts = append(ts, early)
+	if err := s.InsertTimers(ctx, ts); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	var key store.FireKey
+	for i := range 3 {
+		cs, next, err := s.ClaimFires(ctx, "A", key, 2000, 1000, 100, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string // a chunk in any order
+		for _, c := range cs {
+			ids = append(ids, c.TimerID)
+		}
+		slices.Sort(ids)
+		got = append(got, ids...)
+		if i == 0 && (len(cs) != 3 || next != (store.FireKey{DueAt: 1000, FireRef: store.FireRef{TimerID: "k2", Planned: 1000}})) {
+			t.Fatalf("first chunk %+v, next %+v: want k1, k2 and the expired k0, next k2", cs, next)
+		}
+		key = next
+	}
+	if strings.Join(got, " ") != "k0 k1 k2 k3 k4 k5" {
+		t.Fatalf("claimed %v by chunk, want k0 k1 k2, k3 k4, k5", got)
+	}
+	if cs, next, _ := s.ClaimFires(ctx, "A", key, 2000, 1000, 100, 2); len(cs) != 0 || next != key {
+		t.Fatalf("past the last: %+v, next %+v (want none, %+v)", cs, next, key)
+	}
+	// A chunk passed over k3 (another instance's claim, given back since).
+	if err := s.ReleaseFires(ctx, "A"); err != nil {
+		t.Fatal(err)
+	}
+	if cs, _, _ := s.ClaimFires(ctx, "B", store.FireKey{DueAt: 1000, FireRef: store.FireRef{TimerID: "k3", Planned: 1000}}, 2000, 1000, 100, 10); len(cs) != 2 || cs[0].TimerID == "k3" || cs[1].TimerID == "k3" {
+		t.Fatalf("after k3: %+v, want k4 and k5", cs)
+	}
+	if cs, _ := claim(ctx, s, "B", 2000, 1000, 100, 10); len(cs) != 4 {
+		t.Fatalf("from the first: %+v, want the four left", cs)
+	}
+}
+
 // due makes a's fire due at 1000 through AdvanceTimers, twice (the second
 // finds the timer moved and adds nothing).
 func due(t *testing.T, s store.TimerStore, ids ...string) {
@@ -133,15 +196,15 @@ func timerFiresClaimedOnce(t *testing.T, s store.TimerStore) {
 	ctx := context.Background()
 	s.InsertTimers(ctx, []store.Timer{oneShot("x1", "x", 1000), oneShot("y1", "y", 1000)})
 	due(t, s, "x1", "y1")
-	a, err := s.ClaimFires(ctx, "A", 2000, 500, 100, 10)
+	a, err := claim(ctx, s, "A", 2000, 500, 100, 10)
 	if err != nil || len(a) != 2 {
 		t.Fatalf("A claimed %+v %v", a, err)
 	}
-	if b, _ := s.ClaimFires(ctx, "B", 2000, 600, 100, 10); len(b) != 0 {
+	if b, _ := claim(ctx, s, "B", 2000, 600, 100, 10); len(b) != 0 {
 		t.Fatalf("B claimed fires A holds: %+v", b)
 	}
 	// A's lease ends at due+lease = 1100: B takes them after.
-	b, _ := s.ClaimFires(ctx, "B", 2000, 1200, 100, 10)
+	b, _ := claim(ctx, s, "B", 2000, 1200, 100, 10)
 	if len(b) != 2 {
 		t.Fatalf("B after A's lease: %+v", b)
 	}
@@ -155,7 +218,7 @@ func timerFiresClaimedOnce(t *testing.T, s store.TimerStore) {
 	}
 	// B dies during the attempt: its lease (1200+50+10) ends, A takes the
 	// fire over, and its attempt is the second.
-	c, _ := s.ClaimFires(ctx, "A", 2000, 1350, 100, 10)
+	c, _ := claim(ctx, s, "A", 2000, 1350, 100, 10)
 	if len(c) != 2 {
 		t.Fatalf("A after B's leases: %+v", c)
 	}
@@ -166,7 +229,7 @@ func timerFiresClaimedOnce(t *testing.T, s store.TimerStore) {
 	if err := s.ReleaseFires(ctx, "A"); err != nil {
 		t.Fatal(err)
 	}
-	if d, _ := s.ClaimFires(ctx, "B", 2000, 1351, 100, 10); len(d) != 1 || d[0].TimerID != "y1" {
+	if d, _ := claim(ctx, s, "B", 2000, 1351, 100, 10); len(d) != 1 || d[0].TimerID != "y1" {
 		t.Fatalf("after A gave back what it had not begun: %+v", d)
 	}
 }
@@ -176,7 +239,7 @@ func timerAttemptsFenced(t *testing.T, s store.TimerStore) {
 	s.InsertTimers(ctx, []store.Timer{oneShot("f1", "f", 1000)})
 	due(t, s, "f1")
 	ref := store.FireRef{TimerID: "f1", Planned: 1000}
-	s.ClaimFires(ctx, "A", 2000, 1000, 100, 10)
+	claim(ctx, s, "A", 2000, 1000, 100, 10)
 	st, err := s.StepFires(ctx, "A", nil, []store.FireRef{ref}, 1000, 50, 10)
 	if err != nil || len(st) != 1 {
 		t.Fatalf("begin: %+v %v", st, err)
@@ -189,7 +252,7 @@ func timerAttemptsFenced(t *testing.T, s store.TimerStore) {
 	if _, err := s.StepFires(ctx, "A", []store.Outcome{stale, fail}, nil, 0, 0, 0); err != nil {
 		t.Fatal(err)
 	}
-	s.ClaimFires(ctx, "A", 2000, 1500, 100, 10)
+	claim(ctx, s, "A", 2000, 1500, 100, 10)
 	if st, _ := s.StepFires(ctx, "A", nil, []store.FireRef{ref}, 1500, 50, 10); len(st) != 1 || st[0].Attempt != 2 {
 		t.Fatalf("second attempt: %+v", st)
 	}
@@ -221,7 +284,7 @@ func timerDisableDropsFires(t *testing.T, s store.TimerStore) {
 	ctx := context.Background()
 	s.InsertTimers(ctx, []store.Timer{oneShot("d1", "d", 1000)})
 	due(t, s, "d1")
-	s.ClaimFires(ctx, "A", 2000, 900, 100, 10)
+	claim(ctx, s, "A", 2000, 900, 100, 10)
 	if ok, err := s.SetEnabled(ctx, "d1", false, 0, 950); !ok || err != nil {
 		t.Fatalf("disable: %v %v", ok, err)
 	}

@@ -676,11 +676,7 @@ func (c *Coordinator) recordRetrying(batch []admission, stop chan struct{}) ([]b
 func (c *Coordinator) recordOnce(ctx context.Context, batch []admission, id int64, again bool) ([]bool, error) {
 	// An aligned burst's fires share their planned instant, and a
 	// settled cluster's leases mostly their term: sent once (pgbulk).
-	var b pgbulk.Batch
-	var f pgbulk.Selection
-	pgbulk.Col(&b, &f, "s", "text", batch, func(a *admission) string { return a.schedule })
-	pgbulk.Col(&b, &f, "p", "timestamptz", batch, func(a *admission) time.Time { return a.planned })
-	pgbulk.Col(&b, &f, "t", "bigint", batch, func(a *admission) int64 { return a.term })
+	b, f := fireCols(batch)
 	owner, batchID := b.Arg(c.o.InstanceID), b.Arg(id)
 	c.mu.Lock()
 	owned := len(c.owned)
@@ -692,17 +688,57 @@ func (c *Coordinator) recordOnce(ctx context.Context, batch []admission, id int6
 		with = `WITH mine AS MATERIALIZED (SELECT schedule, term FROM ` + c.t("leases") + ` WHERE owner = ` + owner + ` AND expires_at > now()) `
 		leased = ` JOIN mine ON mine.schedule = f.s AND mine.term = f.t`
 	}
-	conflict := ""
-	if again {
-		conflict = ` ON CONFLICT (schedule, planned) DO UPDATE SET batch = excluded.batch
-			WHERE r.owner = excluded.owner AND r.term = excluded.term AND r.batch = excluded.batch`
+	insert := with + `INSERT INTO ` + c.t("fires") + ` AS r (schedule, planned, term, owner, batch)
+		SELECT f.s, f.p, f.t, ` + owner + `, ` + batchID + ` FROM (` + f.SQL() + `) AS f` + leased
+	if !again {
+		// Most often every fire is admitted, which the count of rows
+		// written says: no row comes back. When some were refused (a
+		// lease lost), the rows this batch wrote are read by their key.
+		tag, err := c.pool.Exec(ctx, insert, b.Args...)
+		if err == nil && c.lostAnswer != nil {
+			err = c.lostAnswer()
+		}
+		if err != nil || tag.RowsAffected() == int64(len(batch)) {
+			return allOf(len(batch), err == nil), err
+		}
+		c.fireStatements.Add(1)
+		b, f = fireCols(batch)
+		return c.admittedOf(ctx, batch, `SELECT r.schedule, r.planned FROM `+c.t("fires")+` r JOIN (`+f.SQL()+`) AS f ON r.schedule = f.s AND r.planned = f.p
+			WHERE r.owner = `+b.Arg(c.o.InstanceID)+` AND r.batch = `+b.Arg(id), b.Args)
 	}
-	// The fires written come back as keys, matched here: no join of the
-	// batch with what it wrote, which a generic plan (the store's) makes
-	// a nested loop over both.
-	rows, err := c.pool.Query(ctx, with+`INSERT INTO `+c.t("fires")+` AS r (schedule, planned, term, owner, batch)
-		SELECT f.s, f.p, f.t, `+owner+`, `+batchID+` FROM (`+f.SQL()+`) AS f`+leased+conflict+`
-		RETURNING schedule, planned`, b.Args...)
+	// Asked again: the fires recorded already are skipped, and those this
+	// batch wrote admitted. The fires written come back as keys, matched
+	// here: no join of the batch with what it wrote, which a generic plan
+	// (the store's) makes a nested loop over both.
+	return c.admittedOf(ctx, batch, insert+` ON CONFLICT (schedule, planned) DO UPDATE SET batch = excluded.batch
+			WHERE r.owner = excluded.owner AND r.term = excluded.term AND r.batch = excluded.batch
+		RETURNING schedule, planned`, b.Args)
+}
+
+// fireCols is a batch's fires as the columns s (schedule), p (planned)
+// and t (term).
+func fireCols(batch []admission) (*pgbulk.Batch, *pgbulk.Selection) {
+	var b pgbulk.Batch
+	var f pgbulk.Selection
+	pgbulk.Col(&b, &f, "s", "text", batch, func(a *admission) string { return a.schedule })
+	pgbulk.Col(&b, &f, "p", "timestamptz", batch, func(a *admission) time.Time { return a.planned })
+	pgbulk.Col(&b, &f, "t", "bigint", batch, func(a *admission) int64 { return a.term })
+	return &b, &f
+}
+
+// allOf is n answers, each ok.
+func allOf(n int, ok bool) []bool {
+	out := make([]bool, n)
+	for i := range out {
+		out[i] = ok
+	}
+	return out
+}
+
+// admittedOf runs sql, whose rows are the (schedule, planned) keys of the
+// fires of batch admitted, and answers each fire.
+func (c *Coordinator) admittedOf(ctx context.Context, batch []admission, sql string, args []any) ([]bool, error) {
+	rows, err := c.pool.Query(ctx, sql, args...)
 	ok := make([]bool, len(batch))
 	if err == nil {
 		type key struct {

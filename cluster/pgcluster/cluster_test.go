@@ -259,6 +259,52 @@ func TestAFireRecordedAlreadyIsRefusedAndItsBatchmatesAdmitted(t *testing.T) {
 	}
 }
 
+// TestAFireWhoseLeaseWasLostIsRefusedAndItsBatchmatesAdmitted: a batch's
+// plain insert writes the fires whose leases hold and skips one whose
+// lease another instance took; the count of rows written falls short, and
+// the fires the batch wrote are read back: the lost one is refused, not
+// errored, its batchmate admitted.
+func TestAFireWhoseLeaseWasLostIsRefusedAndItsBatchmatesAdmitted(t *testing.T) {
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
+	ctx := context.Background()
+	c := coordinator(t, schema, "a", nil, pgcluster.Options{LeaseTTL: time.Minute}, "s", "u")
+	start(t, c)
+	// c still believes it holds u: its lease moved behind its back.
+	if _, err := pool.Exec(ctx, "UPDATE "+schema+".leases SET owner = 'other', term = term + 1 WHERE schedule = 'u'"); err != nil {
+		t.Fatal(err)
+	}
+	fire := time.Now().Truncate(time.Second).Add(time.Second).UTC()
+	var wg sync.WaitGroup
+	got := map[string]error{}
+	admitted := map[string]bool{}
+	var mu sync.Mutex
+	for _, name := range []string{"s", "u"} {
+		wg.Go(func() {
+			ok, err := c.Admit(ctx, name, fire)
+			mu.Lock()
+			got[name], admitted[name] = err, ok
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if got["u"] != nil || admitted["u"] {
+		t.Errorf("the fire whose lease was lost: admitted %v, %v; want refused", admitted["u"], got["u"])
+	}
+	if got["s"] != nil || !admitted["s"] {
+		t.Errorf("its batchmate: admitted %v, %v; want admitted", admitted["s"], got["s"])
+	}
+	var recorded []string
+	rows, err := pool.Query(ctx, "SELECT schedule FROM "+schema+".fires WHERE planned = $1 ORDER BY 1", fire)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n string
+	if _, err := pgx.ForEachRow(rows, []any{&n}, func() error { recorded = append(recorded, n); return nil }); err != nil || len(recorded) != 1 || recorded[0] != "s" {
+		t.Fatalf("recorded %v (%v), want s alone", recorded, err)
+	}
+}
+
 // TestStopEndsTheRetries: a coordinator asking again for a fire whose
 // answers are lost stops asking when it is stopped, rather than at the end
 // of its renewal interval.

@@ -382,3 +382,62 @@ func TestPruneFiresKeepsEachSchedulesLast(t *testing.T) {
 		t.Fatalf("records left by schedule: %v, want %v", got, want)
 	}
 }
+
+// TestDeclarationsAreComparedByTheirDigestFirst: instances that declare
+// the same share a digest and disagree on nothing; one that declares a
+// schedule differently is found, whether the others' digests are known or
+// not (an instance that has written none yet).
+func TestDeclarationsAreComparedByTheirDigestFirst(t *testing.T) {
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
+	ctx := context.Background()
+	a := coordinator(t, schema, "a", nil, pgcluster.Options{LeaseTTL: time.Minute}, "s", "u")
+	b := coordinator(t, schema, "b", nil, pgcluster.Options{LeaseTTL: time.Minute}, "s", "u")
+	start(t, a)
+	start(t, b)
+	same := map[string]map[string]string{"s": {"cron": "* * * * * *"}, "u": {"size": "10"}}
+	other := map[string]map[string]string{"s": {"cron": "*/2 * * * * *"}, "u": {"size": "10"}}
+	declare := func(c *pgcluster.Coordinator, d map[string]map[string]string) {
+		t.Helper()
+		if err := c.Declare(ctx, d, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	differ := func(want string) {
+		t.Helper()
+		ds, err := a.Disagreements(ctx)
+		var got []string
+		for _, d := range ds {
+			got = append(got, d.Schedule+":"+strings.Join(d.Keys, ","))
+		}
+		if err != nil || strings.Join(got, " ") != want {
+			t.Fatalf("disagreements %v (%v), want %q", got, err, want)
+		}
+	}
+	digests := func() (string, string) {
+		t.Helper()
+		var x, y string
+		if err := pool.QueryRow(ctx, "SELECT (SELECT decl_digest FROM "+schema+".instances WHERE id = 'a'), (SELECT decl_digest FROM "+schema+".instances WHERE id = 'b')").Scan(&x, &y); err != nil {
+			t.Fatal(err)
+		}
+		return x, y
+	}
+	declare(a, same)
+	declare(b, same)
+	if x, y := digests(); x == "" || x != y {
+		t.Fatalf("digests %q and %q: want one, known", x, y)
+	}
+	differ("")
+	declare(b, other)
+	if x, y := digests(); x == y {
+		t.Fatalf("different declarations share the digest %q", x)
+	}
+	differ("s:cron")
+	// a's digest unknown: the declarations are compared one by one.
+	if _, err := pool.Exec(ctx, "UPDATE "+schema+".instances SET decl_digest = '' WHERE id = 'a'"); err != nil {
+		t.Fatal(err)
+	}
+	differ("s:cron")
+	declare(b, same)
+	differ("")
+}

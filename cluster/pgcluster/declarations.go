@@ -33,6 +33,11 @@ func (c *Coordinator) Declare(ctx context.Context, decls map[string]map[string]s
 		docs[i] = string(b)
 	}
 	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		// Declarations of one instance are written one transaction at a
+		// time, so that each digest reads what the ones before it wrote.
+		if _, err := tx.Exec(ctx, "SELECT 1 FROM "+c.t("instances")+" WHERE id = $1 FOR UPDATE", c.o.InstanceID); err != nil {
+			return err
+		}
 		if replace {
 			if _, err := tx.Exec(ctx, "DELETE FROM "+c.t("declarations")+" WHERE instance = $1 AND NOT (schedule = ANY($2))", c.o.InstanceID, names); err != nil {
 				return err
@@ -41,6 +46,13 @@ func (c *Coordinator) Declare(ctx context.Context, decls map[string]map[string]s
 		_, err := tx.Exec(ctx, "INSERT INTO "+c.t("declarations")+` (instance, schedule, decl)
 			SELECT $1, n, d::jsonb FROM unnest($2::text[], $3::text[]) AS x(n, d)
 			ON CONFLICT (instance, schedule) DO UPDATE SET decl = excluded.decl`, c.o.InstanceID, names, docs)
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, "UPDATE "+c.t("instances")+` SET decl_digest = (
+				SELECT 'sha256:' || encode(sha256(convert_to(coalesce(string_agg(schedule || E'\t' || decl::text, E'\n' ORDER BY schedule), ''), 'UTF8')), 'hex')
+				FROM `+c.t("declarations")+` WHERE instance = $1)
+			WHERE id = $1`, c.o.InstanceID)
 		return err
 	})
 	if err != nil {
@@ -50,10 +62,21 @@ func (c *Coordinator) Declare(ctx context.Context, decls map[string]map[string]s
 }
 
 // Disagreements lists the schedules live instances declare differently.
-// The database picks them (the declarations of one schedule compared as
-// jsonb values): every instance asks at each resync, and a cluster
-// whose instances agree reads no declaration.
+// Every instance asks at each resync: when the live instances share one
+// digest of their declarations (written by Declare), none differ and no
+// declaration is read; otherwise the database picks the schedules (the
+// declarations of one schedule compared as jsonb values).
 func (c *Coordinator) Disagreements(ctx context.Context) ([]Disagreement, error) {
+	// Live instances that share one known digest declare the same.
+	var digests int
+	var unknown bool
+	if err := c.pool.QueryRow(ctx, `SELECT count(DISTINCT decl_digest), coalesce(bool_or(decl_digest = ''), false) FROM `+c.t("instances")+`
+		WHERE NOT stopped AND heartbeat_at > now() - $1::interval`, c.o.LeaseTTL).Scan(&digests, &unknown); err != nil {
+		return nil, fmt.Errorf("fom: cluster: read declarations: %w", err)
+	}
+	if digests <= 1 && !unknown {
+		return nil, nil
+	}
 	rows, err := c.pool.Query(ctx, `WITH live AS (
 			SELECT d.schedule, d.instance, d.decl, i.started_at
 			FROM `+c.t("declarations")+` d JOIN `+c.t("instances")+` i ON i.id = d.instance

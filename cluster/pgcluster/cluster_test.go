@@ -220,6 +220,24 @@ func TestALostAnswerIsAskedAgain(t *testing.T) {
 	}
 }
 
+// admitTogether asks c at once to admit the fires of names planned at
+// fire (one batch), and returns its answers.
+func admitTogether(c *pgcluster.Coordinator, fire time.Time, names ...string) (map[string]bool, map[string]error) {
+	var wg sync.WaitGroup
+	admitted, errs := map[string]bool{}, map[string]error{}
+	var mu sync.Mutex
+	for _, name := range names {
+		wg.Go(func() {
+			ok, err := c.Admit(context.Background(), name, fire)
+			mu.Lock()
+			admitted[name], errs[name] = ok, err
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return admitted, errs
+}
+
 // TestAFireRecordedAlreadyIsRefusedAndItsBatchmatesAdmitted: a batch's
 // first statement is a plain insert, which a fire recorded already (by
 // an owner whose term ended as this one's began) fails whole; asked again,
@@ -234,19 +252,7 @@ func TestAFireRecordedAlreadyIsRefusedAndItsBatchmatesAdmitted(t *testing.T) {
 	if _, err := pool.Exec(ctx, "INSERT INTO "+schema+".fires (schedule, planned, term, owner) VALUES ('s', $1, 1, 'gone')", fire); err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	got := map[string]error{}
-	admitted := map[string]bool{}
-	var mu sync.Mutex
-	for _, name := range []string{"s", "u"} {
-		wg.Go(func() {
-			ok, err := c.Admit(ctx, name, fire)
-			mu.Lock()
-			got[name], admitted[name] = err, ok
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
+	admitted, got := admitTogether(c, fire, "s", "u")
 	if got["s"] != nil || admitted["s"] {
 		t.Errorf("the fire recorded already: admitted %v, %v; want refused", admitted["s"], got["s"])
 	}
@@ -275,19 +281,7 @@ func TestAFireWhoseLeaseWasLostIsRefusedAndItsBatchmatesAdmitted(t *testing.T) {
 		t.Fatal(err)
 	}
 	fire := time.Now().Truncate(time.Second).Add(time.Second).UTC()
-	var wg sync.WaitGroup
-	got := map[string]error{}
-	admitted := map[string]bool{}
-	var mu sync.Mutex
-	for _, name := range []string{"s", "u"} {
-		wg.Go(func() {
-			ok, err := c.Admit(ctx, name, fire)
-			mu.Lock()
-			got[name], admitted[name] = err, ok
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
+	admitted, got := admitTogether(c, fire, "s", "u")
 	if got["u"] != nil || admitted["u"] {
 		t.Errorf("the fire whose lease was lost: admitted %v, %v; want refused", admitted["u"], got["u"])
 	}

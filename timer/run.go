@@ -159,7 +159,9 @@ func (s *Service) poll(ctx context.Context) error {
 	// A chunk of timers made, then a chunk of fires claimed and armed,
 	// soonest first: the first fires are armed before the later ones are
 	// made, however many are due within the window. Each chunk's claim
-	// goes on from where the one before it ended.
+	// goes on from where the one before it ended, unless the chunk made
+	// fires: one of them may come before that (timers due at one instant
+	// are read in any order), and the claim starts over.
 	var from store.FireKey
 	for {
 		ts, err := s.st.DueTimers(ctx, ms(horizon), s.o.ClaimBatch)
@@ -174,6 +176,7 @@ func (s *Service) poll(ctx context.Context) error {
 			if err := s.st.AdvanceTimers(ctx, as); err != nil {
 				return fmt.Errorf("make fires: %w", err)
 			}
+			from = store.FireKey{}
 		}
 		cs, next, err := s.st.ClaimFires(ctx, s.o.Instance, from, ms(horizon), ms(now), s.o.Lease.Milliseconds(), s.o.ClaimBatch)
 		from = next

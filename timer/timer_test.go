@@ -1,12 +1,14 @@
 package timer
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -737,6 +739,51 @@ func (f *failingStep) StepFires(ctx context.Context, owner string, os []store.Ou
 	}
 	f.mu.Unlock()
 	return f.TimerStore.StepFires(ctx, owner, os, refs, now, defTimeout, grace)
+}
+
+// tiesLast is a store that reads the timers due at one instant largest
+// id first (a store may read ties in any order).
+type tiesLast struct{ store.TimerStore }
+
+func (s tiesLast) DueTimers(ctx context.Context, before int64, limit int) ([]store.Timer, error) {
+	ts, err := s.TimerStore.DueTimers(ctx, before, 1<<20)
+	slices.SortStableFunc(ts, func(a, b store.Timer) int {
+		return cmp.Or(cmp.Compare(a.NextAt, b.NextAt), strings.Compare(b.ID, a.ID))
+	})
+	return ts[:min(limit, len(ts))], err
+}
+
+// A poll claims in chunks, each going on from the key the one before it
+// ended on; a chunk that made fires starts over, so that a fire it made
+// before that key (timers due at one instant, read in any order) is
+// claimed by the same poll, not the next.
+func TestAPollClaimsTheFiresItMadeBeforeItsKey(t *testing.T) {
+	forEachStore(t, aPollClaimsTheFiresItMadeBeforeItsKey)
+}
+
+func aPollClaimsTheFiresItMadeBeforeItsKey(t *testing.T, newStore func(*testing.T) store.TimerStore) {
+	f := newFake(t, tiesLast{newStore(t)}, func(o *Options) { o.ClaimBatch = 2 })
+	f.handle(t, "k", newGot(), nil)
+	ctx := context.Background()
+	var ids []string
+	for i := range 4 { // due a minute on, past the window: made by a poll
+		id, err := f.Create(ctx, Spec{Name: fmt.Sprintf("c%d", i), Kind: "k", Cron: "0 * * * * *"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	f.clk.Advance(59500 * time.Millisecond)
+	// One poll (the service not started: no other): two chunks of two
+	// timers, the second's ids before the first's.
+	if err := f.poll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if fs, err := f.st.Fires(ctx, id, 1); err != nil || len(fs) != 1 || fs[0].Owner != "test" {
+			t.Errorf("timer %s: fires %+v (%v), want one, claimed by the poll", id, fs, err)
+		}
+	}
 }
 
 // A store error while a fire begins leaves it claimed and undelivered; it

@@ -346,6 +346,25 @@ func (c *Config) codeDefault(key string) string {
 	return d.def
 }
 
+// CodeDefaults returns every key's code default (its tag, else its
+// built-in default), as Entries reports them, without building the
+// entries: an App of many schedules declares them all at its start.
+func (c *Config) CodeDefaults() map[string]string {
+	out := make(map[string]string, len(c.defs))
+	for i := range c.defs {
+		d := &c.defs[i]
+		switch t, tagged := c.tags[d.name]; {
+		case tagged:
+			out[d.name] = t
+		case d.name == KeyName:
+			out[d.name] = c.schedule
+		default:
+			out[d.name] = d.def
+		}
+	}
+	return out
+}
+
 // Schedule returns the name of the schedule this configuration belongs to.
 func (c *Config) Schedule() string { return c.schedule }
 

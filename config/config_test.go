@@ -135,3 +135,31 @@ func TestReadsOfValuesAndKeys(t *testing.T) {
 		t.Fatalf("change %+v", got)
 	}
 }
+
+// TestCodeDefaultsAreTheEntriesDefaults: every key's code default, a tag
+// or a custom key's own or a built-in one, and the name, as Entries
+// reports it; an operator's edit is not a code default.
+func TestCodeDefaultsAreTheEntriesDefaults(t *testing.T) {
+	t.Parallel()
+	c, err := New("a", Spec{
+		Tags:      map[string]string{"fixedRate": "10s", "size": "3"},
+		Custom:    []CustomKey{{Name: "region", Default: "eu"}, {Name: "size", Default: "1"}},
+		Persisted: map[string]string{"region": "us"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := c.CodeDefaults()
+	es := c.Entries()
+	if len(got) != len(es) {
+		t.Fatalf("%d code defaults, %d entries", len(got), len(es))
+	}
+	for _, e := range es {
+		if d, ok := got[e.Key]; !ok || d != e.Default {
+			t.Errorf("key %s: code default %q (%v), the entry's %q", e.Key, d, ok, e.Default)
+		}
+	}
+	if got["fixedRate"] != "10s" || got["size"] != "3" || got["region"] != "eu" || got["name"] != "a" {
+		t.Errorf("code defaults %v", got)
+	}
+}

@@ -347,11 +347,7 @@ func (a *App) follow(name string, running bool) {
 
 // declarationOf is a schedule's code declaration: each key's code default.
 func declarationOf(sc *ScheduleContext) map[string]string {
-	d := map[string]string{}
-	for _, e := range sc.Config().Entries() {
-		d[e.Key] = e.Default
-	}
-	return d
+	return sc.Config().CodeDefaults()
 }
 
 // declare records this instance's code declaration of its schedules, in

@@ -203,7 +203,7 @@ func (c *Coordinator) loop(stop, done chan struct{}) {
 		}()
 		defer func() { <-listened }()
 	}
-	t := time.NewTicker(c.o.RenewEvery)
+	t := time.NewTimer(c.renewalAfter(time.Now()))
 	defer t.Stop()
 	// Fire records are pruned every firesPruneEvery, off the renewal path.
 	prune := time.NewTicker(firesPruneEvery)
@@ -229,6 +229,7 @@ func (c *Coordinator) loop(stop, done chan struct{}) {
 		case <-stop:
 			return
 		case <-t.C:
+			t.Reset(c.renewalAfter(time.Now()))
 			ctx, cancel := context.WithTimeout(context.Background(), c.o.RenewEvery)
 			c.tick(ctx)
 			if c.o.Resync != nil && c.resyncDue() {
@@ -241,6 +242,22 @@ func (c *Coordinator) loop(stop, done chan struct{}) {
 			cancel()
 		}
 	}
+}
+
+// renewalAfter is how long after now the next renewal comes: RenewEvery,
+// brought forward to the half-second before it when RenewEvery is a
+// second or more. Cron fires fall on whole seconds, and the aligned burst
+// of many schedules takes the CPUs for some milliseconds after each: a
+// renewal half-way between two (a statement, and a pass over every
+// schedule this instance can run) does not add to one. Never later than
+// RenewEvery, so the leases' margins hold.
+func (c *Coordinator) renewalAfter(now time.Time) time.Duration {
+	d := c.o.RenewEvery
+	if d < time.Second {
+		return d
+	}
+	at := now.Add(d).Add(-500 * time.Millisecond).Truncate(time.Second).Add(500 * time.Millisecond)
+	return at.Sub(now)
 }
 
 // Kick asks for a tick now, rather than at the next renewal: a schedule

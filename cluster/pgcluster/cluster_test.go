@@ -435,3 +435,32 @@ func TestDeclarationsAreComparedByTheirDigestFirst(t *testing.T) {
 	declare(b, same)
 	differ("")
 }
+
+// TestRenewalsFallBetweenWholeSeconds: with a renewal interval of a second
+// or more, the next renewal is brought forward to a half-second (cron
+// fires are on whole seconds), by less than a second and never past the
+// interval; under a second, it is the interval.
+func TestRenewalsFallBetweenWholeSeconds(t *testing.T) {
+	for _, ttl := range []time.Duration{15 * time.Second, 3 * time.Second, 1500 * time.Millisecond} {
+		c, err := pgcluster.New(&pgxpool.Pool{}, "s", pgcluster.Options{InstanceID: "a", LeaseTTL: ttl})
+		if err != nil {
+			t.Fatal(err)
+		}
+		every := c.RenewEvery()
+		base := time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC)
+		for _, off := range []time.Duration{0, time.Millisecond, 499 * time.Millisecond, 500 * time.Millisecond, 501 * time.Millisecond, 999 * time.Millisecond} {
+			now := base.Add(off)
+			d := c.RenewalAfter(now)
+			if every < time.Second {
+				if d != every {
+					t.Errorf("TTL %s, at %s: next in %s, want %s", ttl, now.Format("05.000"), d, every)
+				}
+				continue
+			}
+			at := now.Add(d)
+			if d > every || d <= every-time.Second || at.Nanosecond() != int(500*time.Millisecond) {
+				t.Errorf("TTL %s (every %s), at %s: next at %s, in %s; want a half-second in (%s, %s]", ttl, every, now.Format("05.000"), at.Format("05.000"), d, every-time.Second, every)
+			}
+		}
+	}
+}

@@ -12,6 +12,8 @@ func (c *Coordinator) SetLostAnswer(f func() error) { c.lostAnswer = f }
 
 func (c *Coordinator) RenewEvery() time.Duration { return c.o.RenewEvery }
 
+func (c *Coordinator) RenewalAfter(now time.Time) time.Duration { return c.renewalAfter(now) }
+
 func (c *Coordinator) PruneFires(ctx context.Context) { c.pruneFires(ctx) }
 
 // ListenPID is the backend of the listening connection (0: none yet).

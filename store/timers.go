@@ -104,6 +104,15 @@ func (k FireKey) Less(o FireKey) bool {
 	return k.Planned < o.Planned
 }
 
+// Past is the later of k and c's key: the key a claim goes on from once
+// it took c.
+func (k FireKey) Past(c Claimed) FireKey {
+	if ck := (FireKey{DueAt: c.DueAt, FireRef: c.FireRef}); k.Less(ck) {
+		return ck
+	}
+	return k
+}
+
 // Claimed is a fire claimed by an instance, to be armed for its due time.
 type Claimed struct {
 	FireRef

@@ -719,9 +719,8 @@ func (c *Coordinator) recordOnce(ctx context.Context, batch []admission, id int6
 			return allOf(len(batch), err == nil), err
 		}
 		c.fireStatements.Add(1)
-		b, f = fireCols(batch)
-		return c.admittedOf(ctx, batch, `SELECT r.schedule, r.planned FROM `+c.t("fires")+` r JOIN (`+f.SQL()+`) AS f ON r.schedule = f.s AND r.planned = f.p
-			WHERE r.owner = `+b.Arg(c.o.InstanceID)+` AND r.batch = `+b.Arg(id), b.Args)
+		return c.admittedOf(ctx, batch, `SELECT r.schedule, r.planned FROM `+c.t("fires")+` r JOIN (`+f.SQL()+`) AS f ON r.schedule = f.s AND r.planned = f.p AND r.term = f.t
+			WHERE r.owner = `+owner+`::text AND r.batch = `+batchID+`::bigint`, b.Args)
 	}
 	// Asked again: the fires recorded already are skipped, and those this
 	// batch wrote admitted. The fires written come back as keys, matched

@@ -33,39 +33,34 @@ type Selection struct {
 
 // Col adds to sel the column name of type typ, read from rows by get.
 func Col[R any, T comparable](b *Batch, sel *Selection, name, typ string, rows []R, get func(*R) T) Column {
+	return ColEq(b, sel, name, typ, rows, get, func(x, y T) bool { return x == y })
+}
+
+// ColEq is Col for values compared by eq (a []byte by bytes.Equal).
+func ColEq[R, T any](b *Batch, sel *Selection, name, typ string, rows []R, get func(*R) T, eq func(T, T) bool) Column {
 	v0 := get(&rows[0])
 	same := true
 	for i := 1; i < len(rows) && same; i++ {
-		same = get(&rows[i]) == v0
+		same = eq(get(&rows[i]), v0)
 	}
-	return b.Add(sel, name, typ, same, v0, func() any {
+	c := Column{name: name}
+	if same {
+		c.param = b.Arg(v0) + "::" + typ
+	} else {
 		vs := make([]T, len(rows))
 		for i := range rows {
 			vs[i] = get(&rows[i])
 		}
-		return vs
-	})
+		c.param, c.array = b.Arg(vs)+"::"+typ+"[]", true
+	}
+	sel.Use(c)
+	return c
 }
 
 // Arg adds a parameter and returns its placeholder.
 func (b *Batch) Arg(v any) string {
 	b.Args = append(b.Args, v)
 	return "$" + strconv.Itoa(len(b.Args))
-}
-
-// Add adds to sel the column name of type typ: first, when every row
-// has it (same), or else the array that values makes.
-func (b *Batch) Add(sel *Selection, name, typ string, same bool, first any, values func() any) Column {
-	c := Column{name: name}
-	if same {
-		b.Args = append(b.Args, first)
-		c.param = "$" + strconv.Itoa(len(b.Args)) + "::" + typ
-	} else {
-		b.Args = append(b.Args, values())
-		c.param, c.array = "$"+strconv.Itoa(len(b.Args))+"::"+typ+"[]", true
-	}
-	sel.Use(c)
-	return c
 }
 
 // Use adds an existing column (a parameter already sent) to sel.

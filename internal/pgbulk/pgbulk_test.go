@@ -1,6 +1,7 @@
 package pgbulk
 
 import (
+	"bytes"
 	"reflect"
 	"testing"
 )
@@ -31,6 +32,24 @@ func TestAColumnCommonToEveryRowIsSentOnce(t *testing.T) {
 	Col(&b, &other, "at", "bigint", rows, func(r *row) int64 { return 7 })
 	if got, want := other.SQL(), `SELECT id, $5::bigint AS at FROM unnest($1::text[]) AS u(id)`; got != want {
 		t.Errorf("reuse\n got %s\nwant %s", got, want)
+	}
+}
+
+func TestBytesAreComparedByTheirEq(t *testing.T) {
+	type blob struct{ b []byte }
+	for _, c := range []struct {
+		rows []blob
+		want string
+	}{
+		{[]blob{{[]byte("x")}, {[]byte("x")}}, `SELECT $1::bytea AS b`},
+		{[]blob{{[]byte("x")}, {[]byte("y")}}, `SELECT b FROM unnest($1::bytea[]) AS u(b)`},
+	} {
+		var b Batch
+		var sel Selection
+		ColEq(&b, &sel, "b", "bytea", c.rows, func(r *blob) []byte { return r.b }, bytes.Equal)
+		if got := sel.SQL(); got != c.want {
+			t.Errorf("SQL\n got %s\nwant %s", got, c.want)
+		}
 	}
 }
 

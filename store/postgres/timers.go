@@ -115,14 +115,7 @@ func (s *Store) insertTimers(ctx context.Context, q querier, ts []store.Timer) e
 	pgbulk.Col(&b, &t, "kind", "text", ts, func(t *store.Timer) string { return t.Kind })
 	pgbulk.Col(&b, &t, "at", "bigint", ts, func(t *store.Timer) int64 { return t.At })
 	pgbulk.Col(&b, &t, "cron", "text", ts, func(t *store.Timer) string { return t.Cron })
-	b.Add(&t, "payload", "bytea", !slices.ContainsFunc(ts[1:], func(x store.Timer) bool { return !bytes.Equal(x.Payload, ts[0].Payload) }),
-		ts[0].Payload, func() any {
-			vs := make([][]byte, len(ts))
-			for i := range ts {
-				vs[i] = ts[i].Payload
-			}
-			return vs
-		})
+	pgbulk.ColEq(&b, &t, "payload", "bytea", ts, func(t *store.Timer) []byte { return t.Payload }, bytes.Equal)
 	pgbulk.Col(&b, &t, "enabled", "bool", ts, func(t *store.Timer) bool { return t.Enabled })
 	pgbulk.Col(&b, &t, "version", "bigint", ts, func(t *store.Timer) int64 { return t.Version })
 	pgbulk.Col(&b, &t, "max_attempts", "int", ts, func(t *store.Timer) int32 { return int32(t.MaxAttempts) })
@@ -358,8 +351,8 @@ func (s *Store) ClaimFires(ctx context.Context, owner string, after store.FireKe
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Claimed, error) {
 		var c store.Claimed
 		err := r.Scan(&c.TimerID, &c.Planned, &c.DueAt, &c.Namespace, &free)
-		if k := (store.FireKey{DueAt: c.DueAt, FireRef: c.FireRef}); free && next.Less(k) {
-			next = k
+		if free {
+			next = next.Past(c)
 		}
 		return c, err
 	})

@@ -276,8 +276,8 @@ func (s *Store) ClaimFires(ctx context.Context, owner string, after store.FireKe
 				if err := rows.Scan(&c.TimerID, &c.Planned, &c.DueAt, &c.Namespace); err != nil {
 					return err
 				}
-				if k := (store.FireKey{DueAt: c.DueAt, FireRef: c.FireRef}); free && next.Less(k) {
-					next = k
+				if free {
+					next = next.Past(c)
 				}
 				out = append(out, c)
 			}

@@ -787,7 +787,7 @@ func TestClusterSurvivesSIGKILL(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	to := time.Now().Add(-1500 * time.Millisecond)
 	// The recorded fires: one row per fire by construction; look for holes.
-	rows, err := pool.Query(ctx, "SELECT schedule, planned FROM "+schema+".fires WHERE planned >= $1 AND planned < $2", from.Truncate(time.Second).Add(time.Second), to)
+	rows, err := pool.Query(ctx, "SELECT schedule, planned FROM "+schema+".fire_records WHERE planned >= $1 AND planned < $2", from.Truncate(time.Second).Add(time.Second), to)
 	if err != nil {
 		t.Fatal(err)
 	}

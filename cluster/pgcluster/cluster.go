@@ -15,12 +15,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 
-	"github.com/fom-go/fom/internal/pgbulk"
 	"github.com/fom-go/fom/internal/slots"
 )
 
@@ -46,17 +44,24 @@ type Coordinator struct {
 	// and when the live instances change (what they declare).
 	heard      bool
 	lastResync time.Time
-	members    string                          // the live instances at the last tick, and when each started
-	listenPID  uint32                          // the listening connection's backend
-	ready      bool                            // Ready was called since Start
-	pending    map[int64]chan string           // forwarded requests awaiting an answer
-	admits     chan admission                  // fires to record (admitLoop)
-	kick       chan struct{}                   // a tick now (Kick)
-	heralds    map[string]*herald              // schedule -> its next fire, announced (see heralds.go)
-	slots      *slots.Set[string, *time.Timer] // the schedules whose heralds are recorded together, by slot
-	heraldWG   sync.WaitGroup                  // slots armed or recording
-	rekick     *time.Timer                     // a tick after imminent fires, to give their leases back
-	holding    bool                            // slots announced wait for unhold (an acquisition resuming its schedules)
+	members    string                // the live instances at the last tick, and when each started
+	listenPID  uint32                // the listening connection's backend
+	ready      bool                  // Ready was called since Start
+	pending    map[int64]chan string // forwarded requests awaiting an answer
+	admits     chan admission        // fires to record (admitLoop)
+	kick       chan struct{}         // a tick now (Kick)
+	heralds    map[string]*herald    // schedule -> its next fire, announced (see heralds.go)
+	// outstanding counts, by batch, the fires recorded ahead and not yet
+	// run or given back: their batches stay uncompacted (see kept).
+	outstanding map[int64]int
+	// ran is each schedule's last fire admitted here in its term (or the
+	// last recorded when its lease was taken): a fire not after it is
+	// refused without a statement.
+	ran      map[string]time.Time
+	slots    *slots.Set[string, *time.Timer] // the schedules whose heralds are recorded together, by slot
+	heraldWG sync.WaitGroup                  // slots armed or recording
+	rekick   *time.Timer                     // a tick after imminent fires, to give their leases back
+	holding  bool                            // slots announced wait for unhold (an acquisition resuming its schedules)
 	// recLock is read-held by a herald batch's statement and write-held
 	// by a lease given back (with the records of its unrun fires), so the
 	// records a batch writes are deleted, or refused, not left behind.
@@ -106,7 +111,7 @@ func New(pool *pgxpool.Pool, schema string, o Options) (*Coordinator, error) {
 		margin: o.LeaseTTL / 5,
 		names:  map[string]bool{}, owned: map[string]int64{}, pending: map[int64]chan string{},
 		admits: make(chan admission, 256), kick: make(chan struct{}, 1),
-		heralds: map[string]*herald{}, slots: slots.New[string, *time.Timer](o.RecordAhead.Milliseconds()),
+		heralds: map[string]*herald{}, outstanding: map[int64]int{}, ran: map[string]time.Time{}, slots: slots.New[string, *time.Timer](o.RecordAhead.Milliseconds()),
 	}
 	c.batches.Store(time.Now().UnixNano())
 	return c, nil
@@ -297,7 +302,10 @@ func (c *Coordinator) tick(ctx context.Context) {
 		c.failed(err)
 		return
 	}
-	rows, err := c.pool.Query(ctx, "UPDATE "+c.t("leases")+" SET expires_at = now() + $2::interval WHERE owner = $1 RETURNING schedule, term", c.o.InstanceID, c.o.LeaseTTL)
+	// The renewal folds the fires recorded since the last one into the
+	// leases (compactSQL): a taker reads the records of the renewals'
+	// interval at most.
+	rows, err := c.pool.Query(ctx, c.compactSQL("expires_at = now() + $3::interval"), c.o.InstanceID, c.kept(), c.o.LeaseTTL)
 	owned := map[string]int64{}
 	if err == nil {
 		var s string
@@ -366,67 +374,55 @@ func (c *Coordinator) tick(ctx context.Context) {
 	}
 }
 
-// firesPruneEvery is how often an instance prunes the fire records, and
-// firesKept how long a record is kept: the plan continues from a
-// schedule's last recorded fire, which is always kept; older records only
-// guard against recording a fire twice, which an owner cannot attempt for
-// a fire older than its lease. Every few minutes keeps the table to a few
-// minutes of fires (10 000 schedules firing every second write 600 000
-// records a minute), and each prune small.
-const (
-	firesPruneEvery = 5 * time.Minute
-	firesKept       = 10 * time.Minute
-)
-
-// pruneFires deletes the records of the fires of this instance's
-// schedules planned more than firesKept ago, but each schedule's last: the
-// cut-off is found once a schedule (its last record, by the key), not once
-// a record, which made a prune three times as long (EXPLAIN ANALYZE over
-// 3.6 million records, a third of them deleted). A schedule no instance
-// holds (stopped, or removed from the code) keeps its records until one
-// does: at most firesKept of them.
-func (c *Coordinator) pruneFires(ctx context.Context) {
-	tag, err := c.pool.Exec(ctx, `WITH cut AS MATERIALIZED (
-			SELECT l.schedule, least(now() - $2::interval, (SELECT max(g.planned) FROM `+c.t("fires")+` g WHERE g.schedule = l.schedule)) AS before
-			FROM `+c.t("leases")+` l WHERE l.owner = $1)
-		DELETE FROM `+c.t("fires")+` f USING cut
-		WHERE f.schedule = cut.schedule AND f.planned < cut.before AND f.recorded_at < now() - $2::interval`, c.o.InstanceID, firesKept)
-	if err != nil {
-		if ctx.Err() == nil {
-			c.log.Warn("pruning fire records failed", zap.Error(err))
-		}
-		return
-	}
-	if n := tag.RowsAffected(); n > 0 {
-		c.log.Debug("fire records pruned", zap.Int64("count", n))
-	}
-}
-
 // Counters returns the coordinator's counters.
 func (c *Coordinator) Counters() Counters {
 	return Counters{TickStatements: c.tickStatements.Load(), Fires: c.fires.Load(), FireStatements: c.fireStatements.Load()}
 }
 
 // acquire takes up to n free or expired leases among names.
+//
+// In one transaction: the rows of the owners of the expired leases are
+// locked first (their fire batches being recorded finish, and the ones
+// that follow wait, then find the leases moved); the leases are taken;
+// then the fires those owners recorded and did not compact yet are read
+// and written into the leases' last_fire. The last fire is read before
+// this instance may admit a fire under its new term: read later, it could
+// be a fire this instance admitted meanwhile, and the plan would resume
+// past the fires missed during the failover.
 func (c *Coordinator) acquire(ctx context.Context, names []string, n int) {
 	c.tickStatements.Add(1)
-	// The last recorded fire is read by the statement that takes the lease,
-	// before this instance may admit a fire under its new term: read later,
-	// it could be a fire this instance admitted meanwhile, and the plan
-	// would resume past the fires missed during the failover.
-	rows, err := c.pool.Query(ctx, "UPDATE "+c.t("leases")+` AS l SET owner = $1, term = l.term + 1, expires_at = now() + $4::interval
-		FROM (SELECT schedule, expires_at FROM `+c.t("leases")+` WHERE schedule = ANY($2) AND expires_at <= now()
-		      ORDER BY random() LIMIT $3 FOR UPDATE SKIP LOCKED) AS free
-		WHERE l.schedule = free.schedule
-		RETURNING l.schedule, l.term, free.expires_at, (SELECT max(f.planned) FROM `+c.t("fires")+` f WHERE f.schedule = l.schedule)`,
-		c.o.InstanceID, names, n, c.o.LeaseTTL)
 	taken := map[string]int64{}
 	from := map[string]time.Time{}
-	if err == nil {
-		var s string
+	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		// In the order of their ids: takers locking the same owners do not
+		// deadlock.
+		rows, err := tx.Query(ctx, `SELECT id FROM `+c.t("instances")+` WHERE id IN (
+				SELECT owner FROM `+c.t("leases")+` WHERE schedule = ANY($1) AND expires_at <= now() AND owner <> '')
+			ORDER BY id FOR UPDATE`, names)
+		if err != nil {
+			return err
+		}
+		locked, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		// An owner whose lease expired after the lock was taken is not
+		// locked: its leases wait for the next tick.
+		rows, err = tx.Query(ctx, "UPDATE "+c.t("leases")+` AS l SET owner = $1, term = l.term + 1, expires_at = now() + $4::interval
+			FROM (SELECT schedule, owner, expires_at FROM `+c.t("leases")+` WHERE schedule = ANY($2) AND expires_at <= now()
+			      AND (owner = '' OR owner = ANY($5))
+			      ORDER BY random() LIMIT $3 FOR UPDATE SKIP LOCKED) AS free
+			WHERE l.schedule = free.schedule
+			RETURNING l.schedule, l.term, free.owner, free.expires_at, l.last_fire`,
+			c.o.InstanceID, names, n, c.o.LeaseTTL, locked)
+		if err != nil {
+			return err
+		}
+		var s, owner string
 		var term int64
 		var ended, last pgtype.Timestamptz
-		_, err = pgx.ForEachRow(rows, []any{&s, &term, &ended, &last}, func() error {
+		var prev, fromPrev []string
+		_, err = pgx.ForEachRow(rows, []any{&s, &term, &owner, &ended, &last}, func() error {
 			taken[s] = term
 			// Without a recorded fire, the plan resumes from the moment
 			// the previous owner's lease ended: a fire due between that
@@ -437,10 +433,25 @@ func (c *Coordinator) acquire(ctx context.Context, names []string, n int) {
 			case ended.Valid && ended.InfinityModifier == pgtype.Finite:
 				from[s] = ended.Time
 			}
+			if owner != "" {
+				if !slices.Contains(prev, owner) {
+					prev = append(prev, owner)
+				}
+				fromPrev = append(fromPrev, s)
+			}
 			return nil
 		})
-	}
+		if err != nil || len(prev) == 0 {
+			return err
+		}
+		lasts, err := c.lastFires(ctx, tx, prev, fromPrev)
+		for s, p := range lasts {
+			from[s] = p
+		}
+		return err
+	})
 	if err != nil {
+		clear(taken)
 		c.log.Warn("taking leases failed", zap.Error(err))
 		return
 	}
@@ -451,6 +462,11 @@ func (c *Coordinator) acquire(ctx context.Context, names []string, n int) {
 	c.mu.Lock()
 	for s, term := range taken {
 		c.owned[s] = term
+		if p, ok := from[s]; ok {
+			c.ran[s] = p
+		} else {
+			delete(c.ran, s)
+		}
 		acquired = append(acquired, s)
 	}
 	c.mu.Unlock()
@@ -516,274 +532,16 @@ func (c *Coordinator) release(ctx context.Context, from []string, n int, why str
 	c.tickStatements.Add(1)
 	// Expired now rather than never owned: the next owner resumes the plan
 	// from this instant when no fire was recorded yet, or from the last
-	// fire run here: the fires recorded ahead and not run are deleted.
+	// fire run here: the fires recorded ahead and not run are taken out of
+	// the records.
 	c.recLock.Lock()
 	defer c.recLock.Unlock()
-	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "UPDATE "+c.t("leases")+" SET owner = '', expires_at = now() WHERE owner = $1 AND schedule = ANY($2)", c.o.InstanceID, give); err != nil {
-			return err
-		}
-		if err := c.deleteUnrun(ctx, tx, unrun); err != nil {
-			return err
-		}
-		if c.o.Channel == "" {
-			return nil
-		}
-		// The others take them at once, not at their next renewal: a
-		// lease left free is a fire nobody admits.
-		_, err := tx.Exec(ctx, "SELECT pg_notify($1, $2)", c.o.Channel, notifyFree)
-		return err
-	})
+	err := c.giveBack(ctx, give, unrun, true)
 	if err != nil {
 		c.log.Warn("giving leases back failed; they expire instead", zap.Error(err))
 		return
 	}
 	c.log.Info("leases given back "+why, zap.Strings("schedules", give))
-}
-
-// Admit implements schedule.Gate: the owner, within its trust window,
-// records the fire; a fire is admitted when this instance recorded it.
-func (c *Coordinator) Admit(ctx context.Context, schedule string, planned time.Time) (bool, error) {
-	c.mu.Lock()
-	term, owned := c.owned[schedule]
-	if !owned || !time.Now().Before(c.trustUntil) {
-		c.mu.Unlock()
-		return false, nil
-	}
-	if ok, decided := c.admitHerald(ctx, schedule, planned, term); decided { // releases c.mu
-		return ok, nil
-	}
-	c.fires.Add(1)
-	req := admission{schedule: schedule, planned: planned, term: term, reply: make(chan admitted, 1)}
-	select {
-	case c.admits <- req:
-	case <-ctx.Done():
-		return false, ctx.Err()
-	}
-	select {
-	case a := <-req.reply:
-		return a.ok, a.err
-	case <-ctx.Done():
-		return false, ctx.Err()
-	}
-}
-
-// admission is a fire waiting to be recorded.
-type admission struct {
-	schedule string
-	planned  time.Time
-	term     int64
-	reply    chan admitted
-}
-
-type admitted struct {
-	ok  bool
-	err error
-}
-
-// maxAdmitBatch bounds the fires recorded by one statement.
-const maxAdmitBatch = 2000
-
-// admitLoop records fires in batches: the fires asked for while one batch
-// is written go in the next, in one statement. Fires due at one instant
-// (an aligned burst) cost a few statements, not one round trip each.
-func (c *Coordinator) admitLoop(stop chan struct{}, done chan struct{}) {
-	defer close(done)
-	batch := make([]admission, 0, 64)
-	for {
-		select {
-		case <-stop:
-			for { // answer what is still queued
-				select {
-				case r := <-c.admits:
-					r.reply <- admitted{err: errors.New("fom: cluster: stopping")}
-				default:
-					return
-				}
-			}
-		case r := <-c.admits:
-			batch = append(batch[:0], r)
-		drain:
-			for len(batch) < maxAdmitBatch {
-				select {
-				case r := <-c.admits:
-					batch = append(batch, r)
-				default:
-					break drain
-				}
-			}
-			c.record(batch, stop)
-		}
-	}
-}
-
-// recordRetry is the pause before a fire record is asked again.
-const recordRetry = 50 * time.Millisecond
-
-// record writes a batch of fires, each fenced by its lease term, and
-// answers each: admitted when its row was written by this batch. It stops
-// asking again when stop closes.
-//
-// A statement can take place though its answer is lost (the connection
-// cut after the commit). Refused then, its fires would be recorded and
-// never run: here or anywhere, since the next owner resumes after them. So
-// a failed statement is asked again, while the leases are trusted and the
-// renewal interval lasts, and the retry admits the fires this batch did
-// record (its owner, term and batch number); a fire recorded by an earlier
-// batch of this instance is not admitted twice.
-func (c *Coordinator) record(batch []admission, stop chan struct{}) {
-	ok, err := c.recordRetrying(batch, stop)
-	for i, r := range batch {
-		if err != nil {
-			r.reply <- admitted{err: fmt.Errorf("record fire: %w", err)}
-			continue
-		}
-		r.reply <- admitted{ok: ok[i]}
-	}
-}
-
-// recordRetrying writes a batch as record does, asking again while the
-// leases are trusted and the renewal interval lasts, and reports which
-// fires it recorded.
-func (c *Coordinator) recordRetrying(batch []admission, stop chan struct{}) ([]bool, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), c.o.RenewEvery)
-	defer cancel()
-	id := c.batches.Add(1)
-	c.fireStatements.Add(1)
-	ok, err := c.recordOnce(ctx, batch, id, false)
-	if isUniqueViolation(err) {
-		// A fire of the batch is recorded already (by an owner whose term
-		// ended as this one's began): asked again at once, admitting the
-		// others.
-		c.fireStatements.Add(1)
-		ok, err = c.recordOnce(ctx, batch, id, true)
-	}
-	first := err // why it asked again, kept when a retry is cut short by the deadline
-	for err != nil && c.trusted() {
-		select {
-		case <-time.After(recordRetry):
-		case <-ctx.Done():
-		case <-stop:
-		}
-		if ctx.Err() != nil || closed(stop) {
-			break
-		}
-		c.log.Warn("recording fires failed; asking again", zap.Error(err))
-		c.fireStatements.Add(1)
-		ok, err = c.recordOnce(ctx, batch, id, true)
-	}
-	if err != nil && err != first && ctx.Err() != nil {
-		err = fmt.Errorf("%w (asked again until the renewal interval ran out: %w)", first, err)
-	}
-	return ok, err
-}
-
-// recordOnce sends one statement recording batch as batch number id.
-// A fire is recorded when its schedule's lease is this instance's, in
-// the fire's term, and has not expired; the primary key of the records
-// keeps a fire from being recorded twice whatever the leases say. The
-// first statement of a batch is a plain insert, which the key fails
-// whole when a fire is recorded already; asked again (after that, or an
-// answer lost), it skips those, and admits the ones this batch wrote
-// (its owner, term and batch number). The plain insert saves the
-// speculative insertion an ON CONFLICT costs every row, a third of the
-// statement. A batch of a fair share of the instance's leases checks them
-// with one hash join on the instance's leases, read once; a smaller one
-// looks each fire's lease up.
-func (c *Coordinator) recordOnce(ctx context.Context, batch []admission, id int64, again bool) ([]bool, error) {
-	// An aligned burst's fires share their planned instant, and a
-	// settled cluster's leases mostly their term: sent once (pgbulk).
-	b, f := fireCols(batch)
-	owner, batchID := b.Arg(c.o.InstanceID), b.Arg(id)
-	c.mu.Lock()
-	owned := len(c.owned)
-	c.mu.Unlock()
-	leased := ` WHERE EXISTS (
-			SELECT 1 FROM ` + c.t("leases") + ` l WHERE l.schedule = f.s AND l.owner = ` + owner + ` AND l.term = f.t AND l.expires_at > now())`
-	with := ""
-	if len(batch) >= max(owned/8, 64) {
-		with = `WITH mine AS MATERIALIZED (SELECT schedule, term FROM ` + c.t("leases") + ` WHERE owner = ` + owner + ` AND expires_at > now()) `
-		leased = ` JOIN mine ON mine.schedule = f.s AND mine.term = f.t`
-	}
-	insert := with + `INSERT INTO ` + c.t("fires") + ` AS r (schedule, planned, term, owner, batch)
-		SELECT f.s, f.p, f.t, ` + owner + `, ` + batchID + ` FROM (` + f.SQL() + `) AS f` + leased
-	if !again {
-		// Most often every fire is admitted, which the count of rows
-		// written says: no row comes back. When some were refused (a
-		// lease lost), the rows this batch wrote are read by their key.
-		tag, err := c.pool.Exec(ctx, insert, b.Args...)
-		if err == nil && c.lostAnswer != nil {
-			err = c.lostAnswer()
-		}
-		if err != nil || tag.RowsAffected() == int64(len(batch)) {
-			return allOf(len(batch), err == nil), err
-		}
-		c.fireStatements.Add(1)
-		return c.admittedOf(ctx, batch, `SELECT r.schedule, r.planned FROM `+c.t("fires")+` r JOIN (`+f.SQL()+`) AS f ON r.schedule = f.s AND r.planned = f.p AND r.term = f.t
-			WHERE r.owner = `+owner+`::text AND r.batch = `+batchID+`::bigint`, b.Args)
-	}
-	// Asked again: the fires recorded already are skipped, and those this
-	// batch wrote admitted. The fires written come back as keys, matched
-	// here: no join of the batch with what it wrote, which a generic plan
-	// (the store's) makes a nested loop over both.
-	return c.admittedOf(ctx, batch, insert+` ON CONFLICT (schedule, planned) DO UPDATE SET batch = excluded.batch
-			WHERE r.owner = excluded.owner AND r.term = excluded.term AND r.batch = excluded.batch
-		RETURNING schedule, planned`, b.Args)
-}
-
-// fireCols is a batch's fires as the columns s (schedule), p (planned)
-// and t (term).
-func fireCols(batch []admission) (*pgbulk.Batch, *pgbulk.Selection) {
-	var b pgbulk.Batch
-	var f pgbulk.Selection
-	pgbulk.Col(&b, &f, "s", "text", batch, func(a *admission) string { return a.schedule })
-	pgbulk.Col(&b, &f, "p", "timestamptz", batch, func(a *admission) time.Time { return a.planned })
-	pgbulk.Col(&b, &f, "t", "bigint", batch, func(a *admission) int64 { return a.term })
-	return &b, &f
-}
-
-// allOf is n answers, each ok.
-func allOf(n int, ok bool) []bool {
-	out := make([]bool, n)
-	for i := range out {
-		out[i] = ok
-	}
-	return out
-}
-
-// admittedOf runs sql, whose rows are the (schedule, planned) keys of the
-// fires of batch admitted, and answers each fire.
-func (c *Coordinator) admittedOf(ctx context.Context, batch []admission, sql string, args []any) ([]bool, error) {
-	rows, err := c.pool.Query(ctx, sql, args...)
-	ok := make([]bool, len(batch))
-	if err == nil {
-		type key struct {
-			s string
-			p int64 // µs, the database's precision
-		}
-		at := make(map[key]int, len(batch))
-		for i, r := range batch {
-			at[key{r.schedule, r.planned.UnixMicro()}] = i
-		}
-		var s string
-		var p time.Time
-		_, err = pgx.ForEachRow(rows, []any{&s, &p}, func() error {
-			if i, found := at[key{s, p.UnixMicro()}]; found {
-				ok[i] = true
-			}
-			return nil
-		})
-	}
-	if err == nil && c.lostAnswer != nil {
-		err = c.lostAnswer()
-	}
-	return ok, err
-}
-
-// isUniqueViolation reports whether err is PostgreSQL's unique_violation.
-func isUniqueViolation(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && pe.Code == "23505"
 }
 
 func maxTime(a, b time.Time) time.Time {
@@ -864,13 +622,7 @@ func (c *Coordinator) Stop(ctx context.Context) error {
 		return nil
 	}
 	var errs []error
-	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "UPDATE "+c.t("leases")+" SET owner = '', expires_at = now() WHERE owner = $1", c.o.InstanceID); err != nil {
-			return err
-		}
-		return c.deleteUnrun(ctx, tx, unrun)
-	})
-	if err != nil {
+	if err := c.giveBack(ctx, nil, unrun, false); err != nil {
 		errs = append(errs, fmt.Errorf("give leases back: %w", err))
 	}
 	if _, err := c.pool.Exec(ctx, "DELETE FROM "+c.t("task_claims")+" WHERE instance = $1", c.o.InstanceID); err != nil {

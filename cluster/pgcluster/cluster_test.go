@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -190,7 +190,7 @@ func TestALostAnswerIsAskedAgain(t *testing.T) {
 	fire := time.Now().Truncate(time.Second).UTC()
 	count := func() (n int) {
 		t.Helper()
-		if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+schema+".fires WHERE schedule = 's' AND planned = $1", fire).Scan(&n); err != nil {
+		if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+schema+".fire_records WHERE schedule = 's' AND planned = $1", fire).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n
@@ -238,18 +238,18 @@ func admitTogether(c *pgcluster.Coordinator, fire time.Time, names ...string) (m
 	return admitted, errs
 }
 
-// TestAFireRecordedAlreadyIsRefusedAndItsBatchmatesAdmitted: a batch's
-// first statement is a plain insert, which a fire recorded already (by
-// an owner whose term ended as this one's began) fails whole; asked again,
-// that fire is refused, not errored, and the batch's others are admitted.
-func TestAFireRecordedAlreadyIsRefusedAndItsBatchmatesAdmitted(t *testing.T) {
+// TestAFireNotAfterItsLeasesLastIsRefusedAndItsBatchmatesAdmitted: a
+// fire at or before its lease's last recorded fire (recorded by an owner
+// whose term ended as this one's began, which the taker read into the
+// lease) is refused, not errored, and the batch's others are admitted.
+func TestAFireNotAfterItsLeasesLastIsRefusedAndItsBatchmatesAdmitted(t *testing.T) {
 	pool := pgtest.Pool(t)
 	schema := pgtest.Schema(t, pool)
 	ctx := context.Background()
 	c := coordinator(t, schema, "a", nil, pgcluster.Options{}, "s", "u")
 	start(t, c)
 	fire := time.Now().Truncate(time.Second).Add(time.Second).UTC()
-	if _, err := pool.Exec(ctx, "INSERT INTO "+schema+".fires (schedule, planned, term, owner) VALUES ('s', $1, 1, 'gone')", fire); err != nil {
+	if _, err := pool.Exec(ctx, "UPDATE "+schema+".leases SET last_fire = $1 WHERE schedule = 's'", fire); err != nil {
 		t.Fatal(err)
 	}
 	admitted, got := admitTogether(c, fire, "s", "u")
@@ -259,9 +259,12 @@ func TestAFireRecordedAlreadyIsRefusedAndItsBatchmatesAdmitted(t *testing.T) {
 	if got["u"] != nil || !admitted["u"] {
 		t.Errorf("its batchmate: admitted %v, %v; want admitted", admitted["u"], got["u"])
 	}
-	var owner string
-	if err := pool.QueryRow(ctx, "SELECT owner FROM "+schema+".fires WHERE schedule = 's' AND planned = $1", fire).Scan(&owner); err != nil || owner != "gone" {
-		t.Fatalf("the earlier record: owner %q, %v", owner, err)
+	var n int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+schema+".fire_records WHERE schedule = 's'").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d records of the refused fire (%v)", n, err)
+	}
+	if ok, err := c.Admit(ctx, "s", fire.Add(time.Second)); !ok || err != nil {
+		t.Fatalf("the fire after the lease's last: admitted %v, %v", ok, err)
 	}
 }
 
@@ -289,7 +292,7 @@ func TestAFireWhoseLeaseWasLostIsRefusedAndItsBatchmatesAdmitted(t *testing.T) {
 		t.Errorf("its batchmate: admitted %v, %v; want admitted", admitted["s"], got["s"])
 	}
 	var recorded []string
-	rows, err := pool.Query(ctx, "SELECT schedule FROM "+schema+".fires WHERE planned = $1 ORDER BY 1", fire)
+	rows, err := pool.Query(ctx, "SELECT schedule FROM "+schema+".fire_records WHERE planned = $1 ORDER BY 1", fire)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,46 +337,46 @@ func TestStopEndsTheRetries(t *testing.T) {
 	}
 }
 
-// TestPruneFiresKeepsEachSchedulesLast: an instance deletes the records
-// of its schedules' fires older than ten minutes, but a schedule's last
-// record stays however old (the plan continues from it), recent ones stay,
-// and the records of a schedule another instance holds are left to it.
-func TestPruneFiresKeepsEachSchedulesLast(t *testing.T) {
+// TestPruneFiresDeletesTheBatchesNoOneReads: an instance deletes the
+// fire batches older than ten minutes that are compacted (their fires in
+// the leases' last_fire) or whose owner holds no lease any more; recent
+// ones stay, and so do old ones a taker of their owner's leases would
+// still read.
+func TestPruneFiresDeletesTheBatchesNoOneReads(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
 	schema := pgtest.Schema(t, pool)
 	c := coordinator(t, schema, "p1", nil, pgcluster.Options{}, "a", "b")
 	start(t, c)
 	ctx := context.Background()
-	if _, err := pool.Exec(ctx, "INSERT INTO "+schema+".leases (schedule, owner, term, expires_at) VALUES ('z', 'p2', 1, now() + interval '1 hour')"); err != nil {
+	if _, err := pool.Exec(ctx, "INSERT INTO "+schema+".leases (schedule, owner, term, expires_at) VALUES ('z', 'p2', 1, now() - interval '1 hour')"); err != nil {
 		t.Fatal(err)
 	}
-	ins := func(s string, age string) {
+	batch := int64(0)
+	ins := func(owner, age string, compacted bool) {
 		t.Helper()
-		if _, err := pool.Exec(ctx, "INSERT INTO "+schema+".fires (schedule, planned, term, owner, recorded_at) VALUES ($1, now() - $2::interval, 1, 'p1', now() - $2::interval)", s, age); err != nil {
+		batch++
+		if _, err := pool.Exec(ctx, "INSERT INTO "+schema+".fire_batches (owner, batch, recorded_at, compacted, schedules, planned) VALUES ($1, $2, now() - $3::interval, $4, '{a}', ARRAY[now()])", owner, batch, age, compacted); err != nil {
 			t.Fatal(err)
 		}
 	}
-	ins("a", "3 hours")
-	ins("a", "20 minutes")
-	ins("a", "5 minutes") // recent: kept
-	ins("b", "5 hours")   // b's last: kept
-	ins("b", "6 hours")
-	ins("z", "4 hours") // another instance's schedule: left to it
-	ins("z", "3 hours")
+	ins("p1", "20 minutes", true)  // 1: compacted, old: deleted
+	ins("p1", "5 minutes", true)   // 2: recent: kept
+	ins("p1", "20 minutes", false) // 3: p1 holds leases, and its renewal compacts it: kept
+	ins("p2", "20 minutes", false) // 4: p2 holds z, expired: its taker reads it: kept
+	ins("p3", "20 minutes", false) // 5: p3 holds nothing: deleted
+	ins("p3", "5 minutes", false)  // 6: recent: kept
 	c.PruneFires(ctx)
-	rows, err := pool.Query(ctx, "SELECT schedule, count(*) FROM "+schema+".fires GROUP BY 1 ORDER BY 1")
+	rows, err := pool.Query(ctx, "SELECT batch FROM "+schema+".fire_batches ORDER BY 1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]int{}
-	var s string
-	var n int
-	if _, err := pgx.ForEachRow(rows, []any{&s, &n}, func() error { got[s] = n; return nil }); err != nil {
+	got, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
 		t.Fatal(err)
 	}
-	if want := map[string]int{"a": 1, "b": 1, "z": 2}; !maps.Equal(got, want) {
-		t.Fatalf("records left by schedule: %v, want %v", got, want)
+	if want := []int64{2, 3, 4, 6}; !slices.Equal(got, want) {
+		t.Fatalf("batches left: %v, want %v", got, want)
 	}
 }
 

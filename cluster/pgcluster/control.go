@@ -217,10 +217,16 @@ func (c *Coordinator) Owners(ctx context.Context, schedules []string) (map[strin
 // Leases returns the lease of each of schedules that has a row, in one
 // statement.
 func (c *Coordinator) Leases(ctx context.Context, schedules []string) (map[string]Lease, error) {
-	rows, err := c.pool.Query(ctx, `SELECT l.schedule, CASE WHEN l.expires_at > now() THEN l.owner ELSE '' END, l.expires_at,
+	// The last fire: the lease's, or a later one recorded since the
+	// owner's last renewal (its batches not compacted yet, the renewal
+	// interval's at most, read once for all the schedules).
+	rows, err := c.pool.Query(ctx, `WITH recent AS (
+			SELECT u.s, max(u.p) AS p FROM `+c.t("fire_batches")+` b, unnest(b.schedules, b.planned) AS u(s, p)
+			WHERE NOT b.compacted AND u.s = ANY($1) GROUP BY u.s)
+		SELECT l.schedule, CASE WHEN l.expires_at > now() THEN l.owner ELSE '' END, l.expires_at,
 			coalesce(i.heartbeat_at, '-infinity'), coalesce(NOT i.stopped AND i.heartbeat_at > now() - $2::interval, false),
-			(SELECT max(f.planned) FROM `+c.t("fires")+` f WHERE f.schedule = l.schedule)
-		FROM `+c.t("leases")+` l LEFT JOIN `+c.t("instances")+` i ON i.id = l.owner
+			greatest(l.last_fire, r.p)
+		FROM `+c.t("leases")+` l LEFT JOIN `+c.t("instances")+` i ON i.id = l.owner LEFT JOIN recent r ON r.s = l.schedule
 		WHERE l.schedule = ANY($1)`, schedules, 2*c.o.RenewEvery)
 	if err != nil {
 		return nil, fmt.Errorf("fom: cluster: read leases: %w", err)

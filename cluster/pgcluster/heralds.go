@@ -2,6 +2,7 @@ package pgcluster
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -27,6 +28,10 @@ type herald struct {
 	state   heraldState
 	done    chan struct{} // closed when recorded, or dropped unrecorded
 	ok      bool          // the record was written by this instance
+	batch   int64         // the batch recording it (0: none yet)
+	// counted: recorded, and one of its batch's outstanding fires, until
+	// run, replaced or given back (settle).
+	counted bool
 }
 
 // A herald's done closes when its fate is known: recorded (ok) or not.
@@ -54,11 +59,11 @@ const minAhead = 16
 type slot = slots.Slot[string, *time.Timer]
 
 // unrunFire is a fire recorded ahead whose lease is given back before it
-// ran: its record is deleted.
+// ran: it is taken out of its batch's record.
 type unrunFire struct {
 	schedule string
 	planned  time.Time
-	term     int64
+	batch    int64
 }
 
 // slotOf is the slot of a fire: the start of its RecordAhead-wide span,
@@ -82,6 +87,7 @@ func (c *Coordinator) Announce(schedule string, planned time.Time) {
 		if h.state == announced {
 			h.drop()
 		}
+		c.settleLocked(h)
 	}
 	c.heralds[schedule] = &herald{planned: planned, term: term, done: make(chan struct{})}
 	k, sl, opened := c.slots.Add(planned.UnixMilli(), schedule)
@@ -163,17 +169,36 @@ func (c *Coordinator) recordSlot(k int64, stop chan struct{}) {
 		c.mu.Unlock()
 		return
 	}
+	// The batch stays uncompacted while it is recorded, and then while a
+	// fire of it waits to run (kept).
+	id := c.batches.Add(1)
+	c.outstanding[id] = len(batch)
+	for _, h := range hs {
+		h.batch = id
+	}
 	c.mu.Unlock()
 	c.recLock.RLock()
-	ok, err := c.recordRetrying(batch, stop)
+	ok, err := c.recordRetrying(batch, id, stop)
 	c.recLock.RUnlock()
 	if err != nil {
 		c.log.Warn("recording fires ahead failed; they are recorded when due", zap.Int("fires", len(batch)), zap.Error(err))
 	}
 	c.mu.Lock()
+	n := 0
 	for i, h := range hs {
 		h.state, h.ok = recorded, err == nil && ok[i]
+		// One taken out of the map meanwhile (given back) is in the
+		// give-back's hands.
+		if h.ok && c.heralds[batch[i].schedule] == h {
+			h.counted = true
+			n++
+		}
 		close(h.done)
+	}
+	if n == 0 {
+		delete(c.outstanding, id)
+	} else {
+		c.outstanding[id] = n
 	}
 	c.mu.Unlock()
 }
@@ -203,13 +228,33 @@ func (c *Coordinator) admitHerald(ctx context.Context, schedule string, planned 
 	if c.heralds[schedule] == h {
 		delete(c.heralds, schedule)
 	}
+	c.settleLocked(h)
 	if !h.ok {
 		return false, false
 	}
-	// A lease given back since took the herald out of the map (its record
-	// is deleted with the lease) and the schedule out of owned.
+	// A lease given back since took the herald out of the map (its fire
+	// is taken out of the records with the lease) and the schedule out
+	// of owned.
 	t, owned := c.owned[schedule]
-	return owned && t == term && time.Now().Before(c.trustUntil), true
+	ok = owned && t == term && time.Now().Before(c.trustUntil)
+	if ok {
+		c.ran[schedule] = planned
+	}
+	return ok, true
+}
+
+// settleLocked ends a herald's count among its batch's outstanding fires:
+// run, replaced, or given back (whose give-back takes it out of the
+// records first, in the same tick as any renewal could compact it).
+// Called with c.mu held.
+func (c *Coordinator) settleLocked(h *herald) {
+	if !h.counted {
+		return
+	}
+	h.counted = false
+	if c.outstanding[h.batch]--; c.outstanding[h.batch] <= 0 {
+		delete(c.outstanding, h.batch)
+	}
 }
 
 // takeHeraldsLocked takes the heralds of schedules (nil: every one) out
@@ -227,7 +272,8 @@ func (c *Coordinator) takeHeraldsLocked(schedules []string) []unrunFire {
 		case announced:
 			h.drop()
 		default: // recording (its slot answers later) or recorded
-			out = append(out, unrunFire{schedule: s, planned: h.planned, term: h.term})
+			out = append(out, unrunFire{schedule: s, planned: h.planned, batch: h.batch})
+			c.settleLocked(h)
 		}
 	}
 	if schedules == nil {
@@ -242,17 +288,26 @@ func (c *Coordinator) takeHeraldsLocked(schedules []string) []unrunFire {
 	return out
 }
 
-// deleteUnrun deletes the records of fires recorded ahead and not run,
-// in the transaction giving their leases back.
-func (c *Coordinator) deleteUnrun(ctx context.Context, tx pgx.Tx, fs []unrunFire) error {
+// removeUnrun takes the fires recorded ahead and not run out of their
+// batches' records, in the transaction giving their leases back.
+func (c *Coordinator) removeUnrun(ctx context.Context, tx pgx.Tx, fs []unrunFire) error {
 	if len(fs) == 0 {
 		return nil
 	}
-	names, planned, terms := make([]string, len(fs)), make([]time.Time, len(fs)), make([]int64, len(fs))
+	names, planned, batches := make([]string, len(fs)), make([]time.Time, len(fs)), make([]int64, 0, len(fs))
 	for i, f := range fs {
-		names[i], planned[i], terms[i] = f.schedule, f.planned, f.term
+		names[i], planned[i] = f.schedule, f.planned
+		if !slices.Contains(batches, f.batch) {
+			batches = append(batches, f.batch)
+		}
 	}
-	_, err := tx.Exec(ctx, "DELETE FROM "+c.t("fires")+` r USING unnest($1::text[], $2::timestamptz[], $3::bigint[]) AS u(s, p, t)
-		WHERE r.schedule = u.s AND r.planned = u.p AND r.term = u.t AND r.owner = $4`, names, planned, terms, c.o.InstanceID)
+	_, err := tx.Exec(ctx, "UPDATE "+c.t("fire_batches")+` b SET schedules = coalesce(k.s, '{}'), planned = coalesce(k.p, '{}')
+		FROM (SELECT b2.batch, array_agg(u.s ORDER BY u.i) FILTER (WHERE x.s IS NULL) AS s, array_agg(u.p ORDER BY u.i) FILTER (WHERE x.s IS NULL) AS p
+		      FROM `+c.t("fire_batches")+` b2
+		      CROSS JOIN LATERAL unnest(b2.schedules, b2.planned) WITH ORDINALITY AS u(s, p, i)
+		      LEFT JOIN unnest($2::text[], $3::timestamptz[]) AS x(s, p) ON x.s = u.s AND x.p = u.p
+		      WHERE b2.owner = $1 AND b2.batch = ANY($4)
+		      GROUP BY b2.batch) AS k
+		WHERE b.owner = $1 AND b.batch = k.batch`, c.o.InstanceID, names, planned, batches)
 	return err
 }

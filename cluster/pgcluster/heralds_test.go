@@ -71,7 +71,7 @@ func TestFiresAnnouncedAreRecordedAheadAndGivenBackUnrun(t *testing.T) {
 	}
 	time.Sleep(time.Until(second.Add(-50 * time.Millisecond))) // recorded by now
 	var recorded int
-	if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+schema+".fires WHERE planned = $1", second).Scan(&recorded); err != nil || recorded != 80 {
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+schema+".fire_records WHERE planned = $1", second).Scan(&recorded); err != nil || recorded != 80 {
 		t.Fatalf("%d fires recorded ahead (%v), want 80", recorded, err)
 	}
 	if err := a.Stop(ctx); err != nil {
@@ -92,7 +92,7 @@ func TestFiresAnnouncedAreRecordedAheadAndGivenBackUnrun(t *testing.T) {
 			t.Errorf("%s taken over from %s, want %s: the fire recorded ahead and not run was kept", n, last[n], first)
 		}
 	}
-	if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+schema+".fires WHERE planned = $1", second).Scan(&recorded); err != nil || recorded != 0 {
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+schema+".fire_records WHERE planned = $1", second).Scan(&recorded); err != nil || recorded != 0 {
 		t.Fatalf("%d records of fires given back unrun (%v), want 0", recorded, err)
 	}
 }

@@ -86,12 +86,12 @@ func TestFailoverBetweenProcesses(t *testing.T) {
 	})
 	waitUntil(t, 10*time.Second, "the new owner records a fire of sync", func() bool {
 		var n int
-		err := pool.QueryRow(ctx, fmt.Sprintf("SELECT count(*) FROM %s.fires WHERE schedule = 'sync' AND owner = $1 AND planned > $2", schema), taker, killedAt).Scan(&n)
+		err := pool.QueryRow(ctx, fmt.Sprintf("SELECT count(*) FROM %s.fire_records WHERE schedule = 'sync' AND owner = $1 AND planned > $2", schema), taker, killedAt).Scan(&n)
 		return err == nil && n > 0
 	})
 	// Each planned fire was recorded once, by one instance.
 	var dup int
-	if err := pool.QueryRow(ctx, fmt.Sprintf("SELECT count(*) FROM (SELECT schedule, planned FROM %s.fires GROUP BY 1, 2 HAVING count(*) > 1) d", schema)).Scan(&dup); err != nil || dup != 0 {
+	if err := pool.QueryRow(ctx, fmt.Sprintf("SELECT count(*) FROM (SELECT schedule, planned FROM %s.fire_records GROUP BY 1, 2 HAVING count(*) > 1) d", schema)).Scan(&dup); err != nil || dup != 0 {
 		t.Fatalf("duplicated fires: %d (%v)", dup, err)
 	}
 	t.Logf("killed %s, %s took sync over after %s", victim, taker, time.Since(killedAt).Round(100*time.Millisecond))

@@ -1,0 +1,381 @@
+package pgcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"go.uber.org/zap"
+
+	"github.com/fom-go/fom/internal/pgbulk"
+)
+
+// Admit implements schedule.Gate: the owner, within its trust window,
+// records the fire; a fire is admitted when this instance recorded it.
+// A fire at or before the last one admitted here in the schedule's term
+// is refused at once.
+func (c *Coordinator) Admit(ctx context.Context, schedule string, planned time.Time) (bool, error) {
+	c.mu.Lock()
+	term, owned := c.owned[schedule]
+	if !owned || !time.Now().Before(c.trustUntil) {
+		c.mu.Unlock()
+		return false, nil
+	}
+	if last, ok := c.ran[schedule]; ok && !planned.After(last) {
+		c.mu.Unlock()
+		return false, nil
+	}
+	if ok, decided := c.admitHerald(ctx, schedule, planned, term); decided { // releases c.mu
+		return ok, nil
+	}
+	c.fires.Add(1)
+	req := admission{schedule: schedule, planned: planned, term: term, reply: make(chan admitted, 1)}
+	select {
+	case c.admits <- req:
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+	select {
+	case a := <-req.reply:
+		return a.ok, a.err
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+}
+
+// admission is a fire waiting to be recorded.
+type admission struct {
+	schedule string
+	planned  time.Time
+	term     int64
+	reply    chan admitted
+}
+
+type admitted struct {
+	ok  bool
+	err error
+}
+
+// maxAdmitBatch bounds the fires recorded by one statement.
+const maxAdmitBatch = 2000
+
+// admitLoop records fires in batches: the fires asked for while one batch
+// is written go in the next, in one statement. Fires due at one instant
+// (an aligned burst) cost a few statements, not one round trip each.
+func (c *Coordinator) admitLoop(stop chan struct{}, done chan struct{}) {
+	defer close(done)
+	batch := make([]admission, 0, 64)
+	for {
+		select {
+		case <-stop:
+			for { // answer what is still queued
+				select {
+				case r := <-c.admits:
+					r.reply <- admitted{err: errors.New("fom: cluster: stopping")}
+				default:
+					return
+				}
+			}
+		case r := <-c.admits:
+			batch = append(batch[:0], r)
+		drain:
+			for len(batch) < maxAdmitBatch {
+				select {
+				case r := <-c.admits:
+					batch = append(batch, r)
+				default:
+					break drain
+				}
+			}
+			c.record(batch, stop)
+		}
+	}
+}
+
+// recordRetry is the pause before a fire record is asked again.
+const recordRetry = 50 * time.Millisecond
+
+// record writes a batch of fires, each fenced by its lease term, and
+// answers each: admitted when this batch recorded it. It stops asking
+// again when stop closes.
+//
+// A statement can take place though its answer is lost (the connection
+// cut after the commit). Refused then, its fires would be recorded and
+// never run: here or anywhere, since the next owner resumes after them. So
+// a failed statement is asked again, while the leases are trusted and the
+// renewal interval lasts, and the retry admits the fires this batch did
+// record (its owner and batch number).
+func (c *Coordinator) record(batch []admission, stop chan struct{}) {
+	ok, err := c.recordRetrying(batch, c.batches.Add(1), stop)
+	if err == nil {
+		c.mu.Lock()
+		for i, r := range batch {
+			if ok[i] {
+				c.ran[r.schedule] = r.planned
+			}
+		}
+		c.mu.Unlock()
+	}
+	for i, r := range batch {
+		if err != nil {
+			r.reply <- admitted{err: fmt.Errorf("record fire: %w", err)}
+			continue
+		}
+		r.reply <- admitted{ok: ok[i]}
+	}
+}
+
+// recordRetrying writes a batch as batch number id, as record does,
+// asking again while the leases are trusted and the renewal interval
+// lasts, and reports which fires it recorded.
+func (c *Coordinator) recordRetrying(batch []admission, id int64, stop chan struct{}) ([]bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.o.RenewEvery)
+	defer cancel()
+	c.fireStatements.Add(1)
+	ok, err := c.recordOnce(ctx, batch, id)
+	first := err // why it asked again, kept when a retry is cut short by the deadline
+	for err != nil && c.trusted() {
+		select {
+		case <-time.After(recordRetry):
+		case <-ctx.Done():
+		case <-stop:
+		}
+		if ctx.Err() != nil || closed(stop) {
+			break
+		}
+		c.log.Warn("recording fires failed; asking again", zap.Error(err))
+		c.fireStatements.Add(1)
+		ok, err = c.recordOnce(ctx, batch, id)
+	}
+	if err != nil && err != first && ctx.Err() != nil {
+		err = fmt.Errorf("%w (asked again until the renewal interval ran out: %w)", first, err)
+	}
+	return ok, err
+}
+
+// recordOnce writes the fires of batch whose leases hold into one row,
+// the batch's (see doc.go), in one round trip: the owner's row in
+// instances locked first (a taker of its leases locks it too, so a batch
+// is recorded either before the taker reads the owner's records or after
+// the lease moved), then the insert, whose own snapshot follows the lock.
+// A fire is recorded when its schedule's lease is this instance's, in the
+// fire's term, unexpired, and the fire comes after the lease's last
+// recorded fire. Asked again (an answer lost), the row written before
+// stays, and is what the batch admits. A batch of a fair share of the
+// instance's leases checks them with one hash join on the instance's
+// leases, read once; a smaller one looks each fire's lease up.
+func (c *Coordinator) recordOnce(ctx context.Context, batch []admission, id int64) ([]bool, error) {
+	// An aligned burst's fires share their planned instant, and a
+	// settled cluster's leases mostly their term: sent once (pgbulk).
+	b, f := fireCols(batch)
+	owner, batchID := b.Arg(c.o.InstanceID), b.Arg(id)
+	c.mu.Lock()
+	owned := len(c.owned)
+	c.mu.Unlock()
+	leased := ` WHERE EXISTS (
+			SELECT 1 FROM ` + c.t("leases") + ` l WHERE l.schedule = f.s AND l.owner = ` + owner + `::text AND l.term = f.t AND l.expires_at > now()
+			AND (l.last_fire IS NULL OR l.last_fire < f.p))`
+	with := ""
+	if len(batch) >= max(owned/8, 64) {
+		with = `WITH mine AS MATERIALIZED (SELECT schedule, term, last_fire FROM ` + c.t("leases") + ` WHERE owner = ` + owner + `::text AND expires_at > now()) `
+		leased = ` JOIN mine ON mine.schedule = f.s AND mine.term = f.t AND (mine.last_fire IS NULL OR mine.last_fire < f.p)`
+	}
+	var q pgx.Batch
+	q.Queue(c.lockOwnRow("KEY SHARE"), c.o.InstanceID)
+	q.Queue(with+`INSERT INTO `+c.t("fire_batches")+` (owner, batch, schedules, planned)
+		SELECT `+owner+`::text, `+batchID+`::bigint, array_agg(f.s), array_agg(f.p) FROM (`+f.SQL()+`) AS f`+leased+`
+		HAVING count(*) > 0
+		ON CONFLICT (owner, batch) DO NOTHING RETURNING cardinality(schedules)`, b.Args...)
+	res := c.pool.SendBatch(ctx, &q)
+	_, err := res.Exec()
+	n := 0
+	if err == nil {
+		err = res.QueryRow().Scan(&n)
+		if errors.Is(err, pgx.ErrNoRows) { // none recorded now: none held, or asked again
+			err = nil
+		}
+	}
+	if cerr := res.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && c.lostAnswer != nil {
+		err = c.lostAnswer()
+	}
+	if err != nil || n == len(batch) {
+		return allOf(len(batch), err == nil), err
+	}
+	// Some refused (a lease lost), or the batch was written before: what
+	// its row holds is admitted.
+	c.fireStatements.Add(1)
+	return c.admittedOf(ctx, batch, `SELECT u.s, u.p FROM `+c.t("fire_batches")+` b, unnest(b.schedules, b.planned) AS u(s, p)
+		WHERE b.owner = $1 AND b.batch = $2`, c.o.InstanceID, id)
+}
+
+// fireCols is a batch's fires as the columns s (schedule), p (planned)
+// and t (term).
+func fireCols(batch []admission) (*pgbulk.Batch, *pgbulk.Selection) {
+	var b pgbulk.Batch
+	var f pgbulk.Selection
+	pgbulk.Col(&b, &f, "s", "text", batch, func(a *admission) string { return a.schedule })
+	pgbulk.Col(&b, &f, "p", "timestamptz", batch, func(a *admission) time.Time { return a.planned })
+	pgbulk.Col(&b, &f, "t", "bigint", batch, func(a *admission) int64 { return a.term })
+	return &b, &f
+}
+
+// allOf is n answers, each ok.
+func allOf(n int, ok bool) []bool {
+	out := make([]bool, n)
+	for i := range out {
+		out[i] = ok
+	}
+	return out
+}
+
+// admittedOf runs sql, whose rows are the (schedule, planned) keys of the
+// fires of batch admitted, and answers each fire.
+func (c *Coordinator) admittedOf(ctx context.Context, batch []admission, sql string, args ...any) ([]bool, error) {
+	rows, err := c.pool.Query(ctx, sql, args...)
+	ok := make([]bool, len(batch))
+	if err == nil {
+		type key struct {
+			s string
+			p int64 // µs, the database's precision
+		}
+		at := make(map[key]int, len(batch))
+		for i, r := range batch {
+			at[key{r.schedule, r.planned.UnixMicro()}] = i
+		}
+		var s string
+		var p time.Time
+		_, err = pgx.ForEachRow(rows, []any{&s, &p}, func() error {
+			if i, found := at[key{s, p.UnixMicro()}]; found {
+				ok[i] = true
+			}
+			return nil
+		})
+	}
+	if err == nil && c.lostAnswer != nil {
+		err = c.lostAnswer()
+	}
+	return ok, err
+}
+
+// compactSQL is the statement that folds this instance's uncompacted
+// batches into its leases' last_fire, setting also set on each of its
+// leases. $1 is the instance, $2 the batches kept uncompacted (fires
+// recorded ahead and not yet run or given back); set may use $3 on.
+// Every lease of the instance is written (set), the ones that fired with
+// their last fire: one pass, each row rewritten once, beside itself
+// (fillfactor) as a renewal alone would.
+func (c *Coordinator) compactSQL(set string) string {
+	return `WITH done AS (
+			UPDATE ` + c.t("fire_batches") + ` SET compacted = true WHERE owner = $1 AND NOT compacted AND batch <> ALL($2::bigint[])
+			RETURNING schedules, planned),
+		last AS (SELECT u.s, max(u.p) AS p FROM done, unnest(done.schedules, done.planned) AS u(s, p) GROUP BY u.s)
+		UPDATE ` + c.t("leases") + ` l SET ` + set + `, last_fire = greatest(l.last_fire, x.p)
+		FROM (SELECT m.schedule, last.p FROM ` + c.t("leases") + ` m LEFT JOIN last ON last.s = m.schedule WHERE m.owner = $1) AS x
+		WHERE l.schedule = x.schedule AND l.owner = $1
+		RETURNING l.schedule, l.term`
+}
+
+// lockOwnRow locks this instance's row in instances ($1) in mode: a
+// batch of fires being recorded holds it in KEY SHARE (batches and
+// heartbeats go on side by side), a taker of this instance's leases and
+// a lease given back in UPDATE.
+func (c *Coordinator) lockOwnRow(mode string) string {
+	return "SELECT 1 FROM " + c.t("instances") + " WHERE id = $1 FOR " + mode
+}
+
+// kept is the batches whose fires, recorded ahead, are not all run or
+// given back: compacted, a fire given back unrun would count as the
+// schedule's last.
+func (c *Coordinator) kept() []int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]int64, 0, len(c.outstanding))
+	for id := range c.outstanding {
+		out = append(out, id)
+	}
+	return out
+}
+
+// giveBack gives back the leases of schedules (nil: every one) held by
+// this instance, in one transaction with the removal of the records of
+// their fires recorded ahead and not run (unrun): the next owner resumes
+// from the last fire run here. The instance's row is locked first, so a
+// batch being recorded finishes before the last fires are read, and one
+// asked after the lease moved is refused.
+func (c *Coordinator) giveBack(ctx context.Context, schedules []string, unrun []unrunFire, notify bool) error {
+	return pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, c.lockOwnRow("UPDATE"), c.o.InstanceID); err != nil {
+			return err
+		}
+		if err := c.removeUnrun(ctx, tx, unrun); err != nil {
+			return err
+		}
+		give := `l.schedule = ANY($3)`
+		if schedules == nil {
+			give = `$3::text[] IS NULL`
+		}
+		if _, err := tx.Exec(ctx, c.compactSQL(`owner = CASE WHEN `+give+` THEN '' ELSE l.owner END,
+			expires_at = CASE WHEN `+give+` THEN now() ELSE l.expires_at END`), c.o.InstanceID, c.kept(), schedules); err != nil {
+			return err
+		}
+		if !notify || c.o.Channel == "" {
+			return nil
+		}
+		// The others take them at once, not at their next renewal: a
+		// lease left free is a fire nobody admits.
+		_, err := tx.Exec(ctx, "SELECT pg_notify($1, $2)", c.o.Channel, notifyFree)
+		return err
+	})
+}
+
+// lastFires reads, in tx, the last fire recorded by the previous owners
+// prev of schedules taken from them (after their rows were locked), and
+// writes it into the leases, so that the next taker finds it there. It
+// returns each schedule's last fire.
+func (c *Coordinator) lastFires(ctx context.Context, tx pgx.Tx, prev, taken []string) (map[string]time.Time, error) {
+	rows, err := tx.Query(ctx, `WITH last AS (
+			SELECT u.s, max(u.p) AS p FROM `+c.t("fire_batches")+` b, unnest(b.schedules, b.planned) AS u(s, p)
+			WHERE b.owner = ANY($1) AND NOT b.compacted AND u.s = ANY($2) GROUP BY u.s)
+		UPDATE `+c.t("leases")+` l SET last_fire = greatest(l.last_fire, last.p) FROM last
+		WHERE l.schedule = last.s RETURNING l.schedule, l.last_fire`, prev, taken)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]time.Time{}
+	var s string
+	var p time.Time
+	_, err = pgx.ForEachRow(rows, []any{&s, &p}, func() error { out[s] = p; return nil })
+	return out, err
+}
+
+// firesPruneEvery is how often an instance prunes the fire records, and
+// firesKept how long a record is kept: a schedule's last fire is in its
+// lease, and a record is only read while not compacted (a new owner
+// reads the previous one's). Every few minutes keeps the table to a few
+// minutes of batches.
+const (
+	firesPruneEvery = 5 * time.Minute
+	firesKept       = 10 * time.Minute
+)
+
+// pruneFires deletes the batches recorded more than firesKept ago that
+// no one will read: compacted, or of an instance that holds no lease
+// (every one taken over, or given back).
+func (c *Coordinator) pruneFires(ctx context.Context) {
+	tag, err := c.pool.Exec(ctx, `DELETE FROM `+c.t("fire_batches")+` b WHERE b.recorded_at < now() - $1::interval
+		AND (b.compacted OR NOT EXISTS (SELECT 1 FROM `+c.t("leases")+` l WHERE l.owner = b.owner))`, firesKept)
+	if err != nil {
+		if ctx.Err() == nil {
+			c.log.Warn("pruning fire records failed", zap.Error(err))
+		}
+		return
+	}
+	if n := tag.RowsAffected(); n > 0 {
+		c.log.Debug("fire records pruned", zap.Int64("batches", n))
+	}
+}

@@ -266,18 +266,24 @@ func (c *Coordinator) admittedOf(ctx context.Context, batch []admission, sql str
 // batches into its leases' last_fire, setting also set on each of its
 // leases. $1 is the instance, $2 the batches kept uncompacted (fires
 // recorded ahead and not yet run or given back); set may use $3 on.
-// Every lease of the instance is written (set), the ones that fired with
-// their last fire: one pass, each row rewritten once, beside itself
-// (fillfactor) as a renewal alone would.
+// Every lease of the instance is written once: those that fired (joined
+// with their last fire, each looked up by its key) and the others (a
+// hashed NOT IN), each rewritten beside itself (fillfactor) as a renewal
+// alone would. A join of all the instance's leases with the last fires,
+// whose count the planner cannot guess, was planned as a nested loop
+// over both: seconds at a few thousand leases.
 func (c *Coordinator) compactSQL(set string) string {
 	return `WITH done AS (
 			UPDATE ` + c.t("fire_batches") + ` SET compacted = true WHERE owner = $1 AND NOT compacted AND batch <> ALL($2::bigint[])
 			RETURNING schedules, planned),
-		last AS (SELECT u.s, max(u.p) AS p FROM done, unnest(done.schedules, done.planned) AS u(s, p) GROUP BY u.s)
-		UPDATE ` + c.t("leases") + ` l SET ` + set + `, last_fire = greatest(l.last_fire, x.p)
-		FROM (SELECT m.schedule, last.p FROM ` + c.t("leases") + ` m LEFT JOIN last ON last.s = m.schedule WHERE m.owner = $1) AS x
-		WHERE l.schedule = x.schedule AND l.owner = $1
-		RETURNING l.schedule, l.term`
+		last AS MATERIALIZED (SELECT u.s, max(u.p) AS p FROM done, unnest(done.schedules, done.planned) AS u(s, p) GROUP BY u.s),
+		fired AS (UPDATE ` + c.t("leases") + ` l SET ` + set + `, last_fire = greatest(l.last_fire, last.p) FROM last
+			WHERE l.schedule = last.s AND l.owner = $1
+			RETURNING l.schedule, l.term),
+		rest AS (UPDATE ` + c.t("leases") + ` l SET ` + set + `
+			WHERE l.owner = $1 AND l.schedule NOT IN (SELECT s FROM last)
+			RETURNING l.schedule, l.term)
+		SELECT schedule, term FROM fired UNION ALL SELECT schedule, term FROM rest`
 }
 
 // lockOwnRow locks this instance's row in instances ($1) in mode: a

@@ -1,5 +1,5 @@
 -- A fire record is a row per batch of fires, not per fire (package
--- pgcluster, doc.go): a row and a key for each fire were most of the
+-- pgcluster): a row and a key for each fire were most of the
 -- database's cost of an aligned burst on a cluster. No key keeps a fire
 -- from being recorded twice any more; the owner's lock orders each batch
 -- against a takeover (a batch locks its instance's row, a taker locks the
@@ -23,6 +23,9 @@ CREATE TABLE {{schema}}.fire_batches (
 	planned     TIMESTAMPTZ[] NOT NULL,
 	PRIMARY KEY (owner, batch)
 );
+-- Stored apart and uncompressed: a burst's names compress poorly and
+-- are read once (by the renewal), then deleted.
+ALTER TABLE {{schema}}.fire_batches ALTER COLUMN schedules SET STORAGE EXTERNAL, ALTER COLUMN planned SET STORAGE EXTERNAL;
 CREATE INDEX fire_batches_uncompacted ON {{schema}}.fire_batches (owner) WHERE NOT compacted;
 CREATE INDEX fire_batches_recorded ON {{schema}}.fire_batches (recorded_at);
 -- Every fire recorded in the last ten minutes, one row each, for reading.

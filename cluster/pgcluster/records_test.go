@@ -1,0 +1,184 @@
+package pgcluster_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/fom-go/fom/cluster/pgcluster"
+	"github.com/fom-go/fom/internal/pgtest"
+)
+
+// TestATakerReadsTheBatchBeingRecordedWhenItTakesTheLease: a batch of
+// fires in flight when its lease expires (it checked the lease before the
+// expiry, and commits after the taker's statements began) is read by the
+// taker, which waits on the owner's row the batch holds: the plan resumes
+// after that fire, not before it, where it would run it a second time.
+func TestATakerReadsTheBatchBeingRecordedWhenItTakesTheLease(t *testing.T) {
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
+	ctx := context.Background()
+	a := coordinator(t, schema, "a", nil, pgcluster.Options{LeaseTTL: time.Minute}, "s")
+	start(t, a)
+	fire := time.Now().Truncate(time.Second).UTC()
+	// a's batch, as recordOnce sends it: the owner's row locked, then the
+	// fire written; not committed yet.
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM "+schema+".instances WHERE id = 'a' FOR KEY SHARE"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "INSERT INTO "+schema+".fire_batches (owner, batch, schedules, planned) VALUES ('a', 1, '{s}', ARRAY[$1::timestamptz])", fire); err != nil {
+		t.Fatal(err)
+	}
+	a.Abandon()
+	if _, err := pool.Exec(ctx, "UPDATE "+schema+".leases SET expires_at = now() WHERE schedule = 's'"); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var told time.Time
+	b := coordinator(t, schema, "b", nil, pgcluster.Options{LeaseTTL: time.Minute, Acquired: func(_ string, at time.Time) {
+		mu.Lock()
+		told = at
+		mu.Unlock()
+	}}, "s")
+	started := make(chan error, 1)
+	go func() { started <- b.Start(ctx) }()
+	t.Cleanup(func() { b.Stop(context.Background()) })
+	// b's acquisition waits on a's row: the batch is committed then.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		var waiting int
+		if err := pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND strpos(query, $1) > 0 AND strpos(query, 'instances') > 0", schema).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("b's acquisition never waited on a's batch")
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-started; err != nil {
+		t.Fatal(err)
+	}
+	if b.Owned() != 1 {
+		t.Fatalf("b holds %d leases, want 1", b.Owned())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !told.Equal(fire) {
+		t.Fatalf("b resumes from %s, want a's fire recorded as b took the lease (%s)", told, fire)
+	}
+}
+
+// TestARenewalFoldsTheFiresRunIntoTheLeases: a renewal folds the fires
+// recorded since the last one into the leases' last fire, but not a batch
+// of fires recorded ahead while one of them waits to run; given back at
+// stop, the fires not run are taken out of that batch, and each lease
+// keeps the last fire that ran: the next owner runs the others.
+func TestARenewalFoldsTheFiresRunIntoTheLeases(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
+	ctx := context.Background()
+	var names []string
+	for i := range 32 { // a slot of 32: recorded ahead (16 or more)
+		names = append(names, fmt.Sprintf("s%02d", i))
+	}
+	a := coordinator(t, schema, "a", nil, pgcluster.Options{LeaseTTL: 30 * time.Second, RecordAhead: time.Second}, names...)
+	start(t, a)
+	first := time.Now().Truncate(time.Second).Add(-time.Second).UTC()
+	admitTogether(a, first, names...)
+	second := time.Now().Truncate(time.Second).Add(3 * time.Second).UTC()
+	for _, n := range names {
+		a.Announce(n, second)
+	}
+	// Recorded ahead, in one batch.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var n int
+		if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+schema+".fire_records WHERE planned = $1", second).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == len(names) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d fires recorded ahead", n, len(names))
+		}
+	}
+	// Half of them run.
+	ran, unrun := names[:16], names[16:]
+	for _, n := range ran {
+		if ok, err := a.Admit(ctx, n, second); !ok || err != nil {
+			t.Fatalf("%s: admitted %v, %v", n, ok, err)
+		}
+	}
+	lastFires := func() map[string]time.Time {
+		t.Helper()
+		rows, err := pool.Query(ctx, "SELECT schedule, last_fire FROM "+schema+".leases")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]time.Time{}
+		var s string
+		var p *time.Time
+		if _, err := pgx.ForEachRow(rows, []any{&s, &p}, func() error {
+			if p != nil {
+				out[s] = *p
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	// A renewal: the first fires' batch is folded in, the one recorded
+	// ahead is not while half of it waits to run.
+	a.Kick()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var left int
+		if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+schema+".fire_batches WHERE NOT compacted AND $1 = ANY(planned)", first).Scan(&left); err != nil {
+			t.Fatal(err)
+		}
+		if left == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no renewal folded the first fires in")
+		}
+	}
+	got := lastFires()
+	for _, n := range names {
+		if !got[n].Equal(first) {
+			t.Errorf("%s: last fire %s after the renewal, want %s", n, got[n], first)
+		}
+	}
+	if err := a.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got = lastFires()
+	for _, n := range ran {
+		if !got[n].Equal(second) {
+			t.Errorf("%s ran at %s: last fire %s after the stop", n, second, got[n])
+		}
+	}
+	for _, n := range unrun {
+		if !got[n].Equal(first) {
+			t.Errorf("%s did not run at %s: last fire %s after the stop, want %s", n, second, got[n], first)
+		}
+	}
+	var recorded int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+schema+".fire_records WHERE planned = $1", second).Scan(&recorded); err != nil || recorded != len(ran) {
+		t.Fatalf("%d records of the fires at %s (%v), want the %d that ran", recorded, second, err, len(ran))
+	}
+}

@@ -47,7 +47,10 @@ type clusterRun struct {
 // registering n every-second jobs, and measures lateness over window.
 // With join > 0 the last instance starts that far into the window: the
 // others hand it its share of the leases while their schedules fire.
-func measureApps(label string, n, instances int, window, warmup, join time.Duration, mk func(i int) (*fom.App, func(), error)) clusterRun {
+//
+// check, when not nil, compares the fires run in the window with the
+// store's records of it, and says what is wrong ("" when nothing).
+func measureApps(label string, n, instances int, window, warmup, join time.Duration, mk func(i int) (*fom.App, func(), error), check func(from, to time.Time, ran int) string) clusterRun {
 	r := clusterRun{label: label, n: n}
 	l := newLateness(n*instances, window)
 	apps := make([]*fom.App, instances)
@@ -125,6 +128,12 @@ func measureApps(label string, n, instances int, window, warmup, join time.Durat
 		return r
 	}
 	r.fires = len(samples)
+	if check != nil {
+		if msg := check(from, from.Add(window), r.fires); msg != "" {
+			r.err = msg
+			return r
+		}
+	}
 	r.p50, r.p99 = percentile(samples, 0.5), percentile(samples, 0.99)
 	secs := window.Seconds()
 	r.tickStmtsPerS = float64(c1[0]-c0[0]) / secs
@@ -174,7 +183,7 @@ func clusterScenario(dsn string, ns []int, window, warmup time.Duration, passes 
 				}
 				app, err := fom.New(fom.WithDataDir(dir))
 				return app, func() { os.RemoveAll(dir) }, err
-			})
+			}, nil)
 			onPostgres := func(label string, join time.Duration) clusterRun {
 				b := make([]byte, 4)
 				rand.Read(b)
@@ -187,6 +196,19 @@ func clusterScenario(dsn string, ns []int, window, warmup time.Duration, passes 
 					}
 					app, err := fom.New(fom.WithStore(st), fom.WithInstanceID(fmt.Sprintf("bench-%d", i+1)))
 					return app, func() { st.Close() }, err
+				}, func(from, to time.Time, ran int) string {
+					// Every fire run was recorded once, before it ran.
+					var recorded, distinct int
+					err := admin.QueryRow(context.Background(), "SELECT count(*), count(DISTINCT (schedule, planned)) FROM "+schema+".fire_records WHERE planned >= $1 AND planned < $2", from, to).Scan(&recorded, &distinct)
+					switch {
+					case err != nil:
+						return "reading the fire records: " + err.Error()
+					case recorded != distinct:
+						return fmt.Sprintf("%d fires recorded twice", recorded-distinct)
+					case recorded != ran:
+						return fmt.Sprintf("%d fires recorded, %d ran", recorded, ran)
+					}
+					return ""
 				})
 			}
 			three := onPostgres("three Apps, PostgreSQL", 0)

@@ -1,6 +1,3 @@
-// Package pgcluster is the cluster's coordinator on PostgreSQL (see
-// package cluster): store/postgres builds it for an App, so that an App
-// without that store links none of it.
 package pgcluster
 
 import (
@@ -303,9 +300,9 @@ func (c *Coordinator) tick(ctx context.Context) {
 		return
 	}
 	// The renewal folds the fires recorded since the last one into the
-	// leases (compactSQL): a taker reads the records of the renewals'
-	// interval at most.
-	rows, err := c.pool.Query(ctx, c.compactSQL("expires_at = now() + $3::interval"), c.o.InstanceID, c.kept(), c.o.LeaseTTL)
+	// leases (renewSQL): a taker reads a renewal interval's records at
+	// most.
+	rows, err := c.pool.Query(ctx, c.renewSQL(), c.o.InstanceID, c.kept(), c.o.LeaseTTL)
 	owned := map[string]int64{}
 	if err == nil {
 		var s string

@@ -262,25 +262,24 @@ func (c *Coordinator) admittedOf(ctx context.Context, batch []admission, sql str
 	return ok, err
 }
 
-// compactSQL is the statement that folds this instance's uncompacted
-// batches into its leases' last_fire, setting also set on each of its
-// leases. $1 is the instance, $2 the batches kept uncompacted (fires
-// recorded ahead and not yet run or given back); set may use $3 on.
-// Every lease of the instance is written once: those that fired (joined
-// with their last fire, each looked up by its key) and the others (a
-// hashed NOT IN), each rewritten beside itself (fillfactor) as a renewal
-// alone would. A join of all the instance's leases with the last fires,
-// whose count the planner cannot guess, was planned as a nested loop
-// over both: seconds at a few thousand leases.
-func (c *Coordinator) compactSQL(set string) string {
+// renewSQL is the renewal: it extends this instance's leases ($1) by
+// the TTL ($3), and folds its uncompacted batches into their last_fire,
+// but the batches kept ($2: fires recorded ahead and not yet run or given
+// back). Every lease of the instance is written once: those that fired
+// (joined with their last fire, each looked up by its key) and the others
+// (a hashed NOT IN), each rewritten beside itself (fillfactor) as a
+// renewal alone would. A join of all the instance's leases with the last
+// fires, whose count the planner cannot guess, was planned as a nested
+// loop over both: seconds at a few thousand leases.
+func (c *Coordinator) renewSQL() string {
 	return `WITH done AS (
 			UPDATE ` + c.t("fire_batches") + ` SET compacted = true WHERE owner = $1 AND NOT compacted AND batch <> ALL($2::bigint[])
 			RETURNING schedules, planned),
 		last AS MATERIALIZED (SELECT u.s, max(u.p) AS p FROM done, unnest(done.schedules, done.planned) AS u(s, p) GROUP BY u.s),
-		fired AS (UPDATE ` + c.t("leases") + ` l SET ` + set + `, last_fire = greatest(l.last_fire, last.p) FROM last
+		fired AS (UPDATE ` + c.t("leases") + ` l SET expires_at = now() + $3::interval, last_fire = greatest(l.last_fire, last.p) FROM last
 			WHERE l.schedule = last.s AND l.owner = $1
 			RETURNING l.schedule, l.term),
-		rest AS (UPDATE ` + c.t("leases") + ` l SET ` + set + `
+		rest AS (UPDATE ` + c.t("leases") + ` l SET expires_at = now() + $3::interval
 			WHERE l.owner = $1 AND l.schedule NOT IN (SELECT s FROM last)
 			RETURNING l.schedule, l.term)
 		SELECT schedule, term FROM fired UNION ALL SELECT schedule, term FROM rest`
@@ -312,7 +311,8 @@ func (c *Coordinator) kept() []int64 {
 // their fires recorded ahead and not run (unrun): the next owner resumes
 // from the last fire run here. The instance's row is locked first, so a
 // batch being recorded finishes before the last fires are read, and one
-// asked after the lease moved is refused.
+// asked after the lease moved is refused; the lock is held for a few
+// milliseconds, during which this instance's batches wait.
 func (c *Coordinator) giveBack(ctx context.Context, schedules []string, unrun []unrunFire, notify bool) error {
 	return pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, c.lockOwnRow("UPDATE"), c.o.InstanceID); err != nil {
@@ -321,12 +321,18 @@ func (c *Coordinator) giveBack(ctx context.Context, schedules []string, unrun []
 		if err := c.removeUnrun(ctx, tx, unrun); err != nil {
 			return err
 		}
-		give := `l.schedule = ANY($3)`
-		if schedules == nil {
-			give = `$3::text[] IS NULL`
-		}
-		if _, err := tx.Exec(ctx, c.compactSQL(`owner = CASE WHEN `+give+` THEN '' ELSE l.owner END,
-			expires_at = CASE WHEN `+give+` THEN now() ELSE l.expires_at END`), c.o.InstanceID, c.kept(), schedules); err != nil {
+		// The leases given back take their last fire from this
+		// instance's batches not compacted yet (a renewal interval's at
+		// most); the batches stay as they are, for the renewal to fold
+		// the other schedules' fires in.
+		if _, err := tx.Exec(ctx, `WITH last AS MATERIALIZED (
+				SELECT u.s, max(u.p) AS p FROM `+c.t("fire_batches")+` b, unnest(b.schedules, b.planned) AS u(s, p)
+				WHERE b.owner = $1 AND NOT b.compacted AND ($2::text[] IS NULL OR u.s = ANY($2)) GROUP BY u.s),
+			fired AS (UPDATE `+c.t("leases")+` l SET owner = '', expires_at = now(), last_fire = greatest(l.last_fire, last.p) FROM last
+				WHERE l.schedule = last.s AND l.owner = $1)
+			UPDATE `+c.t("leases")+` l SET owner = '', expires_at = now()
+			WHERE l.owner = $1 AND ($2::text[] IS NULL OR l.schedule = ANY($2)) AND l.schedule NOT IN (SELECT s FROM last)`,
+			c.o.InstanceID, schedules); err != nil {
 			return err
 		}
 		if !notify || c.o.Channel == "" {

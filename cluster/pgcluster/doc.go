@@ -1,0 +1,41 @@
+// Package pgcluster is the cluster's coordinator on PostgreSQL (see
+// package cluster): store/postgres builds it for an App, so that an App
+// without that store links none of it.
+//
+// # Leases
+//
+// Each schedule has a row in leases: its owner, a term (the fencing
+// token, bumped by each new owner), an expiry on the database's clock,
+// and its last recorded fire. An owner renews all its leases in one
+// statement every RenewEvery and trusts them for a fifth less than the
+// TTL after it sent it; a lease expired, or given back, is taken by
+// another instance, which continues the plan after the last fire.
+//
+// # Fire records
+//
+// A fire runs only once recorded by its owner, fenced by its lease: in
+// the fire's term, unexpired, and after the lease's last fire. A batch of
+// fires (an aligned burst's, or the slot of those announced ahead) is one
+// row of fire_batches, its schedules and planned times as arrays: a row
+// and a key a fire were most of what a burst cost the database. No key
+// keeps a fire from being recorded twice; the order of three things does:
+//
+//   - A batch is sent with a lock on its instance's row in instances
+//     (KEY SHARE: batches and heartbeats proceed side by side), then its
+//     insert, whose snapshot follows the lock.
+//   - A taker of leases locks the rows of their owners (FOR UPDATE, in
+//     the order of their ids), so their batches under way finish first
+//     and the ones that follow find the leases moved; it then reads the
+//     fires those owners recorded and did not compact yet, and writes the
+//     last into the leases, in the same transaction.
+//   - Each renewal compacts the owner's batches: it marks them compacted
+//     and folds their fires into its leases' last_fire, so that a taker
+//     reads at most a renewal interval of records. A batch of fires
+//     recorded ahead stays uncompacted while one of them waits to run.
+//
+// A lease given back (to rebalance, or at a graceful stop) locks its own
+// instance's row, takes the fires recorded ahead and not run out of their
+// batches, and writes its last fire from the batches not compacted, in
+// one transaction: the next owner runs the fires not run here. Batches are read, one fire to a row, through the view
+// fire_records, and deleted once compacted and ten minutes old.
+package pgcluster

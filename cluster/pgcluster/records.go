@@ -324,10 +324,12 @@ func (c *Coordinator) giveBack(ctx context.Context, schedules []string, unrun []
 		// The leases given back take their last fire from this
 		// instance's batches not compacted yet (a renewal interval's at
 		// most); the batches stay as they are, for the renewal to fold
-		// the other schedules' fires in.
+		// the other schedules' fires in. A set of names is matched by IN
+		// (SELECT unnest(...)), hashed, where = ANY of a parameter is
+		// read element by element for each fire in a generic plan.
 		if _, err := tx.Exec(ctx, `WITH last AS MATERIALIZED (
 				SELECT u.s, max(u.p) AS p FROM `+c.t("fire_batches")+` b, unnest(b.schedules, b.planned) AS u(s, p)
-				WHERE b.owner = $1 AND NOT b.compacted AND ($2::text[] IS NULL OR u.s = ANY($2)) GROUP BY u.s),
+				WHERE b.owner = $1 AND NOT b.compacted AND ($2::text[] IS NULL OR u.s IN (SELECT unnest($2::text[]))) GROUP BY u.s),
 			fired AS (UPDATE `+c.t("leases")+` l SET owner = '', expires_at = now(), last_fire = greatest(l.last_fire, last.p) FROM last
 				WHERE l.schedule = last.s AND l.owner = $1)
 			UPDATE `+c.t("leases")+` l SET owner = '', expires_at = now()
@@ -352,7 +354,7 @@ func (c *Coordinator) giveBack(ctx context.Context, schedules []string, unrun []
 func (c *Coordinator) lastFires(ctx context.Context, tx pgx.Tx, prev, taken []string) (map[string]time.Time, error) {
 	rows, err := tx.Query(ctx, `WITH last AS (
 			SELECT u.s, max(u.p) AS p FROM `+c.t("fire_batches")+` b, unnest(b.schedules, b.planned) AS u(s, p)
-			WHERE b.owner = ANY($1) AND NOT b.compacted AND u.s = ANY($2) GROUP BY u.s)
+			WHERE b.owner = ANY($1) AND NOT b.compacted AND u.s IN (SELECT unnest($2::text[])) GROUP BY u.s)
 		UPDATE `+c.t("leases")+` l SET last_fire = greatest(l.last_fire, last.p) FROM last
 		WHERE l.schedule = last.s RETURNING l.schedule, l.last_fire`, prev, taken)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
@@ -131,4 +132,62 @@ func TestNewUsesAGivenPoolAndLeavesItOpen(t *testing.T) {
 func TestNewerDataFormatIsRefused(t *testing.T) {
 	t.Parallel()
 	refusedAfter(t, "UPDATE {schema}.meta SET value = '3' WHERE key = 'data_format'", "data format 3, this build reads up to 2")
+}
+
+// TestTheFireRecordsOfAnEarlierSchemaLeaveEachScheduleItsLastFire: a
+// schema of version 15 (a fire record a row) migrated to the batches'
+// keeps each schedule's last recorded fire in its lease, where the next
+// owner of the lease continues the plan from.
+func TestTheFireRecordsOfAnEarlierSchemaLeaveEachScheduleItsLastFire(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	admin := adminPool(t)
+	schema := testSchema(t, admin)
+	ms, err := migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := admin.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	for _, q := range []string{"CREATE SCHEMA " + schema, "CREATE TABLE " + schema + ".schema_version (version INT NOT NULL)", "INSERT INTO " + schema + ".schema_version VALUES (15)"} {
+		if _, err := tx.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, m := range ms[:15] {
+		if _, err := tx.Exec(ctx, strings.ReplaceAll(m, "{{schema}}", schema)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last := time.Date(2026, 11, 28, 10, 0, 3, 0, time.UTC)
+	if _, err := tx.Exec(ctx, "INSERT INTO "+schema+".leases (schedule, owner, term, expires_at) VALUES ('a', 'i1', 2, now()), ('b', '', 1, now()), ('never', '', 0, '-infinity')"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "INSERT INTO "+schema+".fires (schedule, planned, term, owner) VALUES ('a', $1::timestamptz - interval '2 seconds', 1, 'i0'), ('a', $1, 2, 'i1'), ('b', $1::timestamptz - interval '1 hour', 1, 'i1')", last); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(ctx, testDSN(), WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	rows, err := admin.Query(ctx, "SELECT schedule, last_fire FROM "+schema+".leases ORDER BY 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]*time.Time{}
+	var name string
+	var at *time.Time
+	if _, err := pgx.ForEachRow(rows, []any{&name, &at}, func() error { got[name] = at; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if got["a"] == nil || !got["a"].Equal(last) || got["b"] == nil || !got["b"].Equal(last.Add(-time.Hour)) || got["never"] != nil {
+		t.Fatalf("last fires after the migration: a %v, b %v, never %v; want %s, %s, none", got["a"], got["b"], got["never"], last, last.Add(-time.Hour))
+	}
 }

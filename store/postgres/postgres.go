@@ -10,6 +10,7 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"embed"
 	"errors"
@@ -29,6 +30,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fom-go/fom/cluster"
+	"github.com/fom-go/fom/internal/pgbulk"
 	"github.com/fom-go/fom/store"
 )
 
@@ -462,14 +464,20 @@ func (s *Store) SaveStats(ctx context.Context, b store.StatsBatch) error {
 	}
 	rounds := store.LastPerSlot(b.Rounds)
 	return s.tx(ctx, "save statistics", func(tx pgx.Tx) error {
-		if n := len(rounds); n > 0 {
-			names, datas := make([]string, n), make([][]byte, n)
-			slots, firsts, seqs, starts := make([]int32, n), make([]int64, n), make([]int64, n), make([]int64, n)
-			for i, r := range rounds {
-				names[i], datas[i], slots[i], firsts[i], seqs[i], starts[i] = r.Schedule, r.Data, int32(r.Slot), r.First, r.Seq, r.Start.UnixNano()
-			}
-			_, err := tx.Exec(ctx, "INSERT INTO "+s.t("rounds")+" (schedule, slot, first_seq, seq, start, data, instance) SELECT r.*, $7 FROM unnest($1::text[], $2::int[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bytea[]) AS r ON CONFLICT (schedule, instance, slot) DO UPDATE SET first_seq = excluded.first_seq, seq = excluded.seq, start = excluded.start, data = excluded.data",
-				names, slots, firsts, seqs, starts, datas, s.instanceID())
+		// Columns common to every row (a day, a slot) are sent once
+		// (pgbulk): encoding a date from its text for each of thousands of
+		// schedules was most of a flush's client time on a cluster.
+		if len(rounds) > 0 {
+			var q pgbulk.Batch
+			var r pgbulk.Selection
+			pgbulk.Col(&q, &r, "schedule", "text", rounds, func(r *store.Round) string { return r.Schedule })
+			pgbulk.Col(&q, &r, "slot", "int", rounds, func(r *store.Round) int32 { return int32(r.Slot) })
+			pgbulk.Col(&q, &r, "first_seq", "bigint", rounds, func(r *store.Round) int64 { return r.First })
+			pgbulk.Col(&q, &r, "seq", "bigint", rounds, func(r *store.Round) int64 { return r.Seq })
+			pgbulk.Col(&q, &r, "start", "bigint", rounds, func(r *store.Round) int64 { return r.Start.UnixNano() })
+			pgbulk.ColEq(&q, &r, "data", "bytea", rounds, func(r *store.Round) []byte { return r.Data }, bytes.Equal)
+			_, err := tx.Exec(ctx, "INSERT INTO "+s.t("rounds")+" (schedule, slot, first_seq, seq, start, data, instance) SELECT r.*, "+q.Arg(s.instanceID())+"::text FROM ("+r.SQL()+") AS r ON CONFLICT (schedule, instance, slot) DO UPDATE SET first_seq = excluded.first_seq, seq = excluded.seq, start = excluded.start, data = excluded.data",
+				q.Args...)
 			if err != nil {
 				return err
 			}
@@ -480,15 +488,18 @@ func (s *Store) SaveStats(ctx context.Context, b store.StatsBatch) error {
 			for i, d := range b.Days {
 				last[[2]string{d.Schedule, dayKey(d.Day)}] = i
 			}
-			var names, days []string
-			var data [][]byte
+			days := make([]store.Day, 0, len(last))
 			for i, d := range b.Days {
-				if last[[2]string{d.Schedule, dayKey(d.Day)}] != i {
-					continue
+				if last[[2]string{d.Schedule, dayKey(d.Day)}] == i {
+					days = append(days, d)
 				}
-				names, days, data = append(names, d.Schedule), append(days, dayKey(d.Day)), append(data, d.Data)
 			}
-			_, err := tx.Exec(ctx, "INSERT INTO "+s.t("stats_days")+" (schedule, day, data, instance) SELECT d.*, $4 FROM unnest($1::text[], $2::date[], $3::bytea[]) AS d ON CONFLICT (schedule, day, instance) DO UPDATE SET data = excluded.data", names, days, data, s.instanceID())
+			var q pgbulk.Batch
+			var d pgbulk.Selection
+			pgbulk.Col(&q, &d, "schedule", "text", days, func(d *store.Day) string { return d.Schedule })
+			pgbulk.Col(&q, &d, "day", "date", days, func(d *store.Day) string { return dayKey(d.Day) })
+			pgbulk.ColEq(&q, &d, "data", "bytea", days, func(d *store.Day) []byte { return d.Data }, bytes.Equal)
+			_, err := tx.Exec(ctx, "INSERT INTO "+s.t("stats_days")+" (schedule, day, data, instance) SELECT d.*, "+q.Arg(s.instanceID())+"::text FROM ("+d.SQL()+") AS d ON CONFLICT (schedule, day, instance) DO UPDATE SET data = excluded.data", q.Args...)
 			if err != nil {
 				return err
 			}

@@ -161,7 +161,13 @@ func TestReloadPutsEditsSavedElsewhereInForce(t *testing.T) {
 	if _, err := c.Reload(map[string]string{"threadMax": "4"}); err != nil || len(seen) != 1 {
 		t.Fatalf("an unchanged reload notified: %v %d", err, len(seen))
 	}
+	if !c.HasEdits(c.Edits()) || c.HasEdits(map[string]string{"threadMax": "5"}) || c.HasEdits(nil) {
+		t.Fatalf("HasEdits does not tell the edits in force %v", c.Edits())
+	}
 	if _, err := c.Reload(nil); err != nil || c.Get("threadMax") != "1" {
 		t.Fatalf("edits reset elsewhere: %v %q", err, c.Get("threadMax"))
+	}
+	if !c.HasEdits(nil) || !c.HasEdits(map[string]string{}) {
+		t.Fatal("no edits in force, and HasEdits says otherwise")
 	}
 }

@@ -274,6 +274,12 @@ func (c *Config) filterPersisted(code, persisted map[string]string) (persist, me
 // Edits returns a copy of the operator edits in force.
 func (c *Config) Edits() map[string]string { return maps.Clone(c.cur.Load().persist) }
 
+// HasEdits reports whether edits are the operator edits in force, without
+// copying them (a cluster's resync compares every schedule's).
+func (c *Config) HasEdits(edits map[string]string) bool {
+	return maps.Equal(edits, c.cur.Load().persist)
+}
+
 // Reload puts persisted in force as the operator edits, without saving
 // them: edits another instance of the app saved in a shared store. Edits
 // that do not hold here are dropped and returned as warnings, as at New;

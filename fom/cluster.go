@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"strings"
 	"time"
 
@@ -136,7 +135,7 @@ func (a *App) resync(ctx context.Context) {
 		if edits == nil {
 			edits = map[string]string{}
 		}
-		if !maps.Equal(edits, sc.Config().Edits()) {
+		if !sc.Config().HasEdits(edits) {
 			a.reload(sc, edits)
 		}
 		if v, ok := levels[sc.Name()]; ok {

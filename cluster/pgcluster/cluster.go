@@ -51,8 +51,8 @@ type Coordinator struct {
 	// outstanding counts, by batch, the fires recorded ahead and not yet
 	// run or given back: their batches stay uncompacted (see kept).
 	outstanding map[int64]int
-	// ran is each schedule's last fire admitted here in its term (or the
-	// last recorded when its lease was taken): a fire not after it is
+	// ran is each schedule's last fire admitted here when due (not
+	// announced ahead: see herald's admitted): a fire not after it is
 	// refused without a statement.
 	ran      map[string]time.Time
 	slots    *slots.Set[string, *time.Timer] // the schedules whose heralds are recorded together, by slot
@@ -61,7 +61,8 @@ type Coordinator struct {
 	holding  bool                            // slots announced wait for unhold (an acquisition resuming its schedules)
 	// recLock is read-held by a herald batch's statement and write-held
 	// by a lease given back (with the records of its unrun fires), so the
-	// records a batch writes are deleted, or refused, not left behind.
+	// fires a batch records are taken out of the records, or refused, not
+	// left behind.
 	recLock sync.RWMutex
 
 	tickStatements, fires, fireStatements atomic.Int64 // counters (see Counters)
@@ -459,11 +460,6 @@ func (c *Coordinator) acquire(ctx context.Context, names []string, n int) {
 	c.mu.Lock()
 	for s, term := range taken {
 		c.owned[s] = term
-		if p, ok := from[s]; ok {
-			c.ran[s] = p
-		} else {
-			delete(c.ran, s)
-		}
 		acquired = append(acquired, s)
 	}
 	c.mu.Unlock()
@@ -494,7 +490,7 @@ func (c *Coordinator) release(ctx context.Context, from []string, n int, why str
 		if _, ok := c.owned[s]; !ok {
 			continue
 		}
-		if h := c.heralds[s]; h != nil && h.planned.Before(soon) {
+		if h := c.heralds[s]; h != nil && h.state != admitted && h.planned.Before(soon) {
 			after = maxTime(after, h.planned)
 			continue
 		}

@@ -18,8 +18,10 @@ import (
 // their terms as every fire record is, and Admit at each fire's time finds
 // it recorded. A herald's record and a lease given back are ordered by
 // recLock, and both take the herald out of the map under c.mu, so a fire
-// recorded ahead is either admitted here or its record deleted with the
-// lease: never both, never neither.
+// recorded ahead is either admitted here or taken out of the records with
+// the lease: never both, never neither. While one waits to run, its
+// batch stays uncompacted (outstanding), so its fire is not yet any
+// lease's last.
 
 // herald is a fire announced ahead.
 type herald struct {
@@ -44,6 +46,9 @@ const (
 	announced heraldState = iota // waiting for its slot
 	recording                    // in a statement; done closes on its answer
 	recorded                     // answered: ok says whether it was written
+	// admitted: run here. Kept in the map until the next announcement,
+	// so that the same fire asked again is refused without a statement.
+	admitted
 )
 
 // minAhead is the fewest fires a slot records ahead: a slot of fewer
@@ -208,11 +213,19 @@ func (c *Coordinator) recordSlot(k int64, stop chan struct{}) {
 // its slot too small, its record failed or refused), and Admit records it
 // now. Called with c.mu held, which it releases: a fire whose slot has
 // answered (the common case) is decided under that one lock.
+//
+// A fire at or before the last one admitted here (a herald admitted, or
+// ran for the fires recorded when due) is refused.
 func (c *Coordinator) admitHerald(ctx context.Context, schedule string, planned time.Time, term int64) (ok, decided bool) {
 	h := c.heralds[schedule]
-	if h == nil || !h.planned.Equal(planned) || h.term != term {
+	if h != nil && h.state == admitted && !planned.After(h.planned) {
 		c.mu.Unlock()
-		return false, false
+		return false, true
+	}
+	if h == nil || !h.planned.Equal(planned) || h.term != term {
+		last, ran := c.ran[schedule]
+		c.mu.Unlock()
+		return false, ran && !planned.After(last)
 	}
 	if h.state != recorded {
 		done := h.done
@@ -225,11 +238,15 @@ func (c *Coordinator) admitHerald(ctx context.Context, schedule string, planned 
 		c.mu.Lock()
 	}
 	defer c.mu.Unlock()
-	if c.heralds[schedule] == h {
-		delete(c.heralds, schedule)
+	if h.state == admitted { // by another Admit of the same fire
+		return false, true
 	}
 	c.settleLocked(h)
+	inMap := c.heralds[schedule] == h
 	if !h.ok {
+		if inMap {
+			delete(c.heralds, schedule)
+		}
 		return false, false
 	}
 	// A lease given back since took the herald out of the map (its fire
@@ -237,8 +254,11 @@ func (c *Coordinator) admitHerald(ctx context.Context, schedule string, planned 
 	// of owned.
 	t, owned := c.owned[schedule]
 	ok = owned && t == term && time.Now().Before(c.trustUntil)
-	if ok {
-		c.ran[schedule] = planned
+	switch {
+	case inMap && ok:
+		h.state = admitted
+	case inMap:
+		delete(c.heralds, schedule)
 	}
 	return ok, true
 }
@@ -258,8 +278,8 @@ func (c *Coordinator) settleLocked(h *herald) {
 }
 
 // takeHeraldsLocked takes the heralds of schedules (nil: every one) out
-// of the map and returns those recorded or being recorded: their records
-// are to be deleted with their leases. Called with c.mu held.
+// of the map and returns those recorded or being recorded: they are taken
+// out of the records with their leases. Called with c.mu held.
 func (c *Coordinator) takeHeraldsLocked(schedules []string) []unrunFire {
 	var out []unrunFire
 	take := func(s string) {
@@ -271,6 +291,7 @@ func (c *Coordinator) takeHeraldsLocked(schedules []string) []unrunFire {
 		switch h.state {
 		case announced:
 			h.drop()
+		case admitted:
 		default: // recording (its slot answers later) or recorded
 			out = append(out, unrunFire{schedule: s, planned: h.planned, batch: h.batch})
 			c.settleLocked(h)

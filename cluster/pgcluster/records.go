@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -14,8 +16,7 @@ import (
 
 // Admit implements schedule.Gate: the owner, within its trust window,
 // records the fire; a fire is admitted when this instance recorded it.
-// A fire at or before the last one admitted here in the schedule's term
-// is refused at once.
+// A fire at or before the last one admitted here is refused at once.
 func (c *Coordinator) Admit(ctx context.Context, schedule string, planned time.Time) (bool, error) {
 	c.mu.Lock()
 	term, owned := c.owned[schedule]
@@ -23,15 +24,11 @@ func (c *Coordinator) Admit(ctx context.Context, schedule string, planned time.T
 		c.mu.Unlock()
 		return false, nil
 	}
-	if last, ok := c.ran[schedule]; ok && !planned.After(last) {
-		c.mu.Unlock()
-		return false, nil
-	}
 	if ok, decided := c.admitHerald(ctx, schedule, planned, term); decided { // releases c.mu
 		return ok, nil
 	}
 	c.fires.Add(1)
-	req := admission{schedule: schedule, planned: planned, term: term, reply: make(chan admitted, 1)}
+	req := admission{schedule: schedule, planned: planned, term: term, reply: make(chan verdict, 1)}
 	select {
 	case c.admits <- req:
 	case <-ctx.Done():
@@ -50,10 +47,11 @@ type admission struct {
 	schedule string
 	planned  time.Time
 	term     int64
-	reply    chan admitted
+	reply    chan verdict
 }
 
-type admitted struct {
+// verdict is the answer to a fire's admission.
+type verdict struct {
 	ok  bool
 	err error
 }
@@ -73,7 +71,7 @@ func (c *Coordinator) admitLoop(stop chan struct{}, done chan struct{}) {
 			for { // answer what is still queued
 				select {
 				case r := <-c.admits:
-					r.reply <- admitted{err: errors.New("fom: cluster: stopping")}
+					r.reply <- verdict{err: errors.New("fom: cluster: stopping")}
 				default:
 					return
 				}
@@ -120,10 +118,10 @@ func (c *Coordinator) record(batch []admission, stop chan struct{}) {
 	}
 	for i, r := range batch {
 		if err != nil {
-			r.reply <- admitted{err: fmt.Errorf("record fire: %w", err)}
+			r.reply <- verdict{err: fmt.Errorf("record fire: %w", err)}
 			continue
 		}
-		r.reply <- admitted{ok: ok[i]}
+		r.reply <- verdict{ok: ok[i]}
 	}
 }
 
@@ -299,11 +297,8 @@ func (c *Coordinator) lockOwnRow(mode string) string {
 func (c *Coordinator) kept() []int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]int64, 0, len(c.outstanding))
-	for id := range c.outstanding {
-		out = append(out, id)
-	}
-	return out
+	// Never nil: sent as NULL, <> ALL would keep every batch.
+	return slices.AppendSeq(make([]int64, 0, len(c.outstanding)), maps.Keys(c.outstanding))
 }
 
 // giveBack gives back the leases of schedules (nil: every one) held by

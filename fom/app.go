@@ -17,6 +17,7 @@ import (
 
 	"github.com/fom-go/fom/cluster"
 	"github.com/fom-go/fom/config"
+	"github.com/fom-go/fom/internal/clockx"
 	"github.com/fom-go/fom/schedule"
 	"github.com/fom-go/fom/schedule/wheel"
 	"github.com/fom-go/fom/statistics"
@@ -397,8 +398,8 @@ func (a *App) Start(ctx context.Context) error {
 	if a.flushStop == nil {
 		a.flushStop, a.flushDone = make(chan struct{}), make(chan struct{})
 		// The period counts from Start, not from whenever the loop's
-		// goroutine first runs: the ticker is made here.
-		go a.flushLoop(a.o.clock.NewTicker(a.flushEvery()), a.flushStop, a.flushDone)
+		// goroutine first runs.
+		go a.flushLoop(clockx.OffBeat(a.o.clock.Now(), a.flushEvery()), a.flushStop, a.flushDone)
 	}
 	var errs []error
 	for _, sc := range a.schedules {

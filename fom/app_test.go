@@ -423,7 +423,8 @@ type everyHour struct {
 func (*everyHour) Run(context.Context) (any, error) { return nil, nil }
 
 // TestFlushInterval: WithFlushInterval is bounded, and the app writes its
-// statistics and run history on that period of its clock.
+// statistics and run history on that period of its clock, half-way
+// between two whole seconds.
 func TestFlushInterval(t *testing.T) {
 	t.Parallel()
 	for _, d := range []time.Duration{time.Millisecond, 2 * time.Hour} {
@@ -431,7 +432,7 @@ func TestFlushInterval(t *testing.T) {
 			t.Errorf("%s: %v", d, err)
 		}
 	}
-	clk := clockwork.NewFakeClock()
+	clk := clockwork.NewFakeClockAt(time.Date(2026, 5, 4, 12, 0, 0, 0, time.UTC)) // a whole second
 	app, err := New(WithDataDir(t.TempDir()), WithClock(clk), WithFlushInterval(time.Minute))
 	if err != nil {
 		t.Fatal(err)
@@ -467,10 +468,12 @@ func TestFlushInterval(t *testing.T) {
 	if n := stored(); n != 0 {
 		t.Fatalf("%d rounds written before the interval", n)
 	}
-	clk.Advance(time.Second)
+	// Due half a second before the minute: flushes fall between whole
+	// seconds, where cron's aligned bursts do not.
+	clk.Advance(500 * time.Millisecond)
 	for stored() != 1 {
 		if time.Now().After(deadline) {
-			t.Fatal("the round was not written after the interval")
+			t.Fatal("the round was not written half a second before the interval")
 		}
 		time.Sleep(time.Millisecond)
 	}

@@ -9,9 +9,9 @@ import (
 	"time"
 	"weak"
 
-	"github.com/jonboulle/clockwork"
 	"go.uber.org/zap"
 
+	"github.com/fom-go/fom/internal/clockx"
 	"github.com/fom-go/fom/statistics"
 	"github.com/fom-go/fom/store"
 )
@@ -52,18 +52,29 @@ func (a *App) flushEvery() time.Duration {
 	return flushInterval
 }
 
-// flushLoop writes statistics on every tick of t until stop is closed,
-// then stops t.
-func (a *App) flushLoop(t clockwork.Ticker, stop, done chan struct{}) {
+// flushLoop writes statistics at first, then every flush interval after
+// it, until stop is closed. Each flush falls between two whole seconds
+// (clockx.OffBeat): with thousands of schedules a flush takes the CPUs
+// for tens of milliseconds, which an aligned burst of cron fires would
+// share.
+func (a *App) flushLoop(first time.Time, stop, done chan struct{}) {
 	defer close(done)
-	defer t.Stop()
+	next := first
 	for {
+		t := clockx.TimerAt(a.o.clock, next)
 		select {
 		case <-stop:
+			t.Stop()
 			return
 		case <-t.Chan():
 			if err := a.flush(context.Background(), a.flushEvery()); err != nil {
 				a.log.Warn("statistics flush failed; will retry", zap.Error(err))
+			}
+			// From the instant it was due, not from the end of the
+			// flush: the period does not drift.
+			next = clockx.OffBeat(next, a.flushEvery())
+			if now := a.o.clock.Now(); next.Before(now) {
+				next = clockx.OffBeat(now, a.flushEvery())
 			}
 		}
 	}

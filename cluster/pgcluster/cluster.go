@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 
+	"github.com/fom-go/fom/internal/clockx"
 	"github.com/fom-go/fom/internal/slots"
 )
 
@@ -248,19 +249,12 @@ func (c *Coordinator) loop(stop, done chan struct{}) {
 }
 
 // renewalAfter is how long after now the next renewal comes: RenewEvery,
-// brought forward to the half-second before it when RenewEvery is a
-// second or more. Cron fires fall on whole seconds, and the aligned burst
-// of many schedules takes the CPUs for some milliseconds after each: a
-// renewal half-way between two (a statement, and a pass over every
-// schedule this instance can run) does not add to one. Never later than
-// RenewEvery, so the leases' margins hold.
+// brought forward to fall between two whole seconds (clockx.OffBeat),
+// away from the aligned bursts of cron fires a renewal (a statement, and a
+// pass over every schedule this instance can run) would add to. Never
+// later than RenewEvery, so the leases' margins hold.
 func (c *Coordinator) renewalAfter(now time.Time) time.Duration {
-	d := c.o.RenewEvery
-	if d < time.Second {
-		return d
-	}
-	at := now.Add(d).Add(-500 * time.Millisecond).Truncate(time.Second).Add(500 * time.Millisecond)
-	return at.Sub(now)
+	return clockx.OffBeat(now, c.o.RenewEvery).Sub(now)
 }
 
 // Kick asks for a tick now, rather than at the next renewal: a schedule

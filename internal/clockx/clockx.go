@@ -53,3 +53,17 @@ func Until(clk clockwork.Clock, t time.Time) time.Duration {
 func Reached(clk clockwork.Clock, t time.Time) bool {
 	return !clk.Now().Before(t)
 }
+
+// OffBeat is the instant every after t, brought forward to the half-second
+// before it when every is a second or more: never later than t + every,
+// and more than a second before it never. Cron fires fall on whole
+// seconds, and an aligned burst of many schedules takes the CPUs for some
+// milliseconds after each; periodic work of fom's own (a cluster's lease
+// renewal, the statistics' flush) falls half-way between two instead of
+// adding to one. Truncation is on the Unix second, whatever t's zone.
+func OffBeat(t time.Time, every time.Duration) time.Time {
+	if every < time.Second {
+		return t.Add(every)
+	}
+	return t.Add(every).Add(-500 * time.Millisecond).Truncate(time.Second).Add(500 * time.Millisecond)
+}

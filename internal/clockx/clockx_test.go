@@ -64,3 +64,28 @@ func TestRelativeWaitsIgnoreAWallClockStep(t *testing.T) {
 		t.Fatalf("a calendar fire 2s away after a -10s wall step is %v away, want ~12s", d)
 	}
 }
+
+func TestOffBeatFallsHalfWayBetweenWholeSeconds(t *testing.T) {
+	base := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		from  time.Duration // after base
+		every time.Duration
+		want  time.Duration // after base
+	}{
+		{0, 5 * time.Second, 4500 * time.Millisecond},
+		{300 * time.Millisecond, 5 * time.Second, 4500 * time.Millisecond},
+		{600 * time.Millisecond, 5 * time.Second, 5500 * time.Millisecond},
+		{500 * time.Millisecond, 5 * time.Second, 5500 * time.Millisecond},  // on the half-second already
+		{4500 * time.Millisecond, 5 * time.Second, 9500 * time.Millisecond}, // a period from the last stays on it
+		{200 * time.Millisecond, time.Second, 500 * time.Millisecond},
+		{200 * time.Millisecond, 100 * time.Millisecond, 300 * time.Millisecond}, // under a second: not moved
+	} {
+		got := OffBeat(base.Add(c.from), c.every).Sub(base)
+		if got != c.want {
+			t.Errorf("OffBeat(+%s, %s) = +%s, want +%s", c.from, c.every, got, c.want)
+		}
+		if d := got - c.from; d > c.every || d <= c.every-time.Second && c.every >= time.Second {
+			t.Errorf("OffBeat(+%s, %s) is %s after it: not within a second before the period", c.from, c.every, d)
+		}
+	}
+}

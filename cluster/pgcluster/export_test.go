@@ -22,3 +22,5 @@ func (c *Coordinator) ListenPID() uint32 {
 	defer c.mu.Unlock()
 	return c.listenPID
 }
+
+func AppendObject(m map[string]string) []byte { return appendObject(nil, m) }

@@ -2,6 +2,8 @@ package pgcluster_test
 
 import (
 	"context"
+	"encoding/json"
+	"maps"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -93,4 +95,28 @@ func TestAJoiningInstanceGetsItsShareAtOnce(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	t.Logf("b held its share %s after it was ready", time.Since(began).Round(time.Millisecond))
+}
+
+// TestDeclarationsAreWrittenAsJSONWhateverTheirText: a declaration's keys
+// and values reach the database as the JSON object of the same map,
+// whatever characters they hold.
+func TestDeclarationsAreWrittenAsJSONWhateverTheirText(t *testing.T) {
+	for _, m := range []map[string]string{
+		{},
+		{"cron": "0 */5 * * * *", "threadMax": "4", "": ""},
+		{"a\"b": "c\\d", "ctl": "\x00\t\n\x1f", "utf8": "été ✓ 𝄞", "html": "<a href=\"x\">&</a>", "bad": "\xff\xfe"},
+	} {
+		b := pgcluster.AppendObject(m)
+		var got map[string]string
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Fatalf("%q is not JSON: %v", b, err)
+		}
+		want := maps.Clone(m)
+		if _, ok := want["bad"]; ok { // each invalid byte is written as U+FFFD, as encoding/json does
+			want["bad"] = "\ufffd\ufffd"
+		}
+		if !maps.Equal(got, want) {
+			t.Errorf("%q reads back as %q, want %q", b, got, want)
+		}
+	}
 }

@@ -142,6 +142,8 @@ func WithTimerOptions(t timer.Options) Option {
 // written to the store (and at Stop). Default 5s; from 100ms to 1h. A
 // longer interval writes fewer, larger transactions and keeps more in
 // memory between them (at most a schedule's failures and rounds settings).
+// An interval of a second or more falls half-way between whole seconds,
+// up to a second sooner than the interval, away from cron's fires.
 func WithFlushInterval(d time.Duration) Option {
 	return func(o *options) error {
 		if d < 100*time.Millisecond || d > time.Hour {

@@ -243,7 +243,10 @@ func (a *App) setDesired(ctx context.Context, name string, running bool, by stri
 	a.desired[name] = running
 	a.mu.Unlock()
 	err = a.actHere(name, action, by)
-	if errors.Is(err, schedule.ErrAlreadyStarted) || errors.Is(err, schedule.ErrAlreadyStopped) || errors.Is(err, schedule.ErrNotStarted) {
+	// This instance's own listener may have heard the change first and
+	// begun following it (a stop under way): the action took place.
+	if errors.Is(err, schedule.ErrAlreadyStarted) || errors.Is(err, schedule.ErrAlreadyStopped) || errors.Is(err, schedule.ErrNotStarted) ||
+		!running && errors.Is(err, schedule.ErrStopping) {
 		err = nil
 	}
 	a.coord.Kick() // take or give back the lease now, not at the next renewal

@@ -116,6 +116,7 @@ func startInstanceTTL(t *testing.T, schema, id string, log *fireLog, jobs map[st
 	if err != nil {
 		t.Fatal(err)
 	}
+	stopAtCleanup(t, app)
 	names := make([]string, 0, len(jobs))
 	for n := range jobs {
 		names = append(names, n)
@@ -162,6 +163,18 @@ func waitListening(t *testing.T, apps []*App) {
 			}
 		}
 	}
+}
+
+// stopAtCleanup stops app when t ends, before the store it was opened
+// on is closed (cleanups run last first): a test that fails before it
+// stops an instance must not leave the store's Close waiting for the
+// connections the running instance holds.
+func stopAtCleanup(t *testing.T, app *App) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		app.Stop(ctx)
+	})
 }
 
 func stopInstance(t *testing.T, app *App) {
@@ -563,6 +576,7 @@ func TestClusterTaskConflicts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		stopAtCleanup(t, app)
 		if _, err := app.Register(&conflictPool{}, Named("pool-"+id)); err != nil {
 			t.Fatal(err)
 		}
@@ -637,6 +651,7 @@ func TestClusterFailoverRepeated(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		stopAtCleanup(t, app)
 		for name, kv := range jobs {
 			sc, err := app.Register(&clusterJob{log: log, instance: id}, Named(name))
 			if err != nil {

@@ -49,9 +49,6 @@ type Coordinator struct {
 	admits     chan admission        // fires to record (admitLoop)
 	kick       chan struct{}         // a tick now (Kick)
 	heralds    map[string]*herald    // schedule -> its next fire, announced (see heralds.go)
-	// outstanding counts, by batch, the fires recorded ahead and not yet
-	// run or given back: their batches stay uncompacted (see kept).
-	outstanding map[int64]int
 	// ran is each schedule's last fire admitted here when due (not
 	// announced ahead: see herald's admitted): a fire not after it is
 	// refused without a statement.
@@ -110,7 +107,7 @@ func New(pool *pgxpool.Pool, schema string, o Options) (*Coordinator, error) {
 		margin: o.LeaseTTL / 5,
 		names:  map[string]bool{}, owned: map[string]int64{}, pending: map[int64]chan string{},
 		admits: make(chan admission, 256), kick: make(chan struct{}, 1),
-		heralds: map[string]*herald{}, outstanding: map[int64]int{}, ran: map[string]time.Time{}, slots: slots.New[string, *time.Timer](o.RecordAhead.Milliseconds()),
+		heralds: map[string]*herald{}, ran: map[string]time.Time{}, slots: slots.New[string, *time.Timer](o.RecordAhead.Milliseconds()),
 	}
 	c.batches.Store(time.Now().UnixNano())
 	return c, nil

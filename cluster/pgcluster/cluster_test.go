@@ -269,10 +269,10 @@ func TestAFireNotAfterItsLeasesLastIsRefusedAndItsBatchmatesAdmitted(t *testing.
 }
 
 // TestAFireWhoseLeaseWasLostIsRefusedAndItsBatchmatesAdmitted: a batch's
-// plain insert writes the fires whose leases hold and skips one whose
-// lease another instance took; the count of rows written falls short, and
-// the fires the batch wrote are read back: the lost one is refused, not
-// errored, its batchmate admitted.
+// insert writes the fires whose leases hold and skips one whose lease
+// another instance took; the count of fires written falls short, and the
+// batch's row is read back: the lost one is refused, not errored, its
+// batchmate admitted.
 func TestAFireWhoseLeaseWasLostIsRefusedAndItsBatchmatesAdmitted(t *testing.T) {
 	pool := pgtest.Pool(t)
 	schema := pgtest.Schema(t, pool)

@@ -20,8 +20,8 @@ import (
 // recLock, and both take the herald out of the map under c.mu, so a fire
 // recorded ahead is either admitted here or taken out of the records with
 // the lease: never both, never neither. While one waits to run, its
-// batch stays uncompacted (outstanding), so its fire is not yet any
-// lease's last.
+// batch stays uncompacted (kept), so its fire is not yet any lease's
+// last.
 
 // herald is a fire announced ahead.
 type herald struct {
@@ -31,9 +31,6 @@ type herald struct {
 	done    chan struct{} // closed when recorded, or dropped unrecorded
 	ok      bool          // the record was written by this instance
 	batch   int64         // the batch recording it (0: none yet)
-	// counted: recorded, and one of its batch's outstanding fires, until
-	// run, replaced or given back (settle).
-	counted bool
 }
 
 // A herald's done closes when its fate is known: recorded (ok) or not.
@@ -92,7 +89,6 @@ func (c *Coordinator) Announce(schedule string, planned time.Time) {
 		if h.state == announced {
 			h.drop()
 		}
-		c.settleLocked(h)
 	}
 	c.heralds[schedule] = &herald{planned: planned, term: term, done: make(chan struct{})}
 	k, sl, opened := c.slots.Add(planned.UnixMilli(), schedule)
@@ -177,7 +173,6 @@ func (c *Coordinator) recordSlot(k int64, stop chan struct{}) {
 	// The batch stays uncompacted while it is recorded, and then while a
 	// fire of it waits to run (kept).
 	id := c.batches.Add(1)
-	c.outstanding[id] = len(batch)
 	for _, h := range hs {
 		h.batch = id
 	}
@@ -189,21 +184,9 @@ func (c *Coordinator) recordSlot(k int64, stop chan struct{}) {
 		c.log.Warn("recording fires ahead failed; they are recorded when due", zap.Int("fires", len(batch)), zap.Error(err))
 	}
 	c.mu.Lock()
-	n := 0
 	for i, h := range hs {
 		h.state, h.ok = recorded, err == nil && ok[i]
-		// One taken out of the map meanwhile (given back) is in the
-		// give-back's hands.
-		if h.ok && c.heralds[batch[i].schedule] == h {
-			h.counted = true
-			n++
-		}
 		close(h.done)
-	}
-	if n == 0 {
-		delete(c.outstanding, id)
-	} else {
-		c.outstanding[id] = n
 	}
 	c.mu.Unlock()
 }
@@ -241,7 +224,6 @@ func (c *Coordinator) admitHerald(ctx context.Context, schedule string, planned 
 	if h.state == admitted { // by another Admit of the same fire
 		return false, true
 	}
-	c.settleLocked(h)
 	inMap := c.heralds[schedule] == h
 	if !h.ok {
 		if inMap {
@@ -263,20 +245,6 @@ func (c *Coordinator) admitHerald(ctx context.Context, schedule string, planned 
 	return ok, true
 }
 
-// settleLocked ends a herald's count among its batch's outstanding fires:
-// run, replaced, or given back (whose give-back takes it out of the
-// records first, in the same tick as any renewal could compact it).
-// Called with c.mu held.
-func (c *Coordinator) settleLocked(h *herald) {
-	if !h.counted {
-		return
-	}
-	h.counted = false
-	if c.outstanding[h.batch]--; c.outstanding[h.batch] <= 0 {
-		delete(c.outstanding, h.batch)
-	}
-}
-
 // takeHeraldsLocked takes the heralds of schedules (nil: every one) out
 // of the map and returns those recorded or being recorded: they are taken
 // out of the records with their leases. Called with c.mu held.
@@ -294,7 +262,6 @@ func (c *Coordinator) takeHeraldsLocked(schedules []string) []unrunFire {
 		case admitted:
 		default: // recording (its slot answers later) or recorded
 			out = append(out, unrunFire{schedule: s, planned: h.planned, batch: h.batch})
-			c.settleLocked(h)
 		}
 	}
 	if schedules == nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 
@@ -132,7 +131,7 @@ func (c *Coordinator) recordRetrying(batch []admission, id int64, stop chan stru
 	ctx, cancel := context.WithTimeout(context.Background(), c.o.RenewEvery)
 	defer cancel()
 	c.fireStatements.Add(1)
-	ok, err := c.recordOnce(ctx, batch, id)
+	ok, err := c.recordOnce(ctx, batch, id, false)
 	first := err // why it asked again, kept when a retry is cut short by the deadline
 	for err != nil && c.trusted() {
 		select {
@@ -145,7 +144,7 @@ func (c *Coordinator) recordRetrying(batch []admission, id int64, stop chan stru
 		}
 		c.log.Warn("recording fires failed; asking again", zap.Error(err))
 		c.fireStatements.Add(1)
-		ok, err = c.recordOnce(ctx, batch, id)
+		ok, err = c.recordOnce(ctx, batch, id, true)
 	}
 	if err != nil && err != first && ctx.Err() != nil {
 		err = fmt.Errorf("%w (asked again until the renewal interval ran out: %w)", first, err)
@@ -160,11 +159,11 @@ func (c *Coordinator) recordRetrying(batch []admission, id int64, stop chan stru
 // the lease moved), then the insert, whose own snapshot follows the lock.
 // A fire is recorded when its schedule's lease is this instance's, in the
 // fire's term, unexpired, and the fire comes after the lease's last
-// recorded fire. Asked again (an answer lost), the row written before
-// stays, and is what the batch admits. A batch of a fair share of the
+// recorded fire. Asked again (again: an answer lost), the row written
+// before stays, and is what the batch admits. A batch of a fair share of the
 // instance's leases checks them with one hash join on the instance's
 // leases, read once; a smaller one looks each fire's lease up.
-func (c *Coordinator) recordOnce(ctx context.Context, batch []admission, id int64) ([]bool, error) {
+func (c *Coordinator) recordOnce(ctx context.Context, batch []admission, id int64, again bool) ([]bool, error) {
 	// An aligned burst's fires share their planned instant, and a
 	// settled cluster's leases mostly their term: sent once (pgbulk).
 	b, f := fireCols(batch)
@@ -201,8 +200,8 @@ func (c *Coordinator) recordOnce(ctx context.Context, batch []admission, id int6
 	if err == nil && c.lostAnswer != nil {
 		err = c.lostAnswer()
 	}
-	if err != nil || n == len(batch) {
-		return allOf(len(batch), err == nil), err
+	if err != nil || n == len(batch) || n == 0 && !again {
+		return allOf(len(batch), err == nil && n > 0), err
 	}
 	// Some refused (a lease lost), or the batch was written before: what
 	// its row holds is admitted.
@@ -291,14 +290,23 @@ func (c *Coordinator) lockOwnRow(mode string) string {
 	return "SELECT 1 FROM " + c.t("instances") + " WHERE id = $1 FOR " + mode
 }
 
-// kept is the batches whose fires, recorded ahead, are not all run or
-// given back: compacted, a fire given back unrun would count as the
-// schedule's last.
+// kept is the batches of the heralds being recorded, or recorded and
+// not yet run: compacted, a fire given back unrun would count as the
+// schedule's last. Read off the heralds (a pass over a map of one entry a
+// schedule, once a renewal). A herald taken out of the map by a lease
+// given back has its fire taken out of its batch in the same tick, before
+// the next renewal.
 func (c *Coordinator) kept() []int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	// Never nil: sent as NULL, <> ALL would keep every batch.
-	return slices.AppendSeq(make([]int64, 0, len(c.outstanding)), maps.Keys(c.outstanding))
+	out := []int64{} // never nil: sent as NULL, <> ALL would keep every batch
+	for _, h := range c.heralds {
+		if h.state == recording || h.state == recorded && h.ok {
+			out = append(out, h.batch)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // giveBack gives back the leases of schedules (nil: every one) held by

@@ -85,8 +85,9 @@ func postgresCPU() time.Duration {
 }
 
 // profileWindow starts a CPU profile of a measurement window when
-// FOM_BENCH_WINDOW_PROFILE is set, to <prefix>-<name>, and returns what
-// stops it.
+// FOM_BENCH_WINDOW_PROFILE is set, to <prefix>-<name>, with heap profiles
+// at its start and end (<prefix>-<name>-allocs0 and -allocs1), and
+// returns what stops it.
 func profileWindow(name string) (stop func()) {
 	p := os.Getenv("FOM_BENCH_WINDOW_PROFILE")
 	if p == "" {
@@ -96,6 +97,7 @@ func profileWindow(name string) (stop func()) {
 	if err != nil {
 		return func() {}
 	}
+	heap(p + "-" + name + "-allocs0")
 	if pprof.StartCPUProfile(f) != nil {
 		f.Close()
 		return func() {}
@@ -103,7 +105,23 @@ func profileWindow(name string) (stop func()) {
 	return func() {
 		pprof.StopCPUProfile()
 		f.Close()
+		heap(p + "-" + name + "-allocs1")
 	}
+}
+
+// heap writes the heap profile to path: two of them, read with
+// `go tool pprof -sample_index=alloc_space -base <allocs0> <allocs1>`,
+// show what the window allocated. The profile counts allocations as of
+// the last collection, so one is run first: a profiled run's CPU figures
+// include it.
+func heap(path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	runtime.GC()
+	pprof.Lookup("allocs").WriteTo(f, 0)
 }
 
 // cpuTime is the process's user+system CPU time so far.

@@ -9,7 +9,6 @@ import (
 	"runtime"
 	"sync"
 	"time"
-	"weak"
 
 	"github.com/jonboulle/clockwork"
 	"go.uber.org/zap"
@@ -64,10 +63,8 @@ type App struct {
 	flushChunk []*statistics.Changes
 	flushBatch store.StatsBatch
 	// The schedules' changes themselves, a few hundred bytes each, are
-	// taken into an array kept behind a weak pointer: reused by every
-	// flush until a garbage collection finds it unused, and never counted
-	// as the app's memory.
-	flushTaken weak.Pointer[[]statistics.Changes]
+	// taken into slots kept for the next flush (changeSlots).
+	flushSlots changeSlots
 	flushes    uint64 // flushes so far: a flush's batches carry its number
 	flushRows  int    // flushRows; tests make it smaller
 	yielding   func() // tests: called when a flush begins to wait for rounds

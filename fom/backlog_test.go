@@ -1,10 +1,10 @@
 package fom
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -298,16 +298,18 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// TestAFlushTakesIntoTheLastOnesArray: a flush takes the schedules'
-// changes into the array the last flush left, while it is in use
-// elsewhere or no collection ran; a collection with no flush using it
-// frees it.
-func TestAFlushTakesIntoTheLastOnesArray(t *testing.T) {
+// TestAFlushTakesIntoSlotsForTheSchedulesWithChanges: a flush takes the
+// schedules' changes into slots kept from the last flush, a slot for each
+// schedule with changes in the transaction being built (not one for every
+// schedule); a flush using fewer drops the blocks it did not use, and the
+// slots keep no data between flushes.
+func TestAFlushTakesIntoSlotsForTheSchedulesWithChanges(t *testing.T) {
 	t.Parallel()
 	clk := clockwork.NewFakeClockAt(time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC))
 	app := newTestApp(t, WithClock(clk), WithFlushInterval(time.Hour))
+	n := changeBlock + changeBlock/2
 	var scs []*ScheduleContext
-	for i := range 3 {
+	for i := range n {
 		sc, err := app.Register(&runJob{}, Named(fmt.Sprintf("run-%d", i)))
 		if err != nil {
 			t.Fatal(err)
@@ -315,37 +317,65 @@ func TestAFlushTakesIntoTheLastOnesArray(t *testing.T) {
 		scs = append(scs, sc)
 	}
 	ctx := context.Background()
-	var held *[]statistics.Changes
-	for i := 0; held == nil; i++ { // a collection may come between two statements
-		if i == 100 {
-			t.Fatal("no array kept after 100 flushes")
+	record := func(scs ...*ScheduleContext) {
+		for _, sc := range scs {
+			sc.Stats().Record(statistics.Sample{At: clk.Now(), TaskID: "t", Status: statistics.Success})
 		}
+	}
+	flush := func(wantBlocks int) {
+		t.Helper()
 		if err := app.FlushStats(ctx); err != nil {
 			t.Fatal(err)
 		}
 		app.flushMu.Lock()
-		held = app.flushTaken.Value()
-		app.flushMu.Unlock()
+		defer app.flushMu.Unlock()
+		s := &app.flushSlots
+		if len(s.blocks) != wantBlocks || s.used != 0 {
+			t.Fatalf("after the flush: %d blocks of slots, %d used; want %d, 0", len(s.blocks), s.used, wantBlocks)
+		}
+		for _, b := range s.blocks {
+			for i := range b {
+				if !b[i].Empty() || b[i].Days != nil || b[i].Failures != nil || b[i].Rounds != nil {
+					t.Fatalf("slot %d holds changes after the flush: %+v", i, b[i])
+				}
+			}
+		}
 	}
-	scs[0].Stats().Record(statistics.Sample{At: clk.Now(), TaskID: "t", Status: statistics.Success})
-	if err := app.FlushStats(ctx); err != nil {
-		t.Fatal(err)
+	data := map[string][]byte{} // each schedule's day, as last stored
+	stored := func(scs ...*ScheduleContext) {
+		t.Helper()
+		for _, sc := range scs {
+			days, err := app.st.LoadDays(ctx, sc.Name(), clk.Now())
+			if err != nil || len(days) != 1 || bytes.Equal(days[0].Data, data[sc.Name()]) {
+				t.Fatalf("%s's day after the flush: %+v %v; it was %x", sc.Name(), days, err, data[sc.Name()])
+			}
+			data[sc.Name()] = days[0].Data
+		}
 	}
+	flush(0) // nothing changed: no slot
+	record(scs[3], scs[n-1])
+	flush(1)
+	stored(scs[3], scs[n-1])
 	app.flushMu.Lock()
-	again := app.flushTaken.Value()
+	first := &app.flushSlots.blocks[0][0]
 	app.flushMu.Unlock()
-	if again != held || len(*held) != 0 && (*held)[0].Days != nil {
-		t.Fatalf("the next flush did not take into the array, or left changes in it: %p %p", again, held)
-	}
-	days, err := app.st.LoadDays(ctx, "run-0", clk.Now())
-	if err != nil || len(days) != 1 {
-		t.Fatalf("run-0's day after the flush: %+v %v", days, err)
-	}
-	held, again = nil, nil
-	runtime.GC()
+	record(scs...)
+	flush(2)
+	stored(scs...)
 	app.flushMu.Lock()
-	defer app.flushMu.Unlock()
-	if app.flushTaken.Value() != nil {
-		t.Fatal("the array outlived a collection")
+	again := &app.flushSlots.blocks[0][0]
+	app.flushMu.Unlock()
+	if again != first {
+		t.Fatal("the flush did not take into the slots the last one left")
 	}
+	record(scs[7])
+	flush(1) // the second block, unused, dropped
+	// Transactions of two rows: the slots of each are taken again by the
+	// next, so a block is enough for every schedule.
+	app.flushMu.Lock()
+	app.flushRows = 2
+	app.flushMu.Unlock()
+	record(scs...)
+	flush(1)
+	stored(scs...)
 }

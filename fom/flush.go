@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-	"weak"
 
 	"go.uber.org/zap"
 
@@ -102,18 +101,8 @@ func (a *App) flush(ctx context.Context, per time.Duration) error {
 	chunk, batch := a.flushChunk[:0], a.flushBatch
 	a.flushes++
 	batch.Flush = a.flushes
-	taken := a.flushTaken.Value()
-	if taken == nil || cap(*taken) < len(scs) {
-		taken = &[]statistics.Changes{}
-		*taken = make([]statistics.Changes, len(scs))
-	}
-	slab := (*taken)[:len(scs)]
-	defer func() {
-		for i := range slab {
-			slab[i].Reset() // what they held goes, their encodings' room stays
-		}
-		a.flushTaken = weak.Make(taken)
-	}()
+	slots := &a.flushSlots
+	defer slots.done()
 	var byCount []store.Retention // schedules that wrote failures
 	yieldUntil := time.Now().Add(flushYield)
 	write := func() {
@@ -141,17 +130,19 @@ func (a *App) flush(ctx context.Context, per time.Duration) error {
 		clear(batch.Failures)
 		clear(batch.Rounds)
 		chunk = chunk[:0]
+		slots.free()
 		batch = store.StatsBatch{Days: batch.Days[:0], Failures: batch.Failures[:0], Rounds: batch.Rounds[:0], Flush: batch.Flush}
 	}
 	for i, sc := range scs {
 		if i%yieldEvery == 0 {
 			a.yieldToRounds(yieldUntil)
 		}
-		ch := &slab[i]
+		ch := slots.next()
 		sc.Stats().TakeInto(ch)
 		if ch.Empty() {
-			continue
+			continue // its slot takes the next schedule's
 		}
+		slots.keep()
 		chunk = append(chunk, ch)
 		if len(ch.Failures) > 0 {
 			r := sc.Stats().Retention()
@@ -174,6 +165,23 @@ func (a *App) flush(ctx context.Context, per time.Duration) error {
 		rules = make([]store.Retention, len(scs))
 		for i, sc := range scs {
 			rules[i] = sc.Stats().Retention()
+		}
+		if sh, ok := st.(sharedPruner); ok {
+			// One instance of those sharing the store prunes by age for
+			// the others; the failures this flush wrote are cut here
+			// either way.
+			pctx, cancel := context.WithTimeout(ctx, per)
+			pruned, err := sh.PruneShared(pctx, rules, pruneInterval)
+			cancel()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("apply statistics retention: %w", err))
+			} else {
+				a.lastPrune = now
+			}
+			byAge = false
+			if rules = byCount; pruned {
+				rules = nil
+			}
 		}
 	}
 	if len(rules) > 0 {
@@ -212,4 +220,61 @@ func (a *App) roundsQueued() bool {
 		}
 	}
 	return false
+}
+
+// changeSlots is where a flush takes the schedules' changes: a slot for
+// each schedule with changes in the transaction being built, not one for
+// every schedule (on a cluster instance most schedules run elsewhere and
+// have none). The slots are kept for the next flush, in blocks, so that a
+// slot's address holds while the transaction is built; blocks past what
+// this flush used are dropped. (Kept behind a weak pointer instead, the
+// slots were collected between nearly every two flushes of a busy App, and
+// allocated again: hundreds of bytes a schedule, at every flush.)
+type changeSlots struct {
+	blocks [][]statistics.Changes
+	used   int // slots holding changes not yet written
+	most   int // the most slots used at once in this flush
+}
+
+// changeBlock is how many slots a block holds.
+const changeBlock = 256
+
+// next is the first free slot.
+func (s *changeSlots) next() *statistics.Changes {
+	b := s.used / changeBlock
+	if b == len(s.blocks) {
+		s.blocks = append(s.blocks, make([]statistics.Changes, changeBlock))
+	}
+	return &s.blocks[b][s.used%changeBlock]
+}
+
+// keep keeps the slot next returned: its changes are to be written.
+func (s *changeSlots) keep() {
+	s.used++
+	s.most = max(s.most, s.used)
+}
+
+// free empties the slots used, once their changes were written (or put
+// back), and the one after them, which next may have returned for a
+// schedule with none: what they held goes, their encodings' room stays.
+func (s *changeSlots) free() {
+	for i := 0; i <= s.used && i < len(s.blocks)*changeBlock; i++ {
+		s.blocks[i/changeBlock][i%changeBlock].Reset()
+	}
+	s.used = 0
+}
+
+// done ends a flush: the slots are emptied, and the blocks it did not use
+// dropped.
+func (s *changeSlots) done() {
+	s.free()
+	n := (s.most + changeBlock - 1) / changeBlock
+	clear(s.blocks[n:])
+	s.blocks, s.most = s.blocks[:n], 0
+}
+
+// sharedPruner is a store that instances share (PostgreSQL): one of them
+// applies retention by age for all (postgres.Store.PruneShared).
+type sharedPruner interface {
+	PruneShared(ctx context.Context, rules []store.Retention, every time.Duration) (bool, error)
 }

@@ -12,12 +12,15 @@ package postgres
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"io/fs"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -683,44 +686,87 @@ func (s *Store) Prune(ctx context.Context, rules []store.Retention) error {
 	if len(rules) == 0 {
 		return nil
 	}
-	groups := store.GroupRetention(rules)
-	return s.tx(ctx, "apply statistics retention", func(tx pgx.Tx) error {
-		for _, g := range groups {
-			names := g.Schedules
-			if !g.Before.IsZero() {
-				if _, err := tx.Exec(ctx, "DELETE FROM "+s.t("stats_days")+" WHERE day < $1::date AND schedule = ANY($2)", dayKey(g.Before), names); err != nil {
-					return err
-				}
-				if _, err := tx.Exec(ctx, "DELETE FROM "+s.t("failures")+" WHERE at < $1 AND schedule = ANY($2)", g.Before.UnixNano(), names); err != nil {
-					return err
-				}
-				if _, err := tx.Exec(ctx, "DELETE FROM "+s.t("audit")+" WHERE at < $1 AND schedule = ANY($2)", g.Before, names); err != nil {
-					return err
-				}
-				if _, err := tx.Exec(ctx, "DELETE FROM "+s.t("rounds")+" WHERE start < $1 AND schedule = ANY($2)", g.Before.UnixNano(), names); err != nil {
-					return err
-				}
-				q := "DELETE FROM " + s.t("audit") + ` WHERE id IN (SELECT id FROM (
+	return s.tx(ctx, "apply statistics retention", func(tx pgx.Tx) error { return s.prune(ctx, tx, rules) })
+}
+
+// PruneShared applies rules as Prune does, unless an instance with the
+// same schedules applied them less than every ago; it reports whether it
+// did. Instances sharing the store need not each delete the same old rows
+// at every start and every hour: the first to ask after every does it for
+// the others. The claim, a row of meta keyed by the schedules' names, is
+// taken in the transaction that prunes, so a prune that fails leaves it
+// to the next instance asking. An instance whose set of schedules differs
+// (a rolling deploy adding one) claims its own.
+func (s *Store) PruneShared(ctx context.Context, rules []store.Retention, every time.Duration) (pruned bool, err error) {
+	if len(rules) == 0 {
+		return false, nil
+	}
+	names := make([]string, len(rules))
+	for i, r := range rules {
+		names[i] = r.Schedule
+	}
+	slices.Sort(names)
+	h := sha256.New()
+	for _, n := range names {
+		h.Write([]byte(n))
+		h.Write([]byte{0})
+	}
+	key := "retention pruned " + hex.EncodeToString(h.Sum(nil)[:12])
+	err = s.tx(ctx, "apply statistics retention", func(tx pgx.Tx) error {
+		// Waits for a claim being taken (its transaction pruning), then
+		// sees it.
+		err := tx.QueryRow(ctx, "INSERT INTO "+s.t("meta")+` (key, value) VALUES ($1, extract(epoch FROM now())::text)
+			ON CONFLICT (key) DO UPDATE SET value = excluded.value
+			WHERE `+s.t("meta")+`.value::float8 <= extract(epoch FROM now() - $2::interval)
+			RETURNING true`, key, every).Scan(&pruned)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return s.prune(ctx, tx, rules)
+	})
+	return pruned && err == nil, err
+}
+
+// prune applies rules in tx.
+func (s *Store) prune(ctx context.Context, tx pgx.Tx, rules []store.Retention) error {
+	for _, g := range store.GroupRetention(rules) {
+		names := g.Schedules
+		if !g.Before.IsZero() {
+			if _, err := tx.Exec(ctx, "DELETE FROM "+s.t("stats_days")+" WHERE day < $1::date AND schedule = ANY($2)", dayKey(g.Before), names); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, "DELETE FROM "+s.t("failures")+" WHERE at < $1 AND schedule = ANY($2)", g.Before.UnixNano(), names); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, "DELETE FROM "+s.t("audit")+" WHERE at < $1 AND schedule = ANY($2)", g.Before, names); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, "DELETE FROM "+s.t("rounds")+" WHERE start < $1 AND schedule = ANY($2)", g.Before.UnixNano(), names); err != nil {
+				return err
+			}
+			q := "DELETE FROM " + s.t("audit") + ` WHERE id IN (SELECT id FROM (
 					SELECT id, row_number() OVER (PARTITION BY schedule ORDER BY id DESC) AS n
 					FROM ` + s.t("audit") + ` WHERE schedule = ANY($1)) AS r WHERE n > $2)`
-				if _, err := tx.Exec(ctx, q, names, store.MaxAudit); err != nil {
-					return err
-				}
-			}
-			if g.KeepRounds > 0 { // slots past the history's size: it shrank
-				if _, err := tx.Exec(ctx, "DELETE FROM "+s.t("rounds")+" WHERE slot >= $1 AND schedule = ANY($2)", g.KeepRounds, names); err != nil {
-					return err
-				}
-			}
-			q := "DELETE FROM " + s.t("failures") + ` WHERE id IN (SELECT id FROM (
-				SELECT id, row_number() OVER (PARTITION BY schedule ORDER BY id DESC) AS n
-				FROM ` + s.t("failures") + ` WHERE schedule = ANY($1)) AS r WHERE n > $2)`
-			if _, err := tx.Exec(ctx, q, names, g.KeepFailures); err != nil {
+			if _, err := tx.Exec(ctx, q, names, store.MaxAudit); err != nil {
 				return err
 			}
 		}
-		return nil
-	})
+		if g.KeepRounds > 0 { // slots past the history's size: it shrank
+			if _, err := tx.Exec(ctx, "DELETE FROM "+s.t("rounds")+" WHERE slot >= $1 AND schedule = ANY($2)", g.KeepRounds, names); err != nil {
+				return err
+			}
+		}
+		q := "DELETE FROM " + s.t("failures") + ` WHERE id IN (SELECT id FROM (
+				SELECT id, row_number() OVER (PARTITION BY schedule ORDER BY id DESC) AS n
+				FROM ` + s.t("failures") + ` WHERE schedule = ANY($1)) AS r WHERE n > $2)`
+		if _, err := tx.Exec(ctx, q, names, g.KeepFailures); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (s *Store) tx(ctx context.Context, action string, fn func(pgx.Tx) error) error {

@@ -191,3 +191,91 @@ func TestTheFireRecordsOfAnEarlierSchemaLeaveEachScheduleItsLastFire(t *testing.
 		t.Fatalf("last fires after the migration: a %v, b %v, never %v; want %s, %s, none", got["a"], got["b"], got["never"], last, last.Add(-time.Hour))
 	}
 }
+
+// TestPruneSharedPrunesOnceForTheInstancesWithTheSameSchedules: of the
+// stores sharing a schema, the first to prune by age does it for those
+// with the same schedules until the interval passes; another set of
+// schedules claims its own.
+func TestPruneSharedPrunesOnceForTheInstancesWithTheSameSchedules(t *testing.T) {
+	t.Parallel()
+	admin := adminPool(t)
+	schema := testSchema(t, admin)
+	ctx := context.Background()
+	open := func() *Store {
+		s, err := Open(ctx, testDSN(), WithSchema(schema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	a, b := open(), open()
+	today := time.Now().UTC().Truncate(24 * time.Hour)
+	old := today.AddDate(0, 0, -40)
+	rules := func(names ...string) []store.Retention {
+		var out []store.Retention
+		for _, n := range names {
+			out = append(out, store.Retention{Schedule: n, Before: today.AddDate(0, 0, -30), KeepFailures: 10})
+		}
+		return out
+	}
+	// An old day of each schedule, to be pruned.
+	plant := func(names ...string) {
+		t.Helper()
+		var days []store.Day
+		for _, n := range names {
+			days = append(days, store.Day{Schedule: n, Day: old, Data: []byte{1}})
+		}
+		if err := a.SaveStats(ctx, store.StatsBatch{Days: days}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	left := func(name string) bool {
+		t.Helper()
+		days, err := a.LoadDays(ctx, name, old)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(days) > 0
+	}
+	prune := func(s *Store, names ...string) bool {
+		t.Helper()
+		pruned, err := s.PruneShared(ctx, rules(names...), time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pruned
+	}
+	plant("x", "y", "z")
+	if !prune(a, "x", "y") || left("x") || left("y") || !left("z") {
+		t.Fatalf("the first prune of x and y: x %v y %v z %v left", left("x"), left("y"), left("z"))
+	}
+	plant("x")
+	if prune(b, "y", "x") || !left("x") {
+		t.Fatal("the second instance with the same schedules pruned within the interval")
+	}
+	if !prune(b, "x", "y", "z") || left("x") || left("z") {
+		t.Fatal("another set of schedules did not claim its own prune")
+	}
+	// The interval over, the next instance to ask prunes.
+	if _, err := admin.Exec(ctx, "UPDATE "+schema+".meta SET value = (extract(epoch FROM now()) - 3601)::text WHERE key LIKE 'retention pruned %'"); err != nil {
+		t.Fatal(err)
+	}
+	plant("y")
+	if !prune(b, "x", "y") || left("y") {
+		t.Fatal("no prune once the interval passed")
+	}
+	// A prune that fails leaves the claim to the next instance.
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := admin.Exec(ctx, "UPDATE "+schema+".meta SET value = (extract(epoch FROM now()) - 3601)::text WHERE key LIKE 'retention pruned %'"); err != nil {
+		t.Fatal(err)
+	}
+	if pruned, err := a.PruneShared(cctx, rules("x", "y"), time.Hour); err == nil || pruned {
+		t.Fatalf("a prune on a cancelled context: %v %v", pruned, err)
+	}
+	plant("x")
+	if !prune(b, "x", "y") || left("x") {
+		t.Fatal("a failed prune kept the claim")
+	}
+}

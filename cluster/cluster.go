@@ -103,13 +103,15 @@ type Options struct {
 	// Busy reports whether a schedule is in a round here; a busy
 	// schedule's lease is not given back to rebalance. Default: never.
 	Busy func(schedule string) bool
-	// Wants reports whether this instance would run a schedule now (its
-	// desired state is running and its copy here has not stopped by
-	// itself): a lease is taken only for such a schedule, and given back
-	// when it no longer is, so that no instance holds a schedule it
-	// does not run. Called without the coordinator's lock. Default:
-	// every schedule added.
-	Wants func(schedule string) bool
+	// Wants returns those of schedules this instance would run now (their
+	// desired state is running and their copy here has not stopped by
+	// itself), in their order, in a slice of its own: a lease is taken
+	// only for such a schedule, and given back when it no longer is, so
+	// that no instance holds a schedule it does not run. It is asked of
+	// every schedule at every renewal, at once rather than one by one.
+	// Called without the coordinator's lock. Default: every schedule
+	// added.
+	Wants func(schedules []string) []string
 	// Channel, when set, is LISTENed to; Notified gets each payload (from
 	// the coordinator's listening goroutine).
 	Channel  string

@@ -267,25 +267,35 @@ func (a *App) desiredOf(ctx context.Context, name string) (bool, error) {
 	return sc != nil && sc.Config().Current().Enable, nil
 }
 
-// wants tells the coordinator whether this instance would run name now:
-// its desired state (as last read, else its enable key) is running and
-// its copy here has not stopped by itself (a deadTime past). No instance
-// holds the lease of a schedule it would not run.
-func (a *App) wants(name string) bool {
+// wants tells the coordinator which of names this instance would run
+// now: those whose desired state (as last read, else their enable key) is
+// running and whose copy here has not stopped by itself (a deadTime
+// past). No instance holds the lease of a schedule it would not run.
+func (a *App) wants(names []string) []string {
+	type asked struct {
+		sc             *ScheduleContext
+		running, known bool
+	}
+	as := make([]asked, len(names))
 	a.mu.Lock()
-	sc := a.byName[name]
-	running, known := a.desired[name]
+	for i, n := range names {
+		as[i].sc = a.byName[n]
+		as[i].running, as[i].known = a.desired[n]
+	}
 	a.mu.Unlock()
-	if sc == nil {
-		return false
+	out := make([]string, 0, len(names))
+	for i, x := range as {
+		if x.sc == nil {
+			continue
+		}
+		if !x.known {
+			x.running = x.sc.Config().Current().Enable
+		}
+		if st := x.sc.State(); x.running && st != schedule.Stopped && st != schedule.Stopping {
+			out = append(out, names[i])
+		}
 	}
-	if !known {
-		running = sc.Config().Current().Enable
-	}
-	if st := sc.State(); st == schedule.Stopped || st == schedule.Stopping {
-		return false
-	}
-	return running
+	return out
 }
 
 // actHere carries out an action on this instance's copy of the schedule,

@@ -269,13 +269,7 @@ func (c *Coordinator) wanted(names []string) []string {
 	if c.o.Wants == nil {
 		return names
 	}
-	out := names[:0:0]
-	for _, n := range names {
-		if c.o.Wants(n) {
-			out = append(out, n)
-		}
-	}
-	return out
+	return c.o.Wants(names)
 }
 
 // tick heartbeats, renews the leases held, then takes or gives back

@@ -671,7 +671,11 @@ func TestClusterFailoverRepeated(t *testing.T) {
 		victim := start(fmt.Sprintf("victim-%d", i))
 		for deadline := time.Now().Add(5 * time.Second); victim.coord.Owned() == 0; time.Sleep(10 * time.Millisecond) {
 			if time.Now().After(deadline) {
-				t.Fatalf("crash %d: the new instance got no lease", i)
+				var leases string
+				pool.QueryRow(context.Background(), "SELECT string_agg(schedule || '=' || owner || ' until ' || expires_at::text, ', ') FROM "+schema+".leases").Scan(&leases)
+				var live string
+				pool.QueryRow(context.Background(), "SELECT string_agg(id || ' ' || heartbeat_at::text || ' stopped=' || stopped::text, ', ') FROM "+schema+".instances").Scan(&live)
+				t.Fatalf("crash %d: the new instance got no lease; the survivor holds %d; leases: %s; instances at %s: %s", i, survivor.coord.Owned(), leases, time.Now().UTC().Format("15:04:05.000"), live)
 			}
 		}
 		time.Sleep(300 * time.Millisecond) // it runs a few fires

@@ -288,3 +288,54 @@ func TestHolderParksWhatItDoesNotHold(t *testing.T) {
 	}
 	h.waitFor("armed for t0+13s", func() bool { return h.c.Info().Next.Equal(t0.Add(13 * time.Second)) })
 }
+
+// withdrawGate admits each fire once the test lets it, and records the
+// fires withdrawn.
+type withdrawGate struct {
+	asked     chan time.Time
+	release   chan struct{}
+	withdrawn chan time.Time
+}
+
+func (g *withdrawGate) Admit(_ context.Context, _ string, planned time.Time) (bool, error) {
+	g.asked <- planned
+	<-g.release
+	return true, nil
+}
+
+func (g *withdrawGate) Withdraw(_ string, planned time.Time) { g.withdrawn <- planned }
+
+// TestAFireAdmittedAndNotRunIsWithdrawn: a schedule stopped between its
+// fire's admission and its round runs nothing, and tells the gate that
+// the fire it admitted did not run.
+func TestAFireAdmittedAndNotRunIsWithdrawn(t *testing.T) {
+	t.Parallel()
+	gate := &withdrawGate{asked: make(chan time.Time, 1), release: make(chan struct{}), withdrawn: make(chan time.Time, 1)}
+	var ran atomic.Int32
+	h := newHarness(t, map[string]string{"fixedRate": "1s"}, Job{Tasks: func(context.Context) ([]Task, error) {
+		ran.Add(1)
+		return nil, nil
+	}}, func(o *Options) { o.Gate = gate })
+	if err := h.c.Startup(); err != nil {
+		t.Fatal(err)
+	}
+	h.waitSleeping(0)
+	h.clk.Advance(time.Second)
+	planned := <-gate.asked
+	if err := h.c.ShutdownHere(); err != nil {
+		t.Fatal(err)
+	}
+	close(gate.release)
+	select {
+	case w := <-gate.withdrawn:
+		if !w.Equal(planned) {
+			t.Fatalf("withdrew %v, the fire admitted was %v", w, planned)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the fire admitted and not run was not withdrawn")
+	}
+	h.waitFor("stopped", func() bool { return h.c.State() == Stopped })
+	if ran.Load() != 0 {
+		t.Fatalf("%d rounds ran after the stop", ran.Load())
+	}
+}

@@ -158,3 +158,12 @@ type Announcer interface {
 	Gate
 	Announce(schedule string, planned time.Time)
 }
+
+// Withdrawer is a Gate told when a fire it admitted does not run after
+// all: the schedule stopped between the admission and its round. The
+// cluster keeps such a fire out of the last fire it hands the next owner,
+// which then runs it. Withdraw is called without the schedule's lock.
+type Withdrawer interface {
+	Gate
+	Withdraw(schedule string, planned time.Time)
+}

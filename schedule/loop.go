@@ -340,6 +340,9 @@ func (c *Context) runRounds(l *loop, planned time.Time, rn *runner, woke time.Ti
 		} else {
 			var ran bool
 			if r, spare, ran = c.runRound(l, l.gen, planned, cause, by, rn, woke); !ran {
+				if w, ok := c.gate.(Withdrawer); ok && gated {
+					w.Withdraw(c.name, planned)
+				}
 				c.finish(l)
 				return
 			}

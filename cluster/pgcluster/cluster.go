@@ -52,7 +52,7 @@ type Coordinator struct {
 	// ran is each schedule's last fire admitted here when due (not
 	// announced ahead: see herald's admitted): a fire not after it is
 	// refused without a statement.
-	ran      map[string]time.Time
+	ran      map[string]ranFire
 	slots    *slots.Set[string, *time.Timer] // the schedules whose heralds are recorded together, by slot
 	heraldWG sync.WaitGroup                  // slots armed or recording
 	rekick   *time.Timer                     // a tick after imminent fires, to give their leases back
@@ -107,7 +107,7 @@ func New(pool *pgxpool.Pool, schema string, o Options) (*Coordinator, error) {
 		margin: o.LeaseTTL / 5,
 		names:  map[string]bool{}, owned: map[string]int64{}, pending: map[int64]chan string{},
 		admits: make(chan admission, 256), kick: make(chan struct{}, 1),
-		heralds: map[string]*herald{}, ran: map[string]time.Time{}, slots: slots.New[string, *time.Timer](o.RecordAhead.Milliseconds()),
+		heralds: map[string]*herald{}, ran: map[string]ranFire{}, slots: slots.New[string, *time.Timer](o.RecordAhead.Milliseconds()),
 	}
 	c.batches.Store(time.Now().UnixNano())
 	return c, nil

@@ -208,7 +208,7 @@ func (c *Coordinator) admitHerald(ctx context.Context, schedule string, planned 
 	if h == nil || !h.planned.Equal(planned) || h.term != term {
 		last, ran := c.ran[schedule]
 		c.mu.Unlock()
-		return false, ran && !planned.After(last)
+		return false, ran && !planned.After(last.planned)
 	}
 	if h.state != recorded {
 		done := h.done

@@ -41,6 +41,34 @@ func (c *Coordinator) Admit(ctx context.Context, schedule string, planned time.T
 	}
 }
 
+// ranFire is a fire recorded when due and admitted.
+type ranFire struct {
+	planned time.Time
+	term    int64
+	batch   int64
+}
+
+// Withdraw implements schedule.Withdrawer: a fire admitted here did not
+// run (its schedule stopped before the round began). It is kept as a
+// fire recorded and not run: out of the renewal's fold, and taken out of
+// the records with the lease, so that the next owner does not resume past
+// it (a graceful stop closes the schedules, then gives the leases back:
+// a fire due in between would be lost). Admitted again here, it runs.
+func (c *Coordinator) Withdraw(schedule string, planned time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if h := c.heralds[schedule]; h != nil && h.state == admitted && h.planned.Equal(planned) {
+		h.state = recorded // h.ok holds
+		return
+	}
+	if f, ok := c.ran[schedule]; ok && f.planned.Equal(planned) {
+		delete(c.ran, schedule)
+		done := make(chan struct{})
+		close(done)
+		c.heralds[schedule] = &herald{planned: planned, term: f.term, state: recorded, ok: true, batch: f.batch, done: done}
+	}
+}
+
 // admission is a fire waiting to be recorded.
 type admission struct {
 	schedule string
@@ -105,12 +133,13 @@ const recordRetry = 50 * time.Millisecond
 // renewal interval lasts, and the retry admits the fires this batch did
 // record (its owner and batch number).
 func (c *Coordinator) record(batch []admission, stop chan struct{}) {
-	ok, err := c.recordRetrying(batch, c.batches.Add(1), stop)
+	id := c.batches.Add(1)
+	ok, err := c.recordRetrying(batch, id, stop)
 	if err == nil {
 		c.mu.Lock()
 		for i, r := range batch {
 			if ok[i] {
-				c.ran[r.schedule] = r.planned
+				c.ran[r.schedule] = ranFire{planned: r.planned, term: r.term, batch: id}
 			}
 		}
 		c.mu.Unlock()

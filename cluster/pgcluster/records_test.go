@@ -182,3 +182,78 @@ func TestARenewalFoldsTheFiresRunIntoTheLeases(t *testing.T) {
 		t.Fatalf("%d records of the fires at %s (%v), want the %d that ran", recorded, second, err, len(ran))
 	}
 }
+
+// TestAFireWithdrawnIsNotItsLeasesLast: fires admitted and then withdrawn
+// (their schedule stopped before the round), recorded ahead or when due,
+// are kept out of the renewal's fold and taken out of the records when
+// the leases are given back: each lease's last fire is the one before,
+// and the next owner runs them.
+func TestAFireWithdrawnIsNotItsLeasesLast(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
+	ctx := context.Background()
+	var names []string
+	for i := range 32 { // a slot of 32: recorded ahead (16 or more)
+		names = append(names, fmt.Sprintf("s%02d", i))
+	}
+	a := coordinator(t, schema, "a", nil, pgcluster.Options{LeaseTTL: 30 * time.Second, RecordAhead: time.Second}, append(names, "due")...)
+	start(t, a)
+	first := time.Now().Truncate(time.Second).Add(-time.Second).UTC()
+	admitTogether(a, first, append(names, "due")...)
+	second := time.Now().Truncate(time.Second).Add(2 * time.Second).UTC()
+	for _, n := range names {
+		a.Announce(n, second)
+	}
+	time.Sleep(time.Until(second))
+	for _, n := range append(names, "due") { // "due" was not announced: recorded now
+		if ok, err := a.Admit(ctx, n, second); !ok || err != nil {
+			t.Fatalf("%s: admitted %v, %v", n, ok, err)
+		}
+	}
+	ran, withdrawn := names[:16], append(names[16:], "due")
+	for _, n := range withdrawn {
+		a.Withdraw(n, second)
+	}
+	// A renewal folds what ran in, not what was withdrawn.
+	a.Kick()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var left int
+		if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+schema+".fire_batches WHERE NOT compacted AND $1 = ANY(planned)", first).Scan(&left); err != nil {
+			t.Fatal(err)
+		}
+		if left == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no renewal folded the first fires in")
+		}
+	}
+	if err := a.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	last := map[string]time.Time{}
+	rows, err := pool.Query(ctx, "SELECT schedule, last_fire FROM "+schema+".leases")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s string
+	var p time.Time
+	if _, err := pgx.ForEachRow(rows, []any{&s, &p}, func() error { last[s] = p; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range ran {
+		if !last[n].Equal(second) {
+			t.Errorf("%s ran at %s: last fire %s", n, second, last[n])
+		}
+	}
+	for _, n := range withdrawn {
+		if !last[n].Equal(first) {
+			t.Errorf("%s withdrawn at %s: last fire %s, want %s", n, second, last[n], first)
+		}
+	}
+	var recorded int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+schema+".fire_records WHERE planned = $1", second).Scan(&recorded); err != nil || recorded != len(ran) {
+		t.Fatalf("%d records of the fires at %s (%v), want the %d that ran", recorded, second, err, len(ran))
+	}
+}

@@ -10,7 +10,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/fom-go/fom/fom"
 	"github.com/fom-go/fom/store/postgres"
@@ -194,7 +197,10 @@ func clusterScenario(dsn string, ns []int, window, warmup time.Duration, passes 
 					if err != nil {
 						return nil, nil, err
 					}
-					app, err := fom.New(fom.WithStore(st), fom.WithInstanceID(fmt.Sprintf("bench-%d", i+1)))
+					id := fmt.Sprintf("bench-%d", i+1)
+					// The instances' warnings go to stderr: a fire not run
+					// says why there.
+					app, err := fom.New(fom.WithStore(st), fom.WithInstanceID(id), fom.WithLogger(warnings(id)))
 					return app, func() { st.Close() }, err
 				}, func(from, to time.Time, ran int) string {
 					// Every fire run was recorded once, before it ran.
@@ -207,6 +213,8 @@ func clusterScenario(dsn string, ns []int, window, warmup time.Duration, passes 
 						return fmt.Sprintf("%d fires recorded twice", recorded-distinct)
 					case recorded != ran:
 						return fmt.Sprintf("%d fires recorded, %d ran", recorded, ran)
+					case ran < n*int(to.Sub(from)/time.Second):
+						log("  fires short of the plan; recorded by second and instance: " + recordsBySecond(admin, schema, from, to))
 					}
 					return ""
 				})
@@ -230,4 +238,25 @@ func clusterScenario(dsn string, ns []int, window, warmup time.Duration, passes 
 	}
 	out.WriteString("\nLease and heartbeat statements do not grow with N (five per instance per renewal interval, more while leases move). Fires announced ahead are recorded a slot (100 ms) at a time, by one statement per instance; PostgreSQL's CPU is every postgres process's on this machine over the window.\n\n")
 	return out.String()
+}
+
+// warnings is a logger of an instance's warnings and errors, to stderr.
+func warnings(instance string) *zap.Logger {
+	enc := zap.NewDevelopmentEncoderConfig()
+	core := zapcore.NewCore(zapcore.NewConsoleEncoder(enc), zapcore.Lock(os.Stderr), zapcore.WarnLevel)
+	return zap.New(core).With(zap.String("instance", instance))
+}
+
+// recordsBySecond lists the fires recorded in [from, to) by planned
+// second and owner.
+func recordsBySecond(admin *pgxpool.Pool, schema string, from, to time.Time) string {
+	rows, err := admin.Query(context.Background(), "SELECT to_char(date_trunc('second', planned), 'HH24:MI:SS') || ' ' || owner || ' ' || count(*) FROM "+schema+".fire_records WHERE planned >= $1 AND planned < $2 GROUP BY date_trunc('second', planned), owner ORDER BY 1", from, to)
+	if err != nil {
+		return err.Error()
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err.Error()
+	}
+	return strings.Join(out, "; ")
 }

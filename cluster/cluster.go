@@ -224,6 +224,9 @@ type Coordinator interface {
 	Add(ctx context.Context, names ...string) error
 	Start(ctx context.Context) error
 	Stop(ctx context.Context) error
+	// Drain begins a graceful stop, before the schedules stop: the leases
+	// of those not in a round are handed to the others at once.
+	Drain(ctx context.Context)
 	// Abandon stops without giving the leases back (tests: a crash).
 	Abandon()
 	Listening() bool

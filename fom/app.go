@@ -447,6 +447,9 @@ func (a *App) Stop(ctx context.Context) error {
 	if timers != nil { // deliveries end, or are left to their leases, before the store closes
 		terr = timers.Stop(ctx)
 	}
+	if a.coord != nil { // the schedules' fires from now on run elsewhere, on time
+		a.coord.Drain(context.WithoutCancel(ctx))
+	}
 	errs := make([]error, len(scs))
 	var wg sync.WaitGroup
 	for i, sc := range scs {

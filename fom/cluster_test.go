@@ -271,6 +271,45 @@ func TestClusterRollingRestart(t *testing.T) {
 	}
 }
 
+// TestClusterGracefulStopHandsTheLeasesOverAtOnce: an instance stopped
+// gracefully hands its leases over before it stops its schedules, and
+// tells the other, which takes them at once (not at its next renewal,
+// seconds later with the default lease): no every-second fire is missed
+// or folded.
+func TestClusterGracefulStopHandsTheLeasesOverAtOnce(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("runs for several seconds")
+	}
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
+	jobs := everySecond(20)
+	log := newFireLog()
+	const ttl = 15 * time.Second // renewals every 5 s: they do not hand the leases over in time
+	a := startInstanceTTL(t, schema, "stops", log, jobs, ttl)
+	b := startInstanceTTL(t, schema, "stays", log, jobs, ttl)
+	waitListening(t, []*App{a, b})
+	for deadline := time.Now().Add(10 * time.Second); a.coord.Owned() == 0 || b.coord.Owned() == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("leases not spread: %d and %d", a.coord.Owned(), b.coord.Owned())
+		}
+	}
+	from := time.Now()
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(1300 * time.Millisecond)))
+	held := a.coord.Owned()
+	stopped := time.Now()
+	stopInstance(t, a)
+	for deadline := time.Now().Add(3 * time.Second); b.coord.Owned() < len(jobs); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the other instance holds %d of %d leases %s after the stop", b.coord.Owned(), len(jobs), time.Since(stopped))
+		}
+	}
+	took := time.Since(stopped)
+	time.Sleep(3 * time.Second)
+	fires, _ := stopAndCheck(t, []*App{b}, log, from)
+	t.Logf("the stopped instance held %d leases; the other held all %s after the stop began; %d fires", held, took.Round(time.Millisecond), fires)
+}
+
 // TestClusterFailover: an instance vanishes without giving its leases back
 // (a crash): the survivors take its schedules after the lease TTL, run the
 // fires missed meanwhile once, and never twice.

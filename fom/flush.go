@@ -178,8 +178,8 @@ func (a *App) flush(ctx context.Context, per time.Duration) error {
 			} else {
 				a.lastPrune = now
 			}
-			byAge = false
-			if rules = byCount; pruned {
+			byAge, rules = false, byCount
+			if pruned { // the rules of every schedule, failures' counts too
 				rules = nil
 			}
 		}

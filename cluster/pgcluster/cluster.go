@@ -57,6 +57,7 @@ type Coordinator struct {
 	heraldWG sync.WaitGroup                  // slots armed or recording
 	rekick   *time.Timer                     // a tick after imminent fires, to give their leases back
 	holding  bool                            // slots announced wait for unhold (an acquisition resuming its schedules)
+	draining bool                            // Drain was called: no lease is taken, and each is given back once it may be
 	// recLock is read-held by a herald batch's statement and write-held
 	// by a lease given back (with the records of its unrun fires), so the
 	// fires a batch records are taken out of the records, or refused, not
@@ -160,6 +161,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		c.mu.Unlock()
 		return ErrStarted
 	}
+	c.draining = false
 	names := c.namesLocked()
 	c.mu.Unlock()
 	_, err := c.pool.Exec(ctx, "INSERT INTO "+c.t("instances")+` (id, host, version, started_at, heartbeat_at, stopped)
@@ -280,7 +282,10 @@ func (c *Coordinator) tick(ctx context.Context) {
 	// heartbeat, renewal, live count, task claims, requests: five a tick,
 	// one more when leases are taken or given back.
 	c.tickStatements.Add(5)
-	if _, err := c.pool.Exec(ctx, "UPDATE "+c.t("instances")+" SET heartbeat_at = now(), stopped = false WHERE id = $1", c.o.InstanceID); err != nil {
+	c.mu.Lock()
+	draining := c.draining
+	c.mu.Unlock()
+	if _, err := c.pool.Exec(ctx, "UPDATE "+c.t("instances")+" SET heartbeat_at = now(), stopped = $2 WHERE id = $1", c.o.InstanceID, draining); err != nil {
 		c.log.Warn("heartbeat failed; leases are trusted only until their window ends", zap.Error(err))
 		c.failed(err)
 		return
@@ -323,6 +328,9 @@ func (c *Coordinator) tick(ctx context.Context) {
 	all := c.namesLocked()
 	c.mu.Unlock()
 	names := c.wanted(all)
+	if draining {
+		names = nil // every lease held is given back, none taken
+	}
 	want := make(map[string]bool, len(names))
 	for _, n := range names {
 		want[n] = true
@@ -600,19 +608,51 @@ func (c *Coordinator) Stop(ctx context.Context) error {
 		return nil
 	}
 	var errs []error
-	if err := c.giveBack(ctx, nil, unrun, false); err != nil {
+	// Marked stopped first: the others, told the leases are free, count
+	// the live instances without this one, and take them all.
+	if _, err := c.pool.Exec(ctx, "UPDATE "+c.t("instances")+" SET stopped = true WHERE id = $1", c.o.InstanceID); err != nil {
+		errs = append(errs, fmt.Errorf("mark instance stopped: %w", err))
+	}
+	if err := c.giveBack(ctx, nil, unrun, true); err != nil {
 		errs = append(errs, fmt.Errorf("give leases back: %w", err))
 	}
 	if _, err := c.pool.Exec(ctx, "DELETE FROM "+c.t("task_claims")+" WHERE instance = $1", c.o.InstanceID); err != nil {
 		errs = append(errs, fmt.Errorf("give task claims back: %w", err))
 	}
-	if _, err := c.pool.Exec(ctx, "UPDATE "+c.t("instances")+" SET stopped = true WHERE id = $1", c.o.InstanceID); err != nil {
-		errs = append(errs, fmt.Errorf("mark instance stopped: %w", err))
-	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("fom: cluster: stop %s: %w", c.o.InstanceID, err)
 	}
 	return nil
+}
+
+// Drain begins a graceful stop: the instance is marked stopped (the
+// others count it out of their shares), and the leases of the schedules
+// not in a round are given back at once and the others told, so that
+// they take them before their next fires; the rest follow as their rounds
+// end, at the renewals, and at Stop. No lease is taken after it. An App
+// drains before it stops its schedules: their fires, refused here, run
+// on time elsewhere, where stopping first, then giving every lease back,
+// would leave them to run late, or be folded into one, at the takeover.
+func (c *Coordinator) Drain(ctx context.Context) {
+	c.mu.Lock()
+	if c.stop == nil || c.draining {
+		c.mu.Unlock()
+		return
+	}
+	c.draining = true
+	names := make([]string, 0, len(c.owned))
+	for s := range c.owned {
+		names = append(names, s)
+	}
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, c.o.RenewEvery)
+	defer cancel()
+	c.tickStatements.Add(1)
+	if _, err := c.pool.Exec(ctx, "UPDATE "+c.t("instances")+" SET stopped = true WHERE id = $1", c.o.InstanceID); err != nil {
+		c.log.Warn("marking this instance stopped failed; its leases are given back at stop", zap.Error(err))
+		return
+	}
+	c.release(ctx, names, len(names), "at stop")
 }
 
 // Abandon ends the heartbeat and forgets every lease without telling the

@@ -49,11 +49,13 @@ type clusterRun struct {
 // measureApps starts apps built by mk (one, or three on PostgreSQL), each
 // registering n every-second jobs, and measures lateness over window.
 // With join > 0 the last instance starts that far into the window: the
-// others hand it its share of the leases while their schedules fire.
+// others hand it its share of the leases while their schedules fire. With
+// leave > 0 the last instance stops (gracefully) that far into it: the
+// others take its share.
 //
 // check, when not nil, compares the fires run in the window with the
 // store's records of it, and says what is wrong ("" when nothing).
-func measureApps(label string, n, instances int, window, warmup, join time.Duration, mk func(i int) (*fom.App, func(), error), check func(from, to time.Time, ran int) string) clusterRun {
+func measureApps(label string, n, instances int, window, warmup, join, leave time.Duration, mk func(i int) (*fom.App, func(), error), check func(from, to time.Time, ran int) string) clusterRun {
 	r := clusterRun{label: label, n: n}
 	l := newLateness(n*instances, window)
 	apps := make([]*fom.App, instances)
@@ -102,19 +104,28 @@ func measureApps(label string, n, instances int, window, warmup, join time.Durat
 	time.Sleep(time.Until(from))
 	c0, cpu0, pg0 := counters(apps), cpuTime(), postgresCPU()
 	joined := make(chan error, 1)
-	if join > 0 {
+	switch {
+	case join > 0:
 		go func() {
 			time.Sleep(join)
 			joined <- apps[instances-1].Start(context.Background())
 		}()
-	} else {
+	case leave > 0:
+		go func() {
+			time.Sleep(leave)
+			joined <- apps[instances-1].Stop(context.Background())
+		}()
+	default:
 		joined <- nil
 	}
 	// FOM_BENCH_WINDOW_PROFILE profiles the window alone, to
 	// <prefix>-cluster-<instances>-<n>.
 	profile := fmt.Sprintf("cluster-%d-%d", instances, n)
-	if join > 0 {
+	switch {
+	case join > 0:
 		profile += "-join"
+	case leave > 0:
+		profile += "-leave"
 	}
 	stopProfile := profileWindow(profile)
 	time.Sleep(window)
@@ -122,7 +133,7 @@ func measureApps(label string, n, instances int, window, warmup, join time.Durat
 	stopProfile()
 	time.Sleep(300 * time.Millisecond)
 	if err := <-joined; err != nil {
-		r.err = "the joining instance: " + err.Error()
+		r.err = "the joining or leaving instance: " + err.Error()
 		return r
 	}
 	samples, ok := l.samples()
@@ -179,7 +190,7 @@ func clusterScenario(dsn string, ns []int, window, warmup time.Duration, passes 
 	out.WriteString("| setup | N | fires / planned | lateness p50 | p99 | CPU µs per fire (process) | PostgreSQL CPU µs per fire | fire-record statements/s | lease and heartbeat statements/s |\n|---|---|---|---|---|---|---|---|---|\n")
 	for pass := 0; pass < passes; pass++ {
 		for _, n := range ns {
-			single := measureApps("one App, SQLite", n, 1, window, warmup, 0, func(int) (*fom.App, func(), error) {
+			single := measureApps("one App, SQLite", n, 1, window, warmup, 0, 0, func(int) (*fom.App, func(), error) {
 				dir, err := os.MkdirTemp("", "fom-bench-cluster")
 				if err != nil {
 					return nil, nil, err
@@ -187,12 +198,12 @@ func clusterScenario(dsn string, ns []int, window, warmup time.Duration, passes 
 				app, err := fom.New(fom.WithDataDir(dir))
 				return app, func() { os.RemoveAll(dir) }, err
 			}, nil)
-			onPostgres := func(label string, join time.Duration) clusterRun {
+			onPostgres := func(label string, join, leave time.Duration) clusterRun {
 				b := make([]byte, 4)
 				rand.Read(b)
 				schema := "fombench_" + hex.EncodeToString(b)
 				defer admin.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
-				return measureApps(label, n, 3, window, warmup, join, func(i int) (*fom.App, func(), error) {
+				return measureApps(label, n, 3, window, warmup, join, leave, func(i int) (*fom.App, func(), error) {
 					st, err := postgres.Open(context.Background(), dsn, postgres.WithSchema(schema))
 					if err != nil {
 						return nil, nil, err
@@ -219,9 +230,10 @@ func clusterScenario(dsn string, ns []int, window, warmup time.Duration, passes 
 					return ""
 				})
 			}
-			three := onPostgres("three Apps, PostgreSQL", 0)
-			joining := onPostgres("three Apps, PostgreSQL, the third started mid-window", window/2+300*time.Millisecond)
-			for _, r := range []clusterRun{single, three, joining} {
+			three := onPostgres("three Apps, PostgreSQL", 0, 0)
+			joining := onPostgres("three Apps, PostgreSQL, the third started mid-window", window/2+300*time.Millisecond, 0)
+			leaving := onPostgres("three Apps, PostgreSQL, the third stopped mid-window", 0, window/2+300*time.Millisecond)
+			for _, r := range []clusterRun{single, three, joining, leaving} {
 				planned := r.n * int(window/time.Second)
 				pg := "—"
 				if r.pgCPU > 0 {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fom-go/fom/cluster/pgcluster"
 	"github.com/fom-go/fom/internal/pgtest"
@@ -123,41 +124,10 @@ func TestARenewalFoldsTheFiresRunIntoTheLeases(t *testing.T) {
 			t.Fatalf("%s: admitted %v, %v", n, ok, err)
 		}
 	}
-	lastFires := func() map[string]time.Time {
-		t.Helper()
-		rows, err := pool.Query(ctx, "SELECT schedule, last_fire FROM "+schema+".leases")
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[string]time.Time{}
-		var s string
-		var p *time.Time
-		if _, err := pgx.ForEachRow(rows, []any{&s, &p}, func() error {
-			if p != nil {
-				out[s] = *p
-			}
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
 	// A renewal: the first fires' batch is folded in, the one recorded
 	// ahead is not while half of it waits to run.
-	a.Kick()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		var left int
-		if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+schema+".fire_batches WHERE NOT compacted AND $1 = ANY(planned)", first).Scan(&left); err != nil {
-			t.Fatal(err)
-		}
-		if left == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no renewal folded the first fires in")
-		}
-	}
-	got := lastFires()
+	renewAndWaitFolded(t, a, pool, schema, first)
+	got := leaseLastFires(t, pool, schema)
 	for _, n := range names {
 		if !got[n].Equal(first) {
 			t.Errorf("%s: last fire %s after the renewal, want %s", n, got[n], first)
@@ -166,7 +136,7 @@ func TestARenewalFoldsTheFiresRunIntoTheLeases(t *testing.T) {
 	if err := a.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	got = lastFires()
+	got = leaseLastFires(t, pool, schema)
 	for _, n := range ran {
 		if !got[n].Equal(second) {
 			t.Errorf("%s ran at %s: last fire %s after the stop", n, second, got[n])
@@ -177,10 +147,7 @@ func TestARenewalFoldsTheFiresRunIntoTheLeases(t *testing.T) {
 			t.Errorf("%s did not run at %s: last fire %s after the stop, want %s", n, second, got[n], first)
 		}
 	}
-	var recorded int
-	if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+schema+".fire_records WHERE planned = $1", second).Scan(&recorded); err != nil || recorded != len(ran) {
-		t.Fatalf("%d records of the fires at %s (%v), want the %d that ran", recorded, second, err, len(ran))
-	}
+	checkRecordedAt(t, pool, schema, second, len(ran))
 }
 
 // TestAFireWithdrawnIsNotItsLeasesLast: fires admitted and then withdrawn
@@ -216,32 +183,11 @@ func TestAFireWithdrawnIsNotItsLeasesLast(t *testing.T) {
 		a.Withdraw(n, second)
 	}
 	// A renewal folds what ran in, not what was withdrawn.
-	a.Kick()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		var left int
-		if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+schema+".fire_batches WHERE NOT compacted AND $1 = ANY(planned)", first).Scan(&left); err != nil {
-			t.Fatal(err)
-		}
-		if left == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no renewal folded the first fires in")
-		}
-	}
+	renewAndWaitFolded(t, a, pool, schema, first)
 	if err := a.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	last := map[string]time.Time{}
-	rows, err := pool.Query(ctx, "SELECT schedule, last_fire FROM "+schema+".leases")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var s string
-	var p time.Time
-	if _, err := pgx.ForEachRow(rows, []any{&s, &p}, func() error { last[s] = p; return nil }); err != nil {
-		t.Fatal(err)
-	}
+	last := leaseLastFires(t, pool, schema)
 	for _, n := range ran {
 		if !last[n].Equal(second) {
 			t.Errorf("%s ran at %s: last fire %s", n, second, last[n])
@@ -252,8 +198,54 @@ func TestAFireWithdrawnIsNotItsLeasesLast(t *testing.T) {
 			t.Errorf("%s withdrawn at %s: last fire %s, want %s", n, second, last[n], first)
 		}
 	}
+	checkRecordedAt(t, pool, schema, second, len(ran))
+}
+
+// leaseLastFires reads every lease's last fire.
+func leaseLastFires(t *testing.T, pool *pgxpool.Pool, schema string) map[string]time.Time {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), "SELECT schedule, last_fire FROM "+schema+".leases")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]time.Time{}
+	var s string
+	var p *time.Time
+	if _, err := pgx.ForEachRow(rows, []any{&s, &p}, func() error {
+		if p != nil {
+			out[s] = *p
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// renewAndWaitFolded asks c for a renewal and waits until the fires at
+// first are folded into the leases.
+func renewAndWaitFolded(t *testing.T, c *pgcluster.Coordinator, pool *pgxpool.Pool, schema string, first time.Time) {
+	t.Helper()
+	c.Kick()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var left int
+		if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM "+schema+".fire_batches WHERE NOT compacted AND $1 = ANY(planned)", first).Scan(&left); err != nil {
+			t.Fatal(err)
+		}
+		if left == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no renewal folded the first fires in")
+		}
+	}
+}
+
+// checkRecordedAt checks that the fires recorded at planned are want.
+func checkRecordedAt(t *testing.T, pool *pgxpool.Pool, schema string, planned time.Time, want int) {
+	t.Helper()
 	var recorded int
-	if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+schema+".fire_records WHERE planned = $1", second).Scan(&recorded); err != nil || recorded != len(ran) {
-		t.Fatalf("%d records of the fires at %s (%v), want the %d that ran", recorded, second, err, len(ran))
+	if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM "+schema+".fire_records WHERE planned = $1", planned).Scan(&recorded); err != nil || recorded != want {
+		t.Fatalf("%d records of the fires at %s (%v), want the %d that ran", recorded, planned, err, want)
 	}
 }

@@ -133,21 +133,7 @@ func TestARenewalFoldsTheFiresRunIntoTheLeases(t *testing.T) {
 			t.Errorf("%s: last fire %s after the renewal, want %s", n, got[n], first)
 		}
 	}
-	if err := a.Stop(ctx); err != nil {
-		t.Fatal(err)
-	}
-	got = leaseLastFires(t, pool, schema)
-	for _, n := range ran {
-		if !got[n].Equal(second) {
-			t.Errorf("%s ran at %s: last fire %s after the stop", n, second, got[n])
-		}
-	}
-	for _, n := range unrun {
-		if !got[n].Equal(first) {
-			t.Errorf("%s did not run at %s: last fire %s after the stop, want %s", n, second, got[n], first)
-		}
-	}
-	checkRecordedAt(t, pool, schema, second, len(ran))
+	stopAndCheckLastFires(t, a, pool, schema, first, second, ran, unrun)
 }
 
 // TestAFireWithdrawnIsNotItsLeasesLast: fires admitted and then withdrawn
@@ -184,21 +170,7 @@ func TestAFireWithdrawnIsNotItsLeasesLast(t *testing.T) {
 	}
 	// A renewal folds what ran in, not what was withdrawn.
 	renewAndWaitFolded(t, a, pool, schema, first)
-	if err := a.Stop(ctx); err != nil {
-		t.Fatal(err)
-	}
-	last := leaseLastFires(t, pool, schema)
-	for _, n := range ran {
-		if !last[n].Equal(second) {
-			t.Errorf("%s ran at %s: last fire %s", n, second, last[n])
-		}
-	}
-	for _, n := range withdrawn {
-		if !last[n].Equal(first) {
-			t.Errorf("%s withdrawn at %s: last fire %s, want %s", n, second, last[n], first)
-		}
-	}
-	checkRecordedAt(t, pool, schema, second, len(ran))
+	stopAndCheckLastFires(t, a, pool, schema, first, second, ran, withdrawn)
 }
 
 // leaseLastFires reads every lease's last fire.
@@ -241,11 +213,27 @@ func renewAndWaitFolded(t *testing.T, c *pgcluster.Coordinator, pool *pgxpool.Po
 	}
 }
 
-// checkRecordedAt checks that the fires recorded at planned are want.
-func checkRecordedAt(t *testing.T, pool *pgxpool.Pool, schema string, planned time.Time, want int) {
+// stopAndCheckLastFires stops c and checks the leases it gave back: the
+// last fire of those in ran is second, of those in unrun (whose fires at
+// second did not run) first; only ran's fires at second stay recorded.
+func stopAndCheckLastFires(t *testing.T, c *pgcluster.Coordinator, pool *pgxpool.Pool, schema string, first, second time.Time, ran, unrun []string) {
 	t.Helper()
+	if err := c.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	last := leaseLastFires(t, pool, schema)
+	for _, n := range ran {
+		if !last[n].Equal(second) {
+			t.Errorf("%s ran at %s: last fire %s after the stop", n, second, last[n])
+		}
+	}
+	for _, n := range unrun {
+		if !last[n].Equal(first) {
+			t.Errorf("%s did not run at %s: last fire %s after the stop, want %s", n, second, last[n], first)
+		}
+	}
 	var recorded int
-	if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM "+schema+".fire_records WHERE planned = $1", planned).Scan(&recorded); err != nil || recorded != want {
-		t.Fatalf("%d records of the fires at %s (%v), want the %d that ran", recorded, planned, err, want)
+	if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM "+schema+".fire_records WHERE planned = $1", second).Scan(&recorded); err != nil || recorded != len(ran) {
+		t.Fatalf("%d records of the fires at %s (%v), want the %d that ran", recorded, second, err, len(ran))
 	}
 }

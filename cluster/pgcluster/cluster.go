@@ -483,7 +483,7 @@ func (c *Coordinator) release(ctx context.Context, from []string, n int, why str
 		if _, ok := c.owned[s]; !ok {
 			continue
 		}
-		if h := c.heralds[s]; h != nil && h.state != admitted && h.planned.Before(soon) {
+		if h := c.heralds[s]; h != nil && h.state != admitted && !h.withdrawn && h.planned.Before(soon) {
 			after = maxTime(after, h.planned)
 			continue
 		}

@@ -31,6 +31,9 @@ type herald struct {
 	done    chan struct{} // closed when recorded, or dropped unrecorded
 	ok      bool          // the record was written by this instance
 	batch   int64         // the batch recording it (0: none yet)
+	// withdrawn: admitted, then not run (Withdraw); recorded again, and
+	// past, it does not hold its lease back (release).
+	withdrawn bool
 }
 
 // A herald's done closes when its fate is known: recorded (ok) or not.

@@ -52,20 +52,21 @@ type ranFire struct {
 // run (its schedule stopped before the round began). It is kept as a
 // fire recorded and not run: out of the renewal's fold, and taken out of
 // the records with the lease, so that the next owner does not resume past
-// it (a graceful stop closes the schedules, then gives the leases back:
-// a fire due in between would be lost). Admitted again here, it runs.
+// it (at a graceful stop, the schedules whose leases are kept for their
+// imminent fires stop before those leases are given back: a fire admitted
+// in between would be lost). Admitted again here, it runs.
 func (c *Coordinator) Withdraw(schedule string, planned time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if h := c.heralds[schedule]; h != nil && h.state == admitted && h.planned.Equal(planned) {
-		h.state = recorded // h.ok holds
+		h.state, h.withdrawn = recorded, true // h.ok holds
 		return
 	}
 	if f, ok := c.ran[schedule]; ok && f.planned.Equal(planned) {
 		delete(c.ran, schedule)
 		done := make(chan struct{})
 		close(done)
-		c.heralds[schedule] = &herald{planned: planned, term: f.term, state: recorded, ok: true, batch: f.batch, done: done}
+		c.heralds[schedule] = &herald{planned: planned, term: f.term, state: recorded, ok: true, batch: f.batch, done: done, withdrawn: true}
 	}
 }
 

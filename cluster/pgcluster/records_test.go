@@ -237,3 +237,41 @@ func stopAndCheckLastFires(t *testing.T, c *pgcluster.Coordinator, pool *pgxpool
 		t.Fatalf("%d records of the fires at %s (%v), want the %d that ran", recorded, second, err, len(ran))
 	}
 }
+
+// TestAWithdrawnFireDoesNotHoldItsLeaseBack: a schedule whose fire was
+// admitted and then withdrawn (stopped by an operator in between) and
+// that this instance no longer wants gives its lease back at the next
+// renewal: the withdrawn fire, past, is not one about to run.
+func TestAWithdrawnFireDoesNotHoldItsLeaseBack(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
+	ctx := context.Background()
+	var stopped sync.Map
+	wants := func(names []string) []string {
+		var out []string
+		for _, n := range names {
+			if _, ok := stopped.Load(n); !ok {
+				out = append(out, n)
+			}
+		}
+		return out
+	}
+	a := coordinator(t, schema, "a", nil, pgcluster.Options{LeaseTTL: 30 * time.Second, Wants: wants}, "x")
+	start(t, a)
+	fire := time.Now().Truncate(time.Second).UTC()
+	if ok, err := a.Admit(ctx, "x", fire); !ok || err != nil {
+		t.Fatalf("admitted %v, %v", ok, err)
+	}
+	a.Withdraw("x", fire)
+	stopped.Store("x", true)
+	a.Kick()
+	for deadline := time.Now().Add(3 * time.Second); a.Owned() > 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the lease of a schedule no longer wanted is held for its withdrawn fire")
+		}
+	}
+	if last := leaseLastFires(t, pool, schema)["x"]; !last.IsZero() {
+		t.Fatalf("the lease given back says its last fire is the withdrawn one, %s", last)
+	}
+}

@@ -725,6 +725,12 @@ func (s *Store) PruneShared(ctx context.Context, rules []store.Retention, every 
 		if err != nil {
 			return err
 		}
+		// The claims of sets of schedules no instance has had for a day
+		// (earlier deploys) go.
+		if _, err := tx.Exec(ctx, "DELETE FROM "+s.t("meta")+` WHERE key LIKE 'retention pruned %' AND key <> $1
+			AND value::float8 < extract(epoch FROM now() - interval '1 day')`, key); err != nil {
+			return err
+		}
 		return s.prune(ctx, tx, rules)
 	})
 	return pruned && err == nil, err

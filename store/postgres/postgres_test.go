@@ -278,4 +278,16 @@ func TestPruneSharedPrunesOnceForTheInstancesWithTheSameSchedules(t *testing.T) 
 	if !prune(b, "x", "y") || left("x") {
 		t.Fatal("a failed prune kept the claim")
 	}
+	// A claim a day old, of a set no instance has now, goes at the next
+	// prune.
+	if _, err := admin.Exec(ctx, "UPDATE "+schema+".meta SET value = (extract(epoch FROM now()) - 90000)::text WHERE key LIKE 'retention pruned %'"); err != nil {
+		t.Fatal(err)
+	}
+	if !prune(a, "x", "y") {
+		t.Fatal("no prune a day after the last")
+	}
+	var claims int
+	if err := admin.QueryRow(ctx, "SELECT count(*) FROM "+schema+".meta WHERE key LIKE 'retention pruned %'").Scan(&claims); err != nil || claims != 1 {
+		t.Fatalf("%d claims left (%v), want the one just taken", claims, err)
+	}
 }

@@ -185,6 +185,14 @@ func (c *Coordinator) recordSlot(k int64, stop chan struct{}) {
 	c.recLock.RUnlock()
 	if err != nil {
 		c.log.Warn("recording fires ahead failed; they are recorded when due", zap.Int("fires", len(batch)), zap.Error(err))
+	} else if refused := slices.Index(ok, false); refused >= 0 {
+		// The leases given back took their heralds out first: a fire
+		// refused here had its lease taken, expired, or fenced by a
+		// later last fire, which this instance did not know of.
+		r := batch[refused]
+		c.log.Warn("fires recorded ahead were refused: their leases are not this instance's in their term, or record a later fire; they are asked again when due",
+			zap.Int("fires", len(batch)), zap.Int("refused", len(ok)-countTrue(ok)),
+			zap.String("schedule", r.schedule), zap.Time("planned", r.planned), zap.Int64("term", r.term))
 	}
 	c.mu.Lock()
 	for i, h := range hs {
@@ -301,4 +309,15 @@ func (c *Coordinator) removeUnrun(ctx context.Context, tx pgx.Tx, fs []unrunFire
 		      GROUP BY b2.batch) AS k
 		WHERE b.owner = $1 AND b.batch = k.batch`, c.o.InstanceID, names, planned, batches)
 	return err
+}
+
+// countTrue counts the true values of bs.
+func countTrue(bs []bool) int {
+	n := 0
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
 }

@@ -36,6 +36,17 @@
 // A lease given back (to rebalance, or at a graceful stop) locks its own
 // instance's row, takes the fires recorded ahead and not run out of their
 // batches, and writes its last fire from the batches not compacted, in
-// one transaction: the next owner runs the fires not run here. Batches are read, one fire to a row, through the view
-// fire_records, and deleted once compacted and ten minutes old.
+// one transaction: the next owner runs the fires not run here. A fire
+// admitted whose round then did not begin (its schedule stopped) is
+// withdrawn, and counts as not run. Batches are read, one fire to a row,
+// through the view fire_records, and deleted once compacted and ten
+// minutes old.
+//
+// # A graceful stop
+//
+// The App drains its coordinator before it stops its schedules: the
+// instance is marked stopped, so the others count it out of their
+// shares; the leases of the schedules not in a round are given back and
+// the others told, and they take them before the next fires. The others
+// follow once their rounds end, and at Stop, which tells the others too.
 package pgcluster

@@ -2,7 +2,6 @@ package pgcluster_test
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -23,10 +22,7 @@ func TestFiresAnnouncedAreRecordedAheadAndGivenBackUnrun(t *testing.T) {
 	pool := pgtest.Pool(t)
 	schema := pgtest.Schema(t, pool)
 	ctx := context.Background()
-	var names []string
-	for i := range 80 { // a batch of 80: the lease check by one join (64 or more)
-		names = append(names, fmt.Sprintf("s%02d", i))
-	}
+	names := numbered(80) // a batch of 80: the lease check by one join (64 or more)
 	a := coordinator(t, schema, "a", nil, pgcluster.Options{LeaseTTL: 6 * time.Second}, append(names, "lone")...)
 	start(t, a)
 	if a.Owned() != 81 {

@@ -92,10 +92,7 @@ func TestARenewalFoldsTheFiresRunIntoTheLeases(t *testing.T) {
 	pool := pgtest.Pool(t)
 	schema := pgtest.Schema(t, pool)
 	ctx := context.Background()
-	var names []string
-	for i := range 32 { // a slot of 32: recorded ahead (16 or more)
-		names = append(names, fmt.Sprintf("s%02d", i))
-	}
+	names := numbered(32) // a slot of 32: recorded ahead (16 or more)
 	a := coordinator(t, schema, "a", nil, pgcluster.Options{LeaseTTL: 30 * time.Second, RecordAhead: time.Second}, names...)
 	start(t, a)
 	first := time.Now().Truncate(time.Second).Add(-time.Second).UTC()
@@ -146,10 +143,7 @@ func TestAFireWithdrawnIsNotItsLeasesLast(t *testing.T) {
 	pool := pgtest.Pool(t)
 	schema := pgtest.Schema(t, pool)
 	ctx := context.Background()
-	var names []string
-	for i := range 32 { // a slot of 32: recorded ahead (16 or more)
-		names = append(names, fmt.Sprintf("s%02d", i))
-	}
+	names := numbered(32) // a slot of 32: recorded ahead (16 or more)
 	a := coordinator(t, schema, "a", nil, pgcluster.Options{LeaseTTL: 30 * time.Second, RecordAhead: time.Second}, append(names, "due")...)
 	start(t, a)
 	first := time.Now().Truncate(time.Second).Add(-time.Second).UTC()
@@ -274,4 +268,13 @@ func TestAWithdrawnFireDoesNotHoldItsLeaseBack(t *testing.T) {
 	if last := leaseLastFires(t, pool, schema)["x"]; !last.IsZero() {
 		t.Fatalf("the lease given back says its last fire is the withdrawn one, %s", last)
 	}
+}
+
+// numbered is n schedule names, s00, s01, ...
+func numbered(n int) []string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("s%02d", i)
+	}
+	return names
 }

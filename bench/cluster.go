@@ -40,8 +40,9 @@ type clusterRun struct {
 	n             int
 	fires         int
 	p50, p99      time.Duration
-	tickStmtsPerS float64 // leases and heartbeats, all instances
-	fireStmtsPerS float64 // fire-record statements, all instances
+	tickStmtsPerS float64         // leases and heartbeats, all instances
+	fireStmtsPerS float64         // fire-record statements, all instances
+	bySecond      []time.Duration // p99 of each planned second of the window
 	cpu, pgCPU    time.Duration
 	err           string
 }
@@ -149,6 +150,7 @@ func measureApps(label string, n, instances int, window, warmup, join, leave tim
 		}
 	}
 	r.p50, r.p99 = percentile(samples, 0.5), percentile(samples, 0.99)
+	r.bySecond = l.bySecond()
 	secs := window.Seconds()
 	r.tickStmtsPerS = float64(c1[0]-c0[0]) / secs
 	r.fireStmtsPerS = float64(c1[1]-c0[1]) / secs
@@ -239,7 +241,11 @@ func clusterScenario(dsn string, ns []int, window, warmup time.Duration, passes 
 				if r.pgCPU > 0 {
 					pg = fmt.Sprintf("%.1f", float64(r.pgCPU.Nanoseconds())/1000)
 				}
-				log(fmt.Sprintf("  %-24s N=%-6d fires=%d/%d p50=%-9s p99=%-9s cpu/fire=%.1fus pg/fire=%s fire stmts/s=%.1f lease stmts/s=%.1f %s", r.label, r.n, r.fires, planned, ms(r.p50), ms(r.p99), float64(r.cpu.Nanoseconds())/1000, pg, r.fireStmtsPerS, r.tickStmtsPerS, r.err))
+				bySecond := make([]string, len(r.bySecond))
+				for i, d := range r.bySecond {
+					bySecond[i] = ms(d)
+				}
+				log(fmt.Sprintf("  %-24s N=%-6d fires=%d/%d p50=%-9s p99=%-9s cpu/fire=%.1fus pg/fire=%s fire stmts/s=%.1f lease stmts/s=%.1f p99 by second: %s %s", r.label, r.n, r.fires, planned, ms(r.p50), ms(r.p99), float64(r.cpu.Nanoseconds())/1000, pg, r.fireStmtsPerS, r.tickStmtsPerS, strings.Join(bySecond, ", "), r.err))
 				if r.err != "" {
 					fmt.Fprintf(&out, "| %s | %d | failed: %s | | | | | | |\n", r.label, r.n, r.err)
 					continue

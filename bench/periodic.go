@@ -30,23 +30,46 @@ import (
 type lateness struct {
 	from, to atomic.Int64 // the window, unix ns: fires planned outside it are dropped; to 0 until it is set
 	buf      []time.Duration
+	sec      []int32      // each sample's planned second, counted from the window's start
 	next     atomic.Int64 // samples taken, including those past the buffer
 }
 
 // newLateness holds up to n fires a second over window, and as many again.
 func newLateness(n int, window time.Duration) *lateness {
-	return &lateness{buf: make([]time.Duration, 2*n*int(window/time.Second+1))}
+	size := 2 * n * int(window/time.Second+1)
+	return &lateness{buf: make([]time.Duration, size), sec: make([]int32, size)}
 }
 
 // add records a fire that started at now, d after it was planned.
 func (l *lateness) add(now time.Time, d time.Duration) {
 	planned := now.Add(-d).UnixNano()
-	if to := l.to.Load(); to == 0 || planned < l.from.Load() || planned >= to {
+	from := l.from.Load()
+	if to := l.to.Load(); to == 0 || planned < from || planned >= to {
 		return
 	}
 	if i := l.next.Add(1) - 1; i < int64(len(l.buf)) {
-		l.buf[i] = d
+		l.buf[i], l.sec[i] = d, int32((planned-from)/int64(time.Second))
 	}
+}
+
+// bySecond is the p99 of the samples of each planned second of the
+// window, in order: where a slow second falls (a lease handed over, a
+// renewal).
+func (l *lateness) bySecond() []time.Duration {
+	n := min(l.next.Load(), int64(len(l.buf)))
+	var secs [][]time.Duration
+	for i := range n {
+		s := int(l.sec[i])
+		for len(secs) <= s {
+			secs = append(secs, nil)
+		}
+		secs[s] = append(secs[s], l.buf[i])
+	}
+	out := make([]time.Duration, len(secs))
+	for i, s := range secs {
+		out[i] = percentile(s, 0.99)
+	}
+	return out
 }
 
 // window sets the window: fires planned from `from` for d.

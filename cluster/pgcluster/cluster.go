@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -48,6 +49,7 @@ type Coordinator struct {
 	pending    map[int64]chan string // forwarded requests awaiting an answer
 	admits     chan admission        // fires to record (admitLoop)
 	kick       chan struct{}         // a tick now (Kick)
+	free       chan struct{}         // leases given back elsewhere: take this instance's share now (takeFree)
 	heralds    map[string]*herald    // schedule -> its next fire, announced (see heralds.go)
 	// ran is each schedule's last fire admitted here when due (not
 	// announced ahead: see herald's admitted): a fire not after it is
@@ -57,7 +59,7 @@ type Coordinator struct {
 	heraldWG sync.WaitGroup                  // slots armed or recording
 	rekick   *time.Timer                     // a tick after imminent fires, to give their leases back
 	holding  bool                            // slots announced wait for unhold (an acquisition resuming its schedules)
-	draining bool                            // Drain was called: no lease is taken, and each is given back once it may be
+	draining bool                            // Drain was called: no lease is taken, and each is given back once out of its round
 	// recLock is read-held by a herald batch's statement and write-held
 	// by a lease given back (with the records of its unrun fires), so the
 	// fires a batch records are taken out of the records, or refused, not
@@ -107,7 +109,7 @@ func New(pool *pgxpool.Pool, schema string, o Options) (*Coordinator, error) {
 		// room for the local clock to run slower than the database's.
 		margin: o.LeaseTTL / 5,
 		names:  map[string]bool{}, owned: map[string]int64{}, pending: map[int64]chan string{},
-		admits: make(chan admission, 256), kick: make(chan struct{}, 1),
+		admits: make(chan admission, 256), kick: make(chan struct{}, 1), free: make(chan struct{}, 1),
 		heralds: map[string]*herald{}, ran: map[string]ranFire{}, slots: slots.New[string, *time.Timer](o.RecordAhead.Milliseconds()),
 	}
 	c.batches.Store(time.Now().UnixNano())
@@ -243,6 +245,10 @@ func (c *Coordinator) loop(stop, done chan struct{}) {
 			ctx, cancel := context.WithTimeout(context.Background(), c.o.RenewEvery)
 			c.tick(ctx)
 			cancel()
+		case <-c.free:
+			ctx, cancel := context.WithTimeout(context.Background(), c.o.RenewEvery)
+			c.takeFree(ctx)
+			cancel()
 		}
 	}
 }
@@ -305,17 +311,9 @@ func (c *Coordinator) tick(ctx context.Context) {
 		c.failed(err)
 		return
 	}
-	var live int
-	var members string
-	if err := c.pool.QueryRow(ctx, "SELECT count(*), coalesce(string_agg(id || ' ' || started_at::text, ',' ORDER BY id), '') FROM "+c.t("instances")+" WHERE NOT stopped AND heartbeat_at > now() - $1::interval", c.o.LeaseTTL).Scan(&live, &members); err != nil || live < 1 {
-		live = 1
-	}
+	live, members := c.countLive(ctx)
 	c.mu.Lock()
-	if members != c.members {
-		// An instance started, stopped or died: what it declared, or
-		// changed before it listened, is re-read at this tick.
-		c.members, c.heard = members, true
-	}
+	c.noteMembersLocked(members)
 	lost := 0
 	for s := range c.owned {
 		if _, ok := owned[s]; !ok {
@@ -323,6 +321,8 @@ func (c *Coordinator) tick(ctx context.Context) {
 		}
 	}
 	c.owned, c.live = owned, live
+	// Read below without the lock, while a drain may give leases back.
+	owned = maps.Clone(owned)
 	c.trustUntil = sent.Add(c.o.LeaseTTL - c.margin)
 	c.renewed, c.renewErr = time.Now(), ""
 	all := c.namesLocked()
@@ -331,18 +331,7 @@ func (c *Coordinator) tick(ctx context.Context) {
 	if draining {
 		names = nil // every lease held is given back, none taken
 	}
-	want := make(map[string]bool, len(names))
-	for _, n := range names {
-		want[n] = true
-	}
-	var unwanted []string
-	for s := range owned {
-		if !want[s] {
-			unwanted = append(unwanted, s)
-		}
-	}
-	share := (len(names) + live - 1) / live
-	have := len(owned) - len(unwanted)
+	share, have, unwanted := shareOf(names, owned, live)
 	if lost > 0 {
 		c.log.Info("leases taken by other instances", zap.Int("count", lost))
 	}
@@ -362,6 +351,82 @@ func (c *Coordinator) tick(ctx context.Context) {
 		c.acquire(ctx, names, share-have)
 	case have > share:
 		c.release(ctx, names, have-share, "to rebalance")
+	}
+}
+
+// countLive reads how many instances are live (1 at least), and who they
+// are: each id with its start.
+func (c *Coordinator) countLive(ctx context.Context) (live int, members string) {
+	if err := c.pool.QueryRow(ctx, "SELECT count(*), coalesce(string_agg(id || ' ' || started_at::text, ',' ORDER BY id), '') FROM "+c.t("instances")+" WHERE NOT stopped AND heartbeat_at > now() - $1::interval", c.o.LeaseTTL).Scan(&live, &members); err != nil || live < 1 {
+		return 1, ""
+	}
+	return live, members
+}
+
+// noteMembersLocked keeps the live instances read: when they changed (an
+// instance started, stopped or died), what they declared, or changed
+// before they listened, is re-read at the next renewal (heard). Called
+// with c.mu held.
+func (c *Coordinator) noteMembersLocked(members string) {
+	if members != c.members {
+		c.members, c.heard = members, true
+	}
+}
+
+// shareOf is this instance's share of names among live instances, how
+// many of them it holds among owned, and the leases it holds that are
+// not among names.
+func shareOf(names []string, owned map[string]int64, live int) (share, have int, unwanted []string) {
+	want := make(map[string]bool, len(names))
+	for _, n := range names {
+		want[n] = true
+	}
+	for s := range owned {
+		if !want[s] {
+			unwanted = append(unwanted, s)
+		}
+	}
+	return (len(names) + live - 1) / live, len(owned) - len(unwanted), unwanted
+}
+
+// freed asks for takeFree: another instance gave leases back.
+func (c *Coordinator) freed() {
+	select {
+	case c.free <- struct{}{}:
+	default:
+	}
+}
+
+// takeFree takes this instance's share of the leases another one gave
+// back (a graceful stop, a rebalance): the live count, then the
+// acquisition. A tick's heartbeat and renewal are left to their time:
+// the trust window does not need them yet, and at a graceful stop they
+// would delay the takeover (a renewal rewrites every lease this instance
+// holds) while the leases' next fires, often within the second, wait for
+// it. Outside the trust window it is a whole tick; draining, nothing.
+func (c *Coordinator) takeFree(ctx context.Context) {
+	c.mu.Lock()
+	if c.draining {
+		c.mu.Unlock()
+		return
+	}
+	if !time.Now().Before(c.trustUntil) {
+		c.mu.Unlock()
+		c.tick(ctx)
+		return
+	}
+	owned := maps.Clone(c.owned)
+	all := c.namesLocked()
+	c.mu.Unlock()
+	c.tickStatements.Add(1)
+	live, members := c.countLive(ctx)
+	c.mu.Lock()
+	c.noteMembersLocked(members)
+	c.live = live
+	c.mu.Unlock()
+	names := c.wanted(all)
+	if share, have, _ := shareOf(names, owned, live); have < share {
+		c.acquire(ctx, names, share-have)
 	}
 }
 
@@ -477,7 +542,14 @@ func (c *Coordinator) release(ctx context.Context, from []string, n int, why str
 	// A schedule whose next fire is about to be recorded, or is, is kept
 	// for now: given back, its fire would be refused here and run late by
 	// the next owner. A tick right after those fires gives them back.
+	// Draining, none is kept: this instance is about to stop its
+	// schedules, so a fire kept would not run here, and would run late
+	// elsewhere after the rekick; given back now, the next owner has until
+	// its instant to take the lease and record it.
 	soon := time.Now().Add(2 * c.o.RecordAhead)
+	if c.draining {
+		soon = time.Time{}
+	}
 	var after time.Time
 	for _, s := range from {
 		if _, ok := c.owned[s]; !ok {

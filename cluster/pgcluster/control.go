@@ -116,7 +116,9 @@ func (c *Coordinator) control(payload string) bool {
 		if err == nil && c.Owner(schedule) && c.o.Execute != nil {
 			go c.serve(id)
 		}
-	case payload == notifyFree, payload == notifyJoined: // the latter from an earlier release
+	case payload == notifyFree:
+		c.freed()
+	case payload == notifyJoined: // from an earlier release
 		c.Kick()
 	case strings.HasPrefix(payload, notifyJoined+":"):
 		if strings.TrimPrefix(payload, notifyJoined+":") != c.o.InstanceID {

@@ -1,0 +1,140 @@
+package pgcluster_test
+
+import (
+	"context"
+	"maps"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/fom-go/fom/cluster/pgcluster"
+	"github.com/fom-go/fom/internal/pgtest"
+)
+
+// TestADrainGivesBackTheLeasesOfImminentFires: a graceful stop gives every
+// lease back at once, those whose fire is about to be recorded too. The
+// instance stops its schedules next, so a lease kept for its imminent fire
+// would have that fire run nowhere until the lease came back, late.
+func TestADrainGivesBackTheLeasesOfImminentFires(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
+	ctx := context.Background()
+	names := numbered(20)
+	a := coordinator(t, schema, "a", nil, pgcluster.Options{LeaseTTL: 30 * time.Second}, names...)
+	start(t, a)
+	if a.Owned() != len(names) {
+		t.Fatalf("a holds %d leases, want %d", a.Owned(), len(names))
+	}
+	// Due within twice RecordAhead: a lease given back to rebalance keeps
+	// these until they ran.
+	fire := time.Now().Add(150 * time.Millisecond).UTC()
+	for _, s := range names {
+		a.Announce(s, fire)
+	}
+	a.Drain(ctx)
+	if held := leaseOwners(t, pool, schema)["a"]; held != 0 {
+		t.Fatalf("after the drain, a still holds %d leases in the database", held)
+	}
+	if ok, err := a.Admit(ctx, names[0], fire); ok || err != nil {
+		t.Fatalf("a fire of a lease given back at the drain was admitted: %v, %v", ok, err)
+	}
+}
+
+// TestLeasesGivenBackAreTakenWithoutARenewal: an instance told of leases
+// given back takes its share at once, by the live count and the
+// acquisition alone: its own leases are not renewed for it (a renewal
+// rewrites every lease it holds, and the fires of the leases moving wait
+// for it).
+func TestLeasesGivenBackAreTakenWithoutARenewal(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
+	ctx := context.Background()
+	names := numbered(20)
+	o := pgcluster.Options{Channel: "fom_free_" + schema, Notified: func(string) {}, LeaseTTL: 30 * time.Second}
+	a := coordinator(t, schema, "a", nil, o, names...)
+	start(t, a)
+	a.Ready()
+	waitListening(t, a)
+	b := coordinator(t, schema, "b", nil, o, names...)
+	start(t, b)
+	waitListening(t, b)
+	b.Ready()
+	waitOwned(t, map[string]*pgcluster.Coordinator{"a": a, "b": b}, map[string]int{"a": 10, "b": 10})
+	before := leaseExpiries(t, pool, schema, "b")
+	a.Drain(ctx)
+	waitOwned(t, map[string]*pgcluster.Coordinator{"a": a, "b": b}, map[string]int{"b": 20})
+	after := leaseExpiries(t, pool, schema, "b")
+	for s, at := range before {
+		if !after[s].Equal(at) {
+			t.Fatalf("b's lease on %s was renewed (expiring at %s, then %s) to take the leases a gave back", s, at, after[s])
+		}
+	}
+}
+
+// waitListening waits for c to hear notifications.
+func waitListening(t *testing.T, c *pgcluster.Coordinator) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !c.Listening(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s is not listening after 10s", c.ID())
+		}
+	}
+}
+
+// waitOwned waits, up to 3 s, for each instance to hold the leases want
+// says (none when it is not named).
+func waitOwned(t *testing.T, cs map[string]*pgcluster.Coordinator, want map[string]int) {
+	t.Helper()
+	began := time.Now()
+	for {
+		got := map[string]int{}
+		for id, c := range cs {
+			if n := c.Owned(); n > 0 {
+				got[id] = n
+			}
+		}
+		if maps.Equal(got, want) {
+			return
+		}
+		if time.Since(began) > 3*time.Second {
+			t.Fatalf("after %s the instances hold %v leases, want %v", time.Since(began).Round(time.Millisecond), got, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// leaseOwners counts the leases in the database by owner.
+func leaseOwners(t *testing.T, pool *pgxpool.Pool, schema string) map[string]int {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), "SELECT owner, count(*) FROM "+pgx.Identifier{schema}.Sanitize()+".leases GROUP BY owner")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	var owner string
+	var n int
+	if _, err := pgx.ForEachRow(rows, []any{&owner, &n}, func() error { out[owner] = n; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// leaseExpiries is when each lease of owner expires, by schedule.
+func leaseExpiries(t *testing.T, pool *pgxpool.Pool, schema, owner string) map[string]time.Time {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), "SELECT schedule, expires_at FROM "+pgx.Identifier{schema}.Sanitize()+".leases WHERE owner = $1", owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]time.Time{}
+	var s string
+	var at time.Time
+	if _, err := pgx.ForEachRow(rows, []any{&s, &at}, func() error { out[s] = at; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}

@@ -311,9 +311,17 @@ func (c *Coordinator) tick(ctx context.Context) {
 		c.failed(err)
 		return
 	}
-	live, members := c.countLive(ctx)
+	var live int
+	var members string
+	if err := c.pool.QueryRow(ctx, "SELECT count(*), coalesce(string_agg(id || ' ' || started_at::text, ',' ORDER BY id), '') FROM "+c.t("instances")+" WHERE NOT stopped AND heartbeat_at > now() - $1::interval", c.o.LeaseTTL).Scan(&live, &members); err != nil || live < 1 {
+		live = 1
+	}
 	c.mu.Lock()
-	c.noteMembersLocked(members)
+	if members != c.members {
+		// An instance started, stopped or died: what it declared, or
+		// changed before it listened, is re-read at this tick.
+		c.members, c.heard = members, true
+	}
 	lost := 0
 	for s := range c.owned {
 		if _, ok := owned[s]; !ok {
@@ -354,25 +362,6 @@ func (c *Coordinator) tick(ctx context.Context) {
 	}
 }
 
-// countLive reads how many instances are live (1 at least), and who they
-// are: each id with its start.
-func (c *Coordinator) countLive(ctx context.Context) (live int, members string) {
-	if err := c.pool.QueryRow(ctx, "SELECT count(*), coalesce(string_agg(id || ' ' || started_at::text, ',' ORDER BY id), '') FROM "+c.t("instances")+" WHERE NOT stopped AND heartbeat_at > now() - $1::interval", c.o.LeaseTTL).Scan(&live, &members); err != nil || live < 1 {
-		return 1, ""
-	}
-	return live, members
-}
-
-// noteMembersLocked keeps the live instances read: when they changed (an
-// instance started, stopped or died), what they declared, or changed
-// before they listened, is re-read at the next renewal (heard). Called
-// with c.mu held.
-func (c *Coordinator) noteMembersLocked(members string) {
-	if members != c.members {
-		c.members, c.heard = members, true
-	}
-}
-
 // shareOf is this instance's share of names among live instances, how
 // many of them it holds among owned, and the leases it holds that are
 // not among names.
@@ -398,8 +387,8 @@ func (c *Coordinator) freed() {
 }
 
 // takeFree takes this instance's share of the leases another one gave
-// back (a graceful stop, a rebalance): the live count, then the
-// acquisition. A tick's heartbeat and renewal are left to their time:
+// back (a graceful stop, a rebalance), in one statement (takeFreeSQL).
+// A tick's heartbeat and renewal are left to their time:
 // the trust window does not need them yet, and at a graceful stop they
 // would delay the takeover (a renewal rewrites every lease this instance
 // holds) while the leases' next fires, often within the second, wait for
@@ -418,16 +407,47 @@ func (c *Coordinator) takeFree(ctx context.Context) {
 	owned := maps.Clone(c.owned)
 	all := c.namesLocked()
 	c.mu.Unlock()
-	c.tickStatements.Add(1)
-	live, members := c.countLive(ctx)
-	c.mu.Lock()
-	c.noteMembersLocked(members)
-	c.live = live
-	c.mu.Unlock()
 	names := c.wanted(all)
-	if share, have, _ := shareOf(names, owned, live); have < share {
-		c.acquire(ctx, names, share-have)
+	_, have, _ := shareOf(names, owned, 1)
+	c.tickStatements.Add(1)
+	rows, err := c.pool.Query(ctx, c.takeFreeSQL(), c.o.InstanceID, names, len(names), c.o.LeaseTTL, have)
+	taken := map[string]int64{}
+	from := map[string]time.Time{}
+	if err == nil {
+		var s string
+		var term int64
+		var ended, last pgtype.Timestamptz
+		_, err = pgx.ForEachRow(rows, []any{&s, &term, &ended, &last}, func() error {
+			taken[s] = term
+			if p, ok := resumeFrom(last, ended); ok {
+				from[s] = p
+			}
+			return nil
+		})
 	}
+	if err != nil {
+		c.log.Warn("taking leases given back failed; they are taken at the next renewal", zap.Error(err))
+		return
+	}
+	c.took(taken, from)
+}
+
+// takeFreeSQL takes, in one statement, up to this instance's ($1) share of
+// the leases among $2 (of $3 names) given back, less the $5 it holds:
+// the share of the live instances counted in the same statement. A lease
+// given back has no owner whose fires could still be recorded (the giver
+// wrote its last fire, and took its unrun ones out, in the transaction
+// that gave it back), so none is locked first, as acquire does for the
+// leases of an instance that died.
+func (c *Coordinator) takeFreeSQL() string {
+	return `UPDATE ` + c.t("leases") + ` AS l SET owner = $1, term = l.term + 1, expires_at = now() + $4::interval
+		FROM (SELECT schedule, expires_at FROM ` + c.t("leases") + ` WHERE schedule = ANY($2) AND owner = '' AND expires_at <= now()
+		      ORDER BY random()
+		      LIMIT greatest(0, ceil($3::numeric / greatest(1, (SELECT count(*) FROM ` + c.t("instances") + `
+		            WHERE NOT stopped AND heartbeat_at > now() - $4::interval))) - $5)
+		      FOR UPDATE SKIP LOCKED) AS free
+		WHERE l.schedule = free.schedule
+		RETURNING l.schedule, l.term, free.expires_at, l.last_fire`
 }
 
 // Counters returns the coordinator's counters.
@@ -480,14 +500,8 @@ func (c *Coordinator) acquire(ctx context.Context, names []string, n int) {
 		var prev, fromPrev []string
 		_, err = pgx.ForEachRow(rows, []any{&s, &term, &owner, &ended, &last}, func() error {
 			taken[s] = term
-			// Without a recorded fire, the plan resumes from the moment
-			// the previous owner's lease ended: a fire due between that
-			// and now ran nowhere. A lease never owned ended at -infinity.
-			switch {
-			case last.Valid:
-				from[s] = last.Time
-			case ended.Valid && ended.InfinityModifier == pgtype.Finite:
-				from[s] = ended.Time
+			if p, ok := resumeFrom(last, ended); ok {
+				from[s] = p
 			}
 			if owner != "" {
 				if !slices.Contains(prev, owner) {
@@ -507,10 +521,29 @@ func (c *Coordinator) acquire(ctx context.Context, names []string, n int) {
 		return err
 	})
 	if err != nil {
-		clear(taken)
 		c.log.Warn("taking leases failed", zap.Error(err))
 		return
 	}
+	c.took(taken, from)
+}
+
+// resumeFrom is where the plan of a lease taken resumes: its last
+// recorded fire, or without one, the moment the previous owner's lease
+// ended (a fire due between that and now ran nowhere). ok is false for a
+// lease never owned (it ended at -infinity): the plan starts afresh.
+func resumeFrom(last, ended pgtype.Timestamptz) (time.Time, bool) {
+	switch {
+	case last.Valid:
+		return last.Time, true
+	case ended.Valid && ended.InfinityModifier == pgtype.Finite:
+		return ended.Time, true
+	}
+	return time.Time{}, false
+}
+
+// took makes the leases taken (schedule -> term) this instance's, and
+// resumes their schedules from their fires in from.
+func (c *Coordinator) took(taken map[string]int64, from map[string]time.Time) {
 	if len(taken) == 0 {
 		return
 	}

@@ -49,4 +49,13 @@
 // shares; the leases of the schedules not in a round are given back and
 // the others told, and they take them before the next fires. The others
 // follow once their rounds end, and at Stop, which tells the others too.
+// A drain gives back the leases whose fires are imminent as well, which a
+// rebalance keeps until those fires ran: the schedules stop next, so a
+// fire kept here would run nowhere until its lease came back.
+//
+// The others take what was given back (leases:free) by one statement:
+// the live instances counted and their share of the free leases taken,
+// without a renewal first. A lease given back has no owner whose fires
+// could still be recorded, so no owner's row is locked, as it is for the
+// leases of an instance that died (acquire, at a renewal).
 package pgcluster

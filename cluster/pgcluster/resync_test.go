@@ -69,19 +69,11 @@ func TestAJoiningInstanceGetsItsShareAtOnce(t *testing.T) {
 	if a.Owned() != 20 {
 		t.Fatalf("a holds %d leases, want 20", a.Owned())
 	}
-	for deadline := time.Now().Add(10 * time.Second); !a.Listening(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("a is not listening after 10s")
-		}
-	}
+	waitListening(t, a)
 	b := coordinator(t, schema, "b", nil, o, names...)
 	start(t, b)
 	// Started, not ready (its schedules not yet running): nothing moves.
-	for deadline := time.Now().Add(10 * time.Second); !b.Listening(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("b is not listening after 10s")
-		}
-	}
+	waitListening(t, b)
 	time.Sleep(300 * time.Millisecond)
 	if a.Owned() != 20 || b.Owned() != 0 {
 		t.Fatalf("before b is ready: a holds %d leases, b %d; want 20 and 0", a.Owned(), b.Owned())

@@ -467,3 +467,64 @@ func TestRenewalsFallBetweenWholeSeconds(t *testing.T) {
 		}
 	}
 }
+
+// pauseOn holds back each statement whose text holds substr until release
+// closes, once started is sent on.
+type pauseOn struct {
+	substr  string
+	started chan struct{}
+	release chan struct{}
+}
+
+func (p *pauseOn) TraceQueryStart(ctx context.Context, _ *pgx.Conn, q pgx.TraceQueryStartData) context.Context {
+	if strings.Contains(q.SQL, p.substr) {
+		p.started <- struct{}{}
+		<-p.release
+	}
+	return ctx
+}
+
+func (*pauseOn) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// TestDeclaringDoesNotHoldTheFiresBack: an instance's fires are recorded,
+// and its heartbeat written, while it writes its declarations (seconds at
+// 10 000 schedules under load): the declaration does not lock the
+// instance's row for its length.
+func TestDeclaringDoesNotHoldTheFiresBack(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
+	ctx := context.Background()
+	pause := &pauseOn{substr: "INSERT INTO " + pgx.Identifier{schema}.Sanitize() + ".declarations", started: make(chan struct{}), release: make(chan struct{})}
+	a := coordinator(t, schema, "a", pause, pgcluster.Options{LeaseTTL: 30 * time.Second}, "x")
+	start(t, a)
+	declared := make(chan error, 1)
+	go func() { declared <- a.Declare(ctx, map[string]map[string]string{"x": {"cron": "* * * * * *"}}, true) }()
+	<-pause.started // the declaration's transaction is open, its lock taken
+	admitted := make(chan error, 1)
+	go func() {
+		ok, err := a.Admit(ctx, "x", time.Now().Truncate(time.Second).UTC())
+		if err == nil && !ok {
+			err = errors.New("refused")
+		}
+		admitted <- err
+	}()
+	var heartbeat error
+	hctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	_, heartbeat = pool.Exec(hctx, "UPDATE "+pgx.Identifier{schema}.Sanitize()+".instances SET heartbeat_at = now() WHERE id = 'a'")
+	cancel()
+	var fire error
+	select {
+	case fire = <-admitted:
+	case <-time.After(3 * time.Second):
+		fire = errors.New("not recorded after 3s")
+		defer func() { <-admitted }()
+	}
+	close(pause.release)
+	if err := <-declared; err != nil {
+		t.Fatal(err)
+	}
+	if fire != nil || heartbeat != nil {
+		t.Fatalf("while the instance declared: its fire %v, its heartbeat %v", fire, heartbeat)
+	}
+}

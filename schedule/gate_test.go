@@ -9,6 +9,10 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // oddGate admits fires on even seconds only, and records what it was asked.
@@ -337,5 +341,40 @@ func TestAFireAdmittedAndNotRunIsWithdrawn(t *testing.T) {
 	h.waitFor("stopped", func() bool { return h.c.State() == Stopped })
 	if ran.Load() != 0 {
 		t.Fatalf("%d rounds ran after the stop", ran.Load())
+	}
+}
+
+// ctxGate admits a fire once its caller's context ends, with that error.
+type ctxGate struct{ asked chan time.Time }
+
+func (g ctxGate) Admit(ctx context.Context, _ string, planned time.Time) (bool, error) {
+	g.asked <- planned
+	<-ctx.Done()
+	return false, ctx.Err()
+}
+
+// TestAFireNotAdmittedBecauseItsScheduleStoppedIsNoWarning: a schedule
+// stopped while its fire waits for admission (every schedule of an
+// instance of a cluster at its graceful stop) warns of nothing: the fire
+// runs elsewhere.
+func TestAFireNotAdmittedBecauseItsScheduleStoppedIsNoWarning(t *testing.T) {
+	t.Parallel()
+	core, logs := observer.New(zapcore.InfoLevel)
+	gate := ctxGate{asked: make(chan time.Time, 1)}
+	h := newHarness(t, map[string]string{"fixedRate": "1s"}, Job{Tasks: func(context.Context) ([]Task, error) {
+		return nil, nil
+	}}, func(o *Options) { o.Gate, o.Logger = gate, zap.New(core) })
+	if err := h.c.Startup(); err != nil {
+		t.Fatal(err)
+	}
+	h.waitSleeping(0)
+	h.clk.Advance(time.Second)
+	<-gate.asked
+	if err := h.c.ShutdownHere(); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor("stopped", func() bool { return h.c.State() == Stopped })
+	if w := logs.FilterLevelExact(zapcore.WarnLevel).All(); len(w) > 0 {
+		t.Fatalf("warned %q at the stop", w[0].Message)
 	}
 }

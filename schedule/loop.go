@@ -421,7 +421,13 @@ func (c *Context) runRounds(l *loop, planned time.Time, rn *runner, woke time.Ti
 // admit asks the gate whether this process runs the fire planned.
 func (c *Context) admit(l *loop, planned time.Time) bool {
 	ok, err := c.gate.Admit(l.ctx, c.name, planned)
-	if err != nil {
+	switch {
+	case err != nil && l.ctx.Err() != nil:
+		// Stopped while its fire waited: a graceful stop of an instance
+		// of a cluster stops every schedule so, each fire run elsewhere.
+		c.log.Debug("fire not admitted: the schedule stopped", zap.Time("planned", planned))
+		return false
+	case err != nil:
 		c.log.Warn("fire not admitted", zap.Time("planned", planned), zap.Error(err))
 		return false
 	}

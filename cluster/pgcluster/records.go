@@ -52,9 +52,9 @@ type ranFire struct {
 // run (its schedule stopped before the round began). It is kept as a
 // fire recorded and not run: out of the renewal's fold, and taken out of
 // the records with the lease, so that the next owner does not resume past
-// it (at a graceful stop, the schedules whose leases are kept for their
-// imminent fires stop before those leases are given back: a fire admitted
-// in between would be lost). Admitted again here, it runs.
+// it (at a graceful stop, a fire admitted just before the drain, whose
+// schedule then stops before its round, would be lost). Admitted again
+// here, it runs.
 func (c *Coordinator) Withdraw(schedule string, planned time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

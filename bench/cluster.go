@@ -24,13 +24,14 @@ import (
 type everySecond struct {
 	fom.Schedule `cron:"* * * * * *"`
 	l            *lateness
+	job          int
 }
 
 func (*everySecond) Run(context.Context) (any, error) { return nil, nil }
 
 func (j *everySecond) OnComplete(_ context.Context, r fom.Round) {
 	if len(r.Results) == 1 {
-		j.l.add(r.Results[0].Started, r.Results[0].Started.Sub(r.Planned))
+		j.l.addJob(r.Results[0].Started, r.Results[0].Started.Sub(r.Planned), j.job)
 	}
 }
 
@@ -43,6 +44,9 @@ type clusterRun struct {
 	tickStmtsPerS float64         // leases and heartbeats, all instances
 	fireStmtsPerS float64         // fire-record statements, all instances
 	bySecond      []time.Duration // p99 of each planned second of the window
+	moved         int             // schedules run by more than one instance in the window
+	movedP99      time.Duration   // p99 of their fires
+	stayedP99     time.Duration   // p99 of the other schedules' fires
 	cpu, pgCPU    time.Duration
 	err           string
 }
@@ -55,8 +59,9 @@ type clusterRun struct {
 // others take its share.
 //
 // check, when not nil, compares the fires run in the window with the
-// store's records of it, and says what is wrong ("" when nothing).
-func measureApps(label string, n, instances int, window, warmup, join, leave time.Duration, mk func(i int) (*fom.App, func(), error), check func(from, to time.Time, ran int) string) clusterRun {
+// store's records of it, and says what is wrong ("" when nothing), and
+// which jobs moved between instances in the window.
+func measureApps(label string, n, instances int, window, warmup, join, leave time.Duration, mk func(i int) (*fom.App, func(), error), check func(from, to time.Time, ran int) (string, map[int]bool)) clusterRun {
 	r := clusterRun{label: label, n: n}
 	l := newLateness(n*instances, window)
 	apps := make([]*fom.App, instances)
@@ -74,7 +79,7 @@ func measureApps(label string, n, instances int, window, warmup, join, leave tim
 			}
 			apps[i], closers[i] = app, closer
 			for j := 0; j < n && err == nil; j++ {
-				_, err = app.Register(&everySecond{l: l}, fom.Named(fmt.Sprintf("job-%d", j)))
+				_, err = app.Register(&everySecond{l: l, job: j}, fom.Named(fmt.Sprintf("job-%d", j)))
 			}
 			if err == nil && (join == 0 || i < instances-1) {
 				err = app.Start(context.Background())
@@ -144,10 +149,13 @@ func measureApps(label string, n, instances int, window, warmup, join, leave tim
 	}
 	r.fires = len(samples)
 	if check != nil {
-		if msg := check(from, from.Add(window), r.fires); msg != "" {
+		msg, moved := check(from, from.Add(window), r.fires)
+		if msg != "" {
 			r.err = msg
 			return r
 		}
+		r.moved = len(moved)
+		r.movedP99, r.stayedP99 = l.split(moved)
 	}
 	r.p50, r.p99 = percentile(samples, 0.5), percentile(samples, 0.99)
 	r.bySecond = l.bySecond()
@@ -215,21 +223,25 @@ func clusterScenario(dsn string, ns []int, window, warmup time.Duration, passes 
 					// says why there.
 					app, err := fom.New(fom.WithStore(st), fom.WithInstanceID(id), fom.WithLogger(warnings(id)))
 					return app, func() { st.Close() }, err
-				}, func(from, to time.Time, ran int) string {
+				}, func(from, to time.Time, ran int) (string, map[int]bool) {
 					// Every fire run was recorded once, before it ran.
 					var recorded, distinct int
 					err := admin.QueryRow(context.Background(), "SELECT count(*), count(DISTINCT (schedule, planned)) FROM "+schema+".fire_records WHERE planned >= $1 AND planned < $2", from, to).Scan(&recorded, &distinct)
 					switch {
 					case err != nil:
-						return "reading the fire records: " + err.Error()
+						return "reading the fire records: " + err.Error(), nil
 					case recorded != distinct:
-						return fmt.Sprintf("%d fires recorded twice", recorded-distinct)
+						return fmt.Sprintf("%d fires recorded twice", recorded-distinct), nil
 					case recorded != ran:
-						return fmt.Sprintf("%d fires recorded, %d ran", recorded, ran)
+						return fmt.Sprintf("%d fires recorded, %d ran", recorded, ran), nil
 					case ran < n*int(to.Sub(from)/time.Second):
 						log("  fires short of the plan; recorded by second and instance: " + recordsBySecond(admin, schema, from, to))
 					}
-					return ""
+					moved, err := movedJobs(admin, schema, from, to)
+					if err != nil {
+						return "reading the fire records: " + err.Error(), nil
+					}
+					return "", moved
 				})
 			}
 			three := onPostgres("three Apps, PostgreSQL", 0, 0)
@@ -245,7 +257,7 @@ func clusterScenario(dsn string, ns []int, window, warmup time.Duration, passes 
 				for i, d := range r.bySecond {
 					bySecond[i] = ms(d)
 				}
-				log(fmt.Sprintf("  %-24s N=%-6d fires=%d/%d p50=%-9s p99=%-9s cpu/fire=%.1fus pg/fire=%s fire stmts/s=%.1f lease stmts/s=%.1f p99 by second: %s %s", r.label, r.n, r.fires, planned, ms(r.p50), ms(r.p99), float64(r.cpu.Nanoseconds())/1000, pg, r.fireStmtsPerS, r.tickStmtsPerS, strings.Join(bySecond, ", "), r.err))
+				log(fmt.Sprintf("  %-24s N=%-6d fires=%d/%d p50=%-9s p99=%-9s cpu/fire=%.1fus pg/fire=%s fire stmts/s=%.1f lease stmts/s=%.1f p99 by second: %s; %d schedules moved, p99 %s, the others %s %s", r.label, r.n, r.fires, planned, ms(r.p50), ms(r.p99), float64(r.cpu.Nanoseconds())/1000, pg, r.fireStmtsPerS, r.tickStmtsPerS, strings.Join(bySecond, ", "), r.moved, ms(r.movedP99), ms(r.stayedP99), r.err))
 				if r.err != "" {
 					fmt.Fprintf(&out, "| %s | %d | failed: %s | | | | | | |\n", r.label, r.n, r.err)
 					continue
@@ -263,6 +275,24 @@ func warnings(instance string) *zap.Logger {
 	enc := zap.NewDevelopmentEncoderConfig()
 	core := zapcore.NewCore(zapcore.NewConsoleEncoder(enc), zapcore.Lock(os.Stderr), zapcore.WarnLevel)
 	return zap.New(core).With(zap.String("instance", instance))
+}
+
+// movedJobs is the set of jobs (job-<i>) whose fires in [from, to) were
+// recorded by more than one instance.
+func movedJobs(admin *pgxpool.Pool, schema string, from, to time.Time) (map[int]bool, error) {
+	rows, err := admin.Query(context.Background(), "SELECT substr(schedule, 5)::int FROM "+schema+".fire_records WHERE planned >= $1 AND planned < $2 AND schedule LIKE 'job-%' GROUP BY schedule HAVING count(DISTINCT owner) > 1", from, to)
+	if err != nil {
+		return nil, err
+	}
+	jobs, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		return nil, err
+	}
+	moved := make(map[int]bool, len(jobs))
+	for _, j := range jobs {
+		moved[j] = true
+	}
+	return moved, nil
 }
 
 // recordsBySecond lists the fires recorded in [from, to) by planned

@@ -31,24 +31,28 @@ type lateness struct {
 	from, to atomic.Int64 // the window, unix ns: fires planned outside it are dropped; to 0 until it is set
 	buf      []time.Duration
 	sec      []int32      // each sample's planned second, counted from the window's start
+	job      []int32      // each sample's job, -1 when not told (addJob)
 	next     atomic.Int64 // samples taken, including those past the buffer
 }
 
 // newLateness holds up to n fires a second over window, and as many again.
 func newLateness(n int, window time.Duration) *lateness {
 	size := 2 * n * int(window/time.Second+1)
-	return &lateness{buf: make([]time.Duration, size), sec: make([]int32, size)}
+	return &lateness{buf: make([]time.Duration, size), sec: make([]int32, size), job: make([]int32, size)}
 }
 
 // add records a fire that started at now, d after it was planned.
-func (l *lateness) add(now time.Time, d time.Duration) {
+func (l *lateness) add(now time.Time, d time.Duration) { l.addJob(now, d, -1) }
+
+// addJob records a fire of job that started at now, d after it was planned.
+func (l *lateness) addJob(now time.Time, d time.Duration, job int) {
 	planned := now.Add(-d).UnixNano()
 	from := l.from.Load()
 	if to := l.to.Load(); to == 0 || planned < from || planned >= to {
 		return
 	}
 	if i := l.next.Add(1) - 1; i < int64(len(l.buf)) {
-		l.buf[i], l.sec[i] = d, int32((planned-from)/int64(time.Second))
+		l.buf[i], l.sec[i], l.job[i] = d, int32((planned-from)/int64(time.Second)), int32(job)
 	}
 }
 
@@ -70,6 +74,20 @@ func (l *lateness) bySecond() []time.Duration {
 		out[i] = percentile(s, 0.99)
 	}
 	return out
+}
+
+// split is the p99 of the samples of the jobs in moved, and of the others.
+func (l *lateness) split(moved map[int]bool) (in, out time.Duration) {
+	n := min(l.next.Load(), int64(len(l.buf)))
+	var a, b []time.Duration
+	for i := range n {
+		if moved[int(l.job[i])] {
+			a = append(a, l.buf[i])
+		} else {
+			b = append(b, l.buf[i])
+		}
+	}
+	return percentile(a, 0.99), percentile(b, 0.99)
 }
 
 // window sets the window: fires planned from `from` for d.

@@ -50,6 +50,7 @@ type Coordinator struct {
 	admits     chan admission        // fires to record (admitLoop)
 	kick       chan struct{}         // a tick now (Kick)
 	free       chan struct{}         // leases given back elsewhere: take this instance's share now (takeFree)
+	handed     chan struct{}         // leases handed to this instance: take them now (takeHanded)
 	heralds    map[string]*herald    // schedule -> its next fire, announced (see heralds.go)
 	// ran is each schedule's last fire admitted here when due (not
 	// announced ahead: see herald's admitted): a fire not after it is
@@ -109,7 +110,7 @@ func New(pool *pgxpool.Pool, schema string, o Options) (*Coordinator, error) {
 		// room for the local clock to run slower than the database's.
 		margin: o.LeaseTTL / 5,
 		names:  map[string]bool{}, owned: map[string]int64{}, pending: map[int64]chan string{},
-		admits: make(chan admission, 256), kick: make(chan struct{}, 1), free: make(chan struct{}, 1),
+		admits: make(chan admission, 256), kick: make(chan struct{}, 1), free: make(chan struct{}, 1), handed: make(chan struct{}, 1),
 		heralds: map[string]*herald{}, ran: map[string]ranFire{}, slots: slots.New[string, *time.Timer](o.RecordAhead.Milliseconds()),
 	}
 	c.batches.Store(time.Now().UnixNano())
@@ -249,6 +250,10 @@ func (c *Coordinator) loop(stop, done chan struct{}) {
 			ctx, cancel := context.WithTimeout(context.Background(), c.o.RenewEvery)
 			c.takeFree(ctx)
 			cancel()
+		case <-c.handed:
+			ctx, cancel := context.WithTimeout(context.Background(), c.o.RenewEvery)
+			c.takeHanded(ctx)
+			cancel()
 		}
 	}
 }
@@ -300,11 +305,9 @@ func (c *Coordinator) tick(ctx context.Context) {
 	// leases (renewSQL): a taker reads a renewal interval's records at
 	// most.
 	rows, err := c.pool.Query(ctx, c.renewSQL(), c.o.InstanceID, c.kept(), c.o.LeaseTTL)
-	owned := map[string]int64{}
+	held := map[string]heldLease{}
 	if err == nil {
-		var s string
-		var term int64
-		_, err = pgx.ForEachRow(rows, []any{&s, &term}, func() error { owned[s] = term; return nil })
+		held, err = collectHeld(rows)
 	}
 	if err != nil {
 		c.log.Warn("lease renewal failed; leases are trusted only until their window ends", zap.Error(err))
@@ -316,7 +319,22 @@ func (c *Coordinator) tick(ctx context.Context) {
 	if err := c.pool.QueryRow(ctx, "SELECT count(*), coalesce(string_agg(id || ' ' || started_at::text, ',' ORDER BY id), '') FROM "+c.t("instances")+" WHERE NOT stopped AND heartbeat_at > now() - $1::interval", c.o.LeaseTTL).Scan(&live, &members); err != nil || live < 1 {
 		live = 1
 	}
+	owned := make(map[string]int64, len(held))
+	for s, h := range held {
+		owned[s] = h.term
+	}
 	c.mu.Lock()
+	// A lease renewed that this instance did not know of was handed to
+	// it (the notification lost, or not heard yet): taken now. Draining,
+	// it is not taken, nor one this instance gave back while the renewal
+	// ran: Stop gives back every lease held.
+	fresh := c.freshLocked(held)
+	if c.draining {
+		for s := range fresh {
+			delete(owned, s)
+		}
+		clear(fresh)
+	}
 	if members != c.members {
 		// An instance started, stopped or died: what it declared, or
 		// changed before it listened, is re-read at this tick.
@@ -335,6 +353,7 @@ func (c *Coordinator) tick(ctx context.Context) {
 	c.renewed, c.renewErr = time.Now(), ""
 	all := c.namesLocked()
 	c.mu.Unlock()
+	c.adopt(ctx, fresh)
 	names := c.wanted(all)
 	if draining {
 		names = nil // every lease held is given back, none taken
@@ -376,78 +395,6 @@ func shareOf(names []string, owned map[string]int64, live int) (share, have int,
 		}
 	}
 	return (len(names) + live - 1) / live, len(owned) - len(unwanted), unwanted
-}
-
-// freed asks for takeFree: another instance gave leases back.
-func (c *Coordinator) freed() {
-	select {
-	case c.free <- struct{}{}:
-	default:
-	}
-}
-
-// takeFree takes this instance's share of the leases another one gave
-// back (a graceful stop, a rebalance), in one statement (takeFreeSQL).
-// A tick's heartbeat and renewal are left to their time:
-// the trust window does not need them yet, and at a graceful stop they
-// would delay the takeover (a renewal rewrites every lease this instance
-// holds) while the leases' next fires, often within the second, wait for
-// it. Outside the trust window it is a whole tick; draining, nothing.
-func (c *Coordinator) takeFree(ctx context.Context) {
-	c.mu.Lock()
-	if c.draining {
-		c.mu.Unlock()
-		return
-	}
-	if !time.Now().Before(c.trustUntil) {
-		c.mu.Unlock()
-		c.tick(ctx)
-		return
-	}
-	owned := maps.Clone(c.owned)
-	all := c.namesLocked()
-	c.mu.Unlock()
-	names := c.wanted(all)
-	_, have, _ := shareOf(names, owned, 1)
-	c.tickStatements.Add(1)
-	rows, err := c.pool.Query(ctx, c.takeFreeSQL(), c.o.InstanceID, names, len(names), c.o.LeaseTTL, have)
-	taken := map[string]int64{}
-	from := map[string]time.Time{}
-	if err == nil {
-		var s string
-		var term int64
-		var ended, last pgtype.Timestamptz
-		_, err = pgx.ForEachRow(rows, []any{&s, &term, &ended, &last}, func() error {
-			taken[s] = term
-			if p, ok := resumeFrom(last, ended); ok {
-				from[s] = p
-			}
-			return nil
-		})
-	}
-	if err != nil {
-		c.log.Warn("taking leases given back failed; they are taken at the next renewal", zap.Error(err))
-		return
-	}
-	c.took(taken, from)
-}
-
-// takeFreeSQL takes, in one statement, up to this instance's ($1) share of
-// the leases among $2 (of $3 names) given back, less the $5 it holds:
-// the share of the live instances counted in the same statement. A lease
-// given back has no owner whose fires could still be recorded (the giver
-// wrote its last fire, and took its unrun ones out, in the transaction
-// that gave it back), so none is locked first, as acquire does for the
-// leases of an instance that died.
-func (c *Coordinator) takeFreeSQL() string {
-	return `UPDATE ` + c.t("leases") + ` AS l SET owner = $1, term = l.term + 1, expires_at = now() + $4::interval
-		FROM (SELECT schedule, expires_at FROM ` + c.t("leases") + ` WHERE schedule = ANY($2) AND owner = '' AND expires_at <= now()
-		      ORDER BY random()
-		      LIMIT greatest(0, ceil($3::numeric / greatest(1, (SELECT count(*) FROM ` + c.t("instances") + `
-		            WHERE NOT stopped AND heartbeat_at > now() - $4::interval))) - $5)
-		      FOR UPDATE SKIP LOCKED) AS free
-		WHERE l.schedule = free.schedule
-		RETURNING l.schedule, l.term, free.expires_at, l.last_fire`
 }
 
 // Counters returns the coordinator's counters.
@@ -580,7 +527,8 @@ func (c *Coordinator) release(ctx context.Context, from []string, n int, why str
 	// elsewhere after the rekick; given back now, the next owner has until
 	// its instant to take the lease and record it.
 	soon := time.Now().Add(2 * c.o.RecordAhead)
-	if c.draining {
+	leaving := c.draining
+	if leaving {
 		soon = time.Time{}
 	}
 	var after time.Time
@@ -627,7 +575,7 @@ func (c *Coordinator) release(ctx context.Context, from []string, n int, why str
 	// the records.
 	c.recLock.Lock()
 	defer c.recLock.Unlock()
-	err := c.giveBack(ctx, give, unrun, true)
+	err := c.giveBack(ctx, give, unrun, leaving)
 	if err != nil {
 		c.log.Warn("giving leases back failed; they expire instead", zap.Error(err))
 		return
@@ -704,8 +652,9 @@ func (c *Coordinator) Owned() int {
 	return len(c.owned)
 }
 
-// Stop ends the heartbeat, gives every lease back and marks the instance
-// stopped, so others take its schedules at once. Safe before Start and
+// Stop ends the heartbeat, marks the instance stopped and hands every
+// lease it still holds to the others (see giveBack), so that they resume
+// its schedules at once. Safe before Start and
 // twice.
 func (c *Coordinator) Stop(ctx context.Context) error {
 	unrun, ok := c.halt()
@@ -732,9 +681,10 @@ func (c *Coordinator) Stop(ctx context.Context) error {
 
 // Drain begins a graceful stop: the instance is marked stopped (the
 // others count it out of their shares), and the leases of the schedules
-// not in a round are given back at once and the others told, so that
-// they take them before their next fires; the rest follow as their rounds
-// end, at the renewals, and at Stop. No lease is taken after it. An App
+// not in a round are handed to the others at once and they told (see
+// giveBack), so that they resume them before their next fires; the rest
+// follow as their rounds end, at the renewals, and at Stop. No lease is
+// taken after it. An App
 // drains before it stops its schedules: their fires, refused here, run
 // on time elsewhere, where stopping first, then giving every lease back,
 // would leave them to run late, or be folded into one, at the takeover.

@@ -28,6 +28,7 @@ const (
 	notifyRequest = "request:"
 	notifyAnswer  = "answer:"
 	notifyFree    = "leases:free"      // leases were given back: take your share now
+	notifyHanded  = "leases:handed:"   // "<id>": leases were handed to that instance: take them now
 	notifyJoined  = "instances:joined" // ":<id>": an instance listens: give it its share now
 )
 
@@ -118,6 +119,10 @@ func (c *Coordinator) control(payload string) bool {
 		}
 	case payload == notifyFree:
 		c.freed()
+	case strings.HasPrefix(payload, notifyHanded):
+		if strings.TrimPrefix(payload, notifyHanded) == c.o.InstanceID {
+			c.handedOver()
+		}
 	case payload == notifyJoined: // from an earlier release
 		c.Kick()
 	case strings.HasPrefix(payload, notifyJoined+":"):

@@ -46,16 +46,24 @@
 //
 // The App drains its coordinator before it stops its schedules: the
 // instance is marked stopped, so the others count it out of their
-// shares; the leases of the schedules not in a round are given back and
-// the others told, and they take them before the next fires. The others
-// follow once their rounds end, and at Stop, which tells the others too.
-// A drain gives back the leases whose fires are imminent as well, which a
+// shares, and the leases of the schedules not in a round are handed
+// over. The others follow once their rounds end, and at Stop. A drain
+// hands over the leases whose fires are imminent as well, which a
 // rebalance keeps until those fires ran: the schedules stop next, so a
 // fire kept here would run nowhere until its lease came back.
 //
-// The others take what was given back (leases:free) by one statement:
-// the live instances counted and their share of the free leases taken,
-// without a renewal first. A lease given back has no owner whose fires
-// could still be recorded, so no owner's row is locked, as it is for the
-// leases of an instance that died (acquire, at a renewal).
+// A lease is handed over by the instance that leaves, in the transaction
+// that writes its last fire: each goes, in a new term, to a live instance
+// that declared its schedule, spread evenly, and each taker is told
+// (leases:handed:<id>). The taker reads its leases, one statement, and
+// resumes the schedules it did not hold from their last fires; one that
+// missed the notification finds them at its next renewal. A lease no
+// other instance declared is left free.
+//
+// A lease given back to rebalance is left free, and the others told
+// (leases:free) take it by one statement: the live instances counted and
+// their share of the free leases taken, without a renewal first. A lease
+// given back has no owner whose fires could still be recorded, so no
+// owner's row is locked, as it is for the leases of an instance that died
+// (acquire, at a renewal).
 package pgcluster

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -292,7 +293,9 @@ func (c *Coordinator) admittedOf(ctx context.Context, batch []admission, sql str
 // renewSQL is the renewal: it extends this instance's leases ($1) by
 // the TTL ($3), and folds its uncompacted batches into their last_fire,
 // but the batches kept ($2: fires recorded ahead and not yet run or given
-// back). Every lease of the instance is written once: those that fired
+// back), and returns each lease's schedule, term and last fire (a lease
+// handed to this instance is taken from them). Every lease of the
+// instance is written once: those that fired
 // (joined with their last fire, each looked up by its key) and the others
 // (a hashed NOT IN), each rewritten beside itself (fillfactor) as a
 // renewal alone would. A join of all the instance's leases with the last
@@ -305,11 +308,11 @@ func (c *Coordinator) renewSQL() string {
 		last AS MATERIALIZED (SELECT u.s, max(u.p) AS p FROM done, unnest(done.schedules, done.planned) AS u(s, p) GROUP BY u.s),
 		fired AS (UPDATE ` + c.t("leases") + ` l SET expires_at = now() + $3::interval, last_fire = greatest(l.last_fire, last.p) FROM last
 			WHERE l.schedule = last.s AND l.owner = $1
-			RETURNING l.schedule, l.term),
+			RETURNING l.schedule, l.term, l.last_fire),
 		rest AS (UPDATE ` + c.t("leases") + ` l SET expires_at = now() + $3::interval
 			WHERE l.owner = $1 AND l.schedule NOT IN (SELECT s FROM last)
-			RETURNING l.schedule, l.term)
-		SELECT schedule, term FROM fired UNION ALL SELECT schedule, term FROM rest`
+			RETURNING l.schedule, l.term, l.last_fire)
+		SELECT schedule, term, last_fire FROM fired UNION ALL SELECT schedule, term, last_fire FROM rest`
 }
 
 // lockOwnRow locks this instance's row in instances ($1) in mode: a
@@ -346,38 +349,97 @@ func (c *Coordinator) kept() []int64 {
 // batch being recorded finishes before the last fires are read, and one
 // asked after the lease moved is refused; the lock is held for a few
 // milliseconds, during which this instance's batches wait.
-func (c *Coordinator) giveBack(ctx context.Context, schedules []string, unrun []unrunFire, notify bool) error {
-	return pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+//
+// Leaving (a graceful stop), each lease is handed to a live instance
+// that declared its schedule, in the same statement (giveBackSQL), and
+// that instance told (leases:handed:<id>); a lease no one else declared
+// is left free. Otherwise every lease is left free, and the others told
+// (leases:free) take their share of them.
+func (c *Coordinator) giveBack(ctx context.Context, schedules []string, unrun []unrunFire, leaving bool) error {
+	handed := map[string]int{}
+	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, c.lockOwnRow("UPDATE"), c.o.InstanceID); err != nil {
 			return err
 		}
 		if err := c.removeUnrun(ctx, tx, unrun); err != nil {
 			return err
 		}
-		// The leases given back take their last fire from this
-		// instance's batches not compacted yet (a renewal interval's at
-		// most); the batches stay as they are, for the renewal to fold
-		// the other schedules' fires in. A set of names is matched by IN
-		// (SELECT unnest(...)), hashed, where = ANY of a parameter is
-		// read element by element for each fire in a generic plan.
-		if _, err := tx.Exec(ctx, `WITH last AS MATERIALIZED (
-				SELECT u.s, max(u.p) AS p FROM `+c.t("fire_batches")+` b, unnest(b.schedules, b.planned) AS u(s, p)
-				WHERE b.owner = $1 AND NOT b.compacted AND ($2::text[] IS NULL OR u.s IN (SELECT unnest($2::text[]))) GROUP BY u.s),
-			fired AS (UPDATE `+c.t("leases")+` l SET owner = '', expires_at = now(), last_fire = greatest(l.last_fire, last.p) FROM last
-				WHERE l.schedule = last.s AND l.owner = $1)
-			UPDATE `+c.t("leases")+` l SET owner = '', expires_at = now()
-			WHERE l.owner = $1 AND ($2::text[] IS NULL OR l.schedule = ANY($2)) AND l.schedule NOT IN (SELECT s FROM last)`,
-			c.o.InstanceID, schedules); err != nil {
+		rows, err := tx.Query(ctx, c.giveBackSQL(), c.o.InstanceID, schedules, c.o.LeaseTTL, leaving)
+		if err != nil {
 			return err
 		}
-		if !notify || c.o.Channel == "" {
+		var taker string
+		var n int
+		if _, err := pgx.ForEachRow(rows, []any{&taker, &n}, func() error { handed[taker] += n; return nil }); err != nil {
+			return err
+		}
+		if c.o.Channel == "" {
 			return nil
 		}
 		// The others take them at once, not at their next renewal: a
 		// lease left free is a fire nobody admits.
-		_, err := tx.Exec(ctx, "SELECT pg_notify($1, $2)", c.o.Channel, notifyFree)
-		return err
+		for _, taker := range slices.Sorted(maps.Keys(handed)) {
+			payload := notifyFree
+			if taker != "" {
+				payload = notifyHanded + taker
+			}
+			if _, err := tx.Exec(ctx, "SELECT pg_notify($1, $2)", c.o.Channel, payload); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
+	if err == nil && len(handed) > 0 {
+		c.log.Info("leases handed over", zap.Any("counts", handed))
+	}
+	return err
+}
+
+// giveBackSQL gives back this instance's ($1) leases among $2 (NULL:
+// every one), and returns how many went to each instance (” for those
+// left free). The last fire of each is the later of its lease's and of
+// this instance's batches not compacted yet (a renewal interval's at
+// most); the batches stay as they are, for the renewal to fold the
+// other schedules' fires in.
+//
+// With $4 (leaving), each lease goes to one of the live instances ($3:
+// the lease TTL) that declared its schedule, in a new term, spread
+// evenly among the schedules that the same instances declared: the giver, which still holds it, writes what the taker would
+// read, and the taker's statement is off the path of the schedule's next
+// fire. A schedule that never fired here gets this instant as its last
+// fire: the taker runs what falls after the handover. The takers' rows
+// are locked in share mode: an instance marking itself stopped meanwhile
+// waits, and is then not handed any (or, marked first, is not chosen).
+// The rest is left free (owner ”, expired now): the taker resumes from
+// the last fire, or from this instant.
+//
+// A set of names is matched by IN (SELECT unnest(...)), hashed, where =
+// ANY of a parameter is read element by element for each fire in a
+// generic plan.
+func (c *Coordinator) giveBackSQL() string {
+	return `WITH given AS MATERIALIZED (
+			SELECT s, max(p) AS p FROM (
+				SELECT schedule AS s, last_fire AS p, true AS leased FROM ` + c.t("leases") + `
+				WHERE owner = $1 AND ($2::text[] IS NULL OR schedule IN (SELECT unnest($2::text[])))
+				UNION ALL
+				SELECT u.s, u.p, false FROM ` + c.t("fire_batches") + ` b, unnest(b.schedules, b.planned) AS u(s, p)
+				WHERE b.owner = $1 AND NOT b.compacted AND ($2::text[] IS NULL OR u.s IN (SELECT unnest($2::text[])))) AS x
+			GROUP BY s HAVING bool_or(leased)),
+		takers AS MATERIALIZED (SELECT id FROM ` + c.t("instances") + `
+			WHERE $4 AND id <> $1 AND NOT stopped AND heartbeat_at > now() - $3::interval FOR SHARE),
+		cands AS (SELECT g.s, g.p, array_agg(t.id ORDER BY t.id) AS ids
+			FROM given g JOIN ` + c.t("declarations") + ` d ON d.schedule = g.s JOIN takers t ON t.id = d.instance
+			GROUP BY g.s, g.p),
+		pick AS MATERIALIZED (SELECT s, p, ids[1 + (row_number() OVER (PARTITION BY ids ORDER BY random())) % cardinality(ids)] AS id FROM cands),
+		handed AS (UPDATE ` + c.t("leases") + ` l SET owner = pick.id, term = l.term + 1, expires_at = now() + $3::interval,
+				last_fire = coalesce(pick.p, now())
+			FROM pick WHERE l.schedule = pick.s AND l.owner = $1
+			RETURNING pick.id),
+		freed AS (UPDATE ` + c.t("leases") + ` l SET owner = '', expires_at = now(), last_fire = given.p
+			FROM given WHERE l.schedule = given.s AND l.owner = $1 AND given.s NOT IN (SELECT s FROM pick)
+			RETURNING 1)
+		SELECT id, count(*) FROM handed GROUP BY id
+		UNION ALL SELECT '', count(*) FROM freed HAVING count(*) > 0`
 }
 
 // lastFires reads, in tx, the last fire recorded by the previous owners

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -185,7 +186,8 @@ func counters(apps []*fom.App) [2]int64 {
 }
 
 // clusterScenario compares one App on SQLite with three on PostgreSQL.
-func clusterScenario(dsn string, ns []int, window, warmup time.Duration, passes int, log func(string)) string {
+// rows names those measured (one, three, join, leave).
+func clusterScenario(dsn string, ns []int, rows []string, window, warmup time.Duration, passes int, log func(string)) string {
 	var out strings.Builder
 	out.WriteString("### Cluster: N jobs every second, one App on SQLite against three on PostgreSQL\n\n")
 	admin, err := pgxpool.New(context.Background(), dsn)
@@ -200,14 +202,17 @@ func clusterScenario(dsn string, ns []int, window, warmup time.Duration, passes 
 	out.WriteString("| setup | N | fires / planned | lateness p50 | p99 | CPU µs per fire (process) | PostgreSQL CPU µs per fire | fire-record statements/s | lease and heartbeat statements/s |\n|---|---|---|---|---|---|---|---|---|\n")
 	for pass := 0; pass < passes; pass++ {
 		for _, n := range ns {
-			single := measureApps("one App, SQLite", n, 1, window, warmup, 0, 0, func(int) (*fom.App, func(), error) {
-				dir, err := os.MkdirTemp("", "fom-bench-cluster")
-				if err != nil {
-					return nil, nil, err
-				}
-				app, err := fom.New(fom.WithDataDir(dir))
-				return app, func() { os.RemoveAll(dir) }, err
-			}, nil)
+			var runs []clusterRun
+			if slices.Contains(rows, "one") {
+				runs = append(runs, measureApps("one App, SQLite", n, 1, window, warmup, 0, 0, func(int) (*fom.App, func(), error) {
+					dir, err := os.MkdirTemp("", "fom-bench-cluster")
+					if err != nil {
+						return nil, nil, err
+					}
+					app, err := fom.New(fom.WithDataDir(dir))
+					return app, func() { os.RemoveAll(dir) }, err
+				}, nil))
+			}
 			onPostgres := func(label string, join, leave time.Duration) clusterRun {
 				b := make([]byte, 4)
 				rand.Read(b)
@@ -244,10 +249,16 @@ func clusterScenario(dsn string, ns []int, window, warmup time.Duration, passes 
 					return "", moved
 				})
 			}
-			three := onPostgres("three Apps, PostgreSQL", 0, 0)
-			joining := onPostgres("three Apps, PostgreSQL, the third started mid-window", window/2+300*time.Millisecond, 0)
-			leaving := onPostgres("three Apps, PostgreSQL, the third stopped mid-window", 0, window/2+300*time.Millisecond)
-			for _, r := range []clusterRun{single, three, joining, leaving} {
+			if slices.Contains(rows, "three") {
+				runs = append(runs, onPostgres("three Apps, PostgreSQL", 0, 0))
+			}
+			if slices.Contains(rows, "join") {
+				runs = append(runs, onPostgres("three Apps, PostgreSQL, the third started mid-window", window/2+300*time.Millisecond, 0))
+			}
+			if slices.Contains(rows, "leave") {
+				runs = append(runs, onPostgres("three Apps, PostgreSQL, the third stopped mid-window", 0, window/2+300*time.Millisecond))
+			}
+			for _, r := range runs {
 				planned := r.n * int(window/time.Second)
 				pg := "—"
 				if r.pgCPU > 0 {

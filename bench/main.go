@@ -38,6 +38,7 @@ func main() {
 	costN := flag.Int("cost-n", 1000, "internal: jobs of a -cost-lib measurement")
 	costSpread := flag.Bool("cost-spread", false, "internal: a -cost-lib measurement's jobs are spread over the second")
 	costDir := flag.String("cost-dir", "", "internal: the app's data directory of a -cost-lib measurement (none: the child prepares one)")
+	clusterRows := flag.String("cluster-rows", "one,three,join,leave", "rows of the cluster scenario: one (App on SQLite), three (Apps on PostgreSQL), join (the third started mid-window), leave (the third stopped mid-window)")
 	clusterWarmup := flag.Duration("cluster-warmup", 2*time.Second, "how long the cluster scenario's instances run before its window (their leases spread at their first renewal, 5 s after start: under that, leases move inside the window)")
 	timersBurst := flag.Bool("timers-burst", false, "the timers scenario's timers all fall due at one instant, 2 s plus 40 µs a timer after the inserts begin (a backlog drained: deliveries a second count from that instant)")
 	failoverChildSpec := flag.String("failover-child", "", "internal: run the failover scenario's victim on <schema>:<ttl>")
@@ -270,7 +271,7 @@ func main() {
 			ns = ladder
 		}
 		log("cluster")
-		out.WriteString(clusterScenario(dsn, ns, 5*time.Second, *clusterWarmup, *passes, log))
+		out.WriteString(clusterScenario(dsn, ns, strings.Split(*clusterRows, ","), 5*time.Second, *clusterWarmup, *passes, log))
 		runtime.GC()
 	}
 

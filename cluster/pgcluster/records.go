@@ -396,22 +396,26 @@ func (c *Coordinator) giveBack(ctx context.Context, schedules []string, unrun []
 }
 
 // giveBackSQL gives back this instance's ($1) leases among $2 (NULL:
-// every one), and returns how many went to each instance (” for those
-// left free). The last fire of each is the later of its lease's and of
-// this instance's batches not compacted yet (a renewal interval's at
-// most); the batches stay as they are, for the renewal to fold the
-// other schedules' fires in.
+// every one), and returns how many went to each instance (an empty name
+// for those left free). The last fire of each is the latest of its
+// lease's and of this instance's batches not compacted yet (a renewal
+// interval's at most), taken in one aggregate over both: a join of the
+// leases with the batches' fires, whose count the planner cannot guess,
+// was planned as a nested loop (seconds at a few thousand). The batches
+// stay as they are, for the renewal to fold the other schedules' fires
+// in; with no lease left (Stop after a drain), they are not read.
 //
 // With $4 (leaving), each lease goes to one of the live instances ($3:
-// the lease TTL) that declared its schedule, in a new term, spread
-// evenly among the schedules that the same instances declared: the giver, which still holds it, writes what the taker would
-// read, and the taker's statement is off the path of the schedule's next
-// fire. A schedule that never fired here gets this instant as its last
-// fire: the taker runs what falls after the handover. The takers' rows
-// are locked in share mode: an instance marking itself stopped meanwhile
-// waits, and is then not handed any (or, marked first, is not chosen).
-// The rest is left free (owner ”, expired now): the taker resumes from
-// the last fire, or from this instant.
+// the lease TTL) that declared its schedule, in a new term, spread evenly
+// among the schedules the same instances declared: the giver, which
+// still holds it, writes what the taker would read, and the taker's
+// statement is off the path of the schedule's next fire. A schedule that
+// never fired here gets this instant as its last fire: the taker runs
+// what falls after the handover. The takers' rows are locked in share
+// mode: an instance marking itself stopped meanwhile waits, and is then
+// not handed any (or, marked first, is not chosen). The rest is left
+// free (no owner, expired now): the taker resumes from the last fire, or
+// from this instant.
 //
 // A set of names is matched by IN (SELECT unnest(...)), hashed, where =
 // ANY of a parameter is read element by element for each fire in a
@@ -423,7 +427,8 @@ func (c *Coordinator) giveBackSQL() string {
 				WHERE owner = $1 AND ($2::text[] IS NULL OR schedule IN (SELECT unnest($2::text[])))
 				UNION ALL
 				SELECT u.s, u.p, false FROM ` + c.t("fire_batches") + ` b, unnest(b.schedules, b.planned) AS u(s, p)
-				WHERE b.owner = $1 AND NOT b.compacted AND ($2::text[] IS NULL OR u.s IN (SELECT unnest($2::text[])))) AS x
+				WHERE b.owner = $1 AND NOT b.compacted AND ($2::text[] IS NULL OR u.s IN (SELECT unnest($2::text[])))
+				AND EXISTS (SELECT 1 FROM ` + c.t("leases") + ` WHERE owner = $1)) AS x
 			GROUP BY s HAVING bool_or(leased)),
 		takers AS MATERIALIZED (SELECT id FROM ` + c.t("instances") + `
 			WHERE $4 AND id <> $1 AND NOT stopped AND heartbeat_at > now() - $3::interval FOR SHARE),

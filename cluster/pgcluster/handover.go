@@ -120,9 +120,6 @@ func (c *Coordinator) takeHanded(ctx context.Context) {
 		return
 	}
 	c.mu.Unlock()
-	c.log.Info("TT heard handed")
-	c.log.Info("TT heard handed")
-	c.log.Info("TT heard handed")
 	c.tickStatements.Add(1)
 	rows, err := c.pool.Query(ctx, "SELECT schedule, term, last_fire FROM "+c.t("leases")+" WHERE owner = $1", c.o.InstanceID)
 	held := map[string]heldLease{}

@@ -492,6 +492,9 @@ func (a *App) Stop(ctx context.Context) error {
 		a.releaseWhenDone(scs)
 		return fmt.Errorf("fom: stop: %w", err)
 	}
+	if a.coord != nil {
+		a.awaitOffBeat(ctx)
+	}
 	// Everything stopped: a failed last flush is reported, and the
 	// embedded store is closed either way (nothing could write it later).
 	if err := a.flushAndRelease(ctx); err != nil {

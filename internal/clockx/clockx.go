@@ -67,3 +67,26 @@ func OffBeat(t time.Time, every time.Duration) time.Time {
 	}
 	return t.Add(every).Add(-500 * time.Millisecond).Truncate(time.Second).Add(500 * time.Millisecond)
 }
+
+// beatMargin is how near a whole second work of fom's own is moved away
+// from it (UntilOffBeat): an aligned burst's fires are recorded up to
+// 200 ms ahead, and run for some tens of milliseconds after.
+const beatMargin = 200 * time.Millisecond
+
+// UntilOffBeat is how long work due at t waits to fall between two whole
+// seconds: none when t is at least beatMargin from either, else until the
+// half-second after t.
+func UntilOffBeat(t time.Time) time.Duration {
+	into := time.Duration(t.UnixNano() % int64(time.Second))
+	if into < 0 {
+		into += time.Second
+	}
+	switch {
+	case into >= beatMargin && into < time.Second-beatMargin:
+		return 0
+	case into < time.Second/2:
+		return time.Second/2 - into
+	default:
+		return 3*time.Second/2 - into
+	}
+}

@@ -89,3 +89,20 @@ func TestOffBeatFallsHalfWayBetweenWholeSeconds(t *testing.T) {
 		}
 	}
 }
+
+func TestUntilOffBeatWaitsOnlyNearAWholeSecond(t *testing.T) {
+	base := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
+	for _, c := range []struct{ from, want time.Duration }{
+		{0, 500 * time.Millisecond},
+		{100 * time.Millisecond, 400 * time.Millisecond},
+		{200 * time.Millisecond, 0},
+		{500 * time.Millisecond, 0},
+		{799 * time.Millisecond, 0},
+		{800 * time.Millisecond, 700 * time.Millisecond},
+		{950 * time.Millisecond, 550 * time.Millisecond},
+	} {
+		if got := UntilOffBeat(base.Add(c.from)); got != c.want {
+			t.Errorf("UntilOffBeat(+%s) = %s, want %s", c.from, got, c.want)
+		}
+	}
+}

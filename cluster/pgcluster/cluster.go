@@ -305,7 +305,7 @@ func (c *Coordinator) tick(ctx context.Context) {
 	// leases (renewSQL): a taker reads a renewal interval's records at
 	// most.
 	rows, err := c.pool.Query(ctx, c.renewSQL(), c.o.InstanceID, c.kept(), c.o.LeaseTTL)
-	held := map[string]heldLease{}
+	var held map[string]heldLease
 	if err == nil {
 		held, err = collectHeld(rows)
 	}
@@ -327,7 +327,7 @@ func (c *Coordinator) tick(ctx context.Context) {
 	// A lease renewed that this instance did not know of was handed to
 	// it (the notification lost, or not heard yet): taken now. Draining,
 	// it is not taken, nor one this instance gave back while the renewal
-	// ran: Stop gives back every lease held.
+	// ran: Stop hands over every lease held.
 	fresh := c.freshLocked(held)
 	if c.draining {
 		for s := range fresh {

@@ -30,13 +30,12 @@ func (c *Coordinator) freed() {
 	}
 }
 
-// takeFree takes this instance's share of the leases another one gave
-// back (a graceful stop, a rebalance), in one statement (takeFreeSQL).
-// A tick's heartbeat and renewal are left to their time:
-// the trust window does not need them yet, and at a graceful stop they
-// would delay the takeover (a renewal rewrites every lease this instance
-// holds) while the leases' next fires, often within the second, wait for
-// it. Outside the trust window it is a whole tick; draining, nothing.
+// takeFree takes this instance's share of the leases another one left
+// free (a rebalance), in one statement (takeFreeSQL). A tick's heartbeat
+// and renewal are left to their time: the trust window does not need
+// them yet, and they would delay the takeover (a renewal rewrites every
+// lease this instance holds) while the leases' next fires, often within
+// the second, wait for it. Outside the trust window it is a whole tick; draining, nothing.
 func (c *Coordinator) takeFree(ctx context.Context) {
 	c.mu.Lock()
 	if c.draining {
@@ -106,7 +105,7 @@ func (c *Coordinator) handedOver() {
 // takeHanded reads the leases this instance holds, and takes those
 // handed to it (adopt): one statement, without a renewal first (see
 // takeFree). Outside the trust window it is a whole tick; draining,
-// nothing: Stop gives back every lease the instance holds, those handed
+// nothing: Stop hands over every lease the instance holds, those handed
 // to it late included.
 func (c *Coordinator) takeHanded(ctx context.Context) {
 	c.mu.Lock()
@@ -122,7 +121,7 @@ func (c *Coordinator) takeHanded(ctx context.Context) {
 	c.mu.Unlock()
 	c.tickStatements.Add(1)
 	rows, err := c.pool.Query(ctx, "SELECT schedule, term, last_fire FROM "+c.t("leases")+" WHERE owner = $1", c.o.InstanceID)
-	held := map[string]heldLease{}
+	var held map[string]heldLease
 	if err == nil {
 		held, err = collectHeld(rows)
 	}
@@ -131,6 +130,10 @@ func (c *Coordinator) takeHanded(ctx context.Context) {
 		return
 	}
 	c.mu.Lock()
+	if c.draining { // since the check above: Stop hands them over
+		c.mu.Unlock()
+		return
+	}
 	fresh := c.freshLocked(held)
 	for s, h := range fresh {
 		c.owned[s] = h.term

@@ -493,7 +493,7 @@ func (a *App) Stop(ctx context.Context) error {
 		return fmt.Errorf("fom: stop: %w", err)
 	}
 	if a.coord != nil {
-		a.awaitOffBeat(ctx)
+		a.awaitCalm(ctx, len(scs))
 	}
 	// Everything stopped: a failed last flush is reported, and the
 	// embedded store is closed either way (nothing could write it later).

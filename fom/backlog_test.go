@@ -380,42 +380,44 @@ func TestAFlushTakesIntoSlotsForTheSchedulesWithChanges(t *testing.T) {
 	stored(scs...)
 }
 
-// TestAClusteredAppsLastFlushWaitsForTheOffBeat: a clustered App's last
-// flush, due near a whole second, waits until the half-second after it
-// (the others' fires of that second go first); due between two, or once
-// the caller's context ends, it waits no more.
-func TestAClusteredAppsLastFlushWaitsForTheOffBeat(t *testing.T) {
+// TestAClusteredAppsBulkWritesWaitForACalmPart: a clustered App's bulk
+// write (its declarations at start, its last flush at stop), due near a
+// whole second or too long to end before the next, waits for the calm
+// part of a second; due where it fits, or once the caller's context
+// ends, it waits no more.
+func TestAClusteredAppsBulkWritesWaitForACalmPart(t *testing.T) {
 	t.Parallel()
 	clk := clockwork.NewFakeClockAt(time.Date(2026, 3, 2, 10, 0, 0, 900_000_000, time.UTC))
 	app := newTestApp(t, WithClock(clk))
 	done := make(chan struct{})
 	go func() {
-		app.awaitOffBeat(context.Background())
+		app.awaitCalm(context.Background(), 10)
 		close(done)
 	}()
 	if err := clk.BlockUntilContext(context.Background(), 1); err != nil {
 		t.Fatal(err)
 	}
-	clk.Advance(599 * time.Millisecond)
+	clk.Advance(199 * time.Millisecond)
 	select {
 	case <-done:
-		t.Fatal("the last flush, due at 10:00:00.9, went before the half-second after it")
+		t.Fatal("a write due at 10:00:00.9 went before the calm part of the next second")
 	case <-time.After(20 * time.Millisecond):
 	}
 	clk.Advance(time.Millisecond)
 	select {
 	case <-done:
 	case <-time.After(5 * time.Second):
-		t.Fatal("the last flush still waits at the half-second")
+		t.Fatal("the write still waits at 10:00:01.1")
 	}
 
-	// Between two whole seconds: at once.
-	clk.Advance(time.Millisecond) // 10:00:01.501
-	app.awaitOffBeat(context.Background())
+	// Where it fits: at once.
+	clk.Advance(time.Millisecond) // 10:00:01.101
+	app.awaitCalm(context.Background(), 10_000)
 
-	// Near one, its context ended: at once.
-	clk.Advance(400 * time.Millisecond) // 10:00:01.901
+	// Where 10 000 schedules' write would run into the next burst, its
+	// context ended: at once.
+	clk.Advance(400 * time.Millisecond) // 10:00:01.501
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	app.awaitOffBeat(ctx)
+	app.awaitCalm(ctx, 10_000)
 }

@@ -273,24 +273,6 @@ func (s *changeSlots) done() {
 	s.blocks, s.most = s.blocks[:n], 0
 }
 
-// awaitOffBeat holds a clustered App's last flush, due near a whole
-// second, until the half-second after it (clockx.UntilOffBeat), or until
-// ctx ends. The other instances fire on, the schedules this one handed
-// them among them; the flush of thousands of schedules' statistics at
-// their burst's instant made it late (the cluster benchmark's stop row,
-// tens of milliseconds at p99). Alone, an App stops its schedules and
-// nothing fires anymore: it flushes at once.
-func (a *App) awaitOffBeat(ctx context.Context) {
-	d := clockx.UntilOffBeat(a.o.clock.Now())
-	if d <= 0 {
-		return
-	}
-	select {
-	case <-a.o.clock.After(d):
-	case <-ctx.Done():
-	}
-}
-
 // sharedPruner is a store that instances share (PostgreSQL): one of them
 // applies retention by age for all (postgres.Store.PruneShared).
 type sharedPruner interface {

@@ -68,25 +68,31 @@ func OffBeat(t time.Time, every time.Duration) time.Time {
 	return t.Add(every).Add(-500 * time.Millisecond).Truncate(time.Second).Add(500 * time.Millisecond)
 }
 
-// beatMargin is how near a whole second work of fom's own is moved away
-// from it (UntilOffBeat): an aligned burst's fires are recorded up to
-// 200 ms ahead, and run for some tens of milliseconds after.
-const beatMargin = 200 * time.Millisecond
+// The calm part of a second: cron's aligned bursts fall on whole
+// seconds, their fires recorded ahead up to 200 ms before and run for
+// some tens of milliseconds after.
+const (
+	calmFrom = 100 * time.Millisecond
+	calmTo   = 800 * time.Millisecond
+)
 
-// UntilOffBeat is how long work due at t waits to fall between two whole
-// seconds: none when t is at least beatMargin from either, else until the
-// half-second after t.
-func UntilOffBeat(t time.Time) time.Duration {
+// UntilCalm is how long bulk work of fom's own (a stopping App's last
+// flush, a starting one's declarations), due at t and expected to take
+// about work, waits to run in the calm part of a second: none when it
+// fits before the calm part ends, else until the next calm part begins.
+// Work longer than a calm part begins with one.
+func UntilCalm(t time.Time, work time.Duration) time.Duration {
 	into := time.Duration(t.UnixNano() % int64(time.Second))
 	if into < 0 {
 		into += time.Second
 	}
+	work = min(work, calmTo-calmFrom)
 	switch {
-	case into >= beatMargin && into < time.Second-beatMargin:
+	case into < calmFrom:
+		return calmFrom - into
+	case into+work <= calmTo:
 		return 0
-	case into < time.Second/2:
-		return time.Second/2 - into
 	default:
-		return 3*time.Second/2 - into
+		return time.Second + calmFrom - into
 	}
 }

@@ -90,19 +90,23 @@ func TestOffBeatFallsHalfWayBetweenWholeSeconds(t *testing.T) {
 	}
 }
 
-func TestUntilOffBeatWaitsOnlyNearAWholeSecond(t *testing.T) {
+func TestUntilCalmFitsWorkBetweenTwoBursts(t *testing.T) {
 	base := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
-	for _, c := range []struct{ from, want time.Duration }{
-		{0, 500 * time.Millisecond},
-		{100 * time.Millisecond, 400 * time.Millisecond},
-		{200 * time.Millisecond, 0},
-		{500 * time.Millisecond, 0},
-		{799 * time.Millisecond, 0},
-		{800 * time.Millisecond, 700 * time.Millisecond},
-		{950 * time.Millisecond, 550 * time.Millisecond},
+	ms := time.Millisecond
+	for _, c := range []struct{ from, work, want time.Duration }{
+		{0, 0, 100 * ms},
+		{50 * ms, 100 * ms, 50 * ms},
+		{100 * ms, 100 * ms, 0},
+		{700 * ms, 100 * ms, 0},
+		{701 * ms, 100 * ms, 399 * ms},
+		{300 * ms, 400 * ms, 0},
+		{450 * ms, 400 * ms, 650 * ms},
+		{900 * ms, 0, 200 * ms},
+		{100 * ms, 2 * time.Second, 0}, // longer than a calm part: begins with one
+		{200 * ms, 2 * time.Second, 900 * ms},
 	} {
-		if got := UntilOffBeat(base.Add(c.from)); got != c.want {
-			t.Errorf("UntilOffBeat(+%s) = %s, want %s", c.from, got, c.want)
+		if got := UntilCalm(base.Add(c.from), c.work); got != c.want {
+			t.Errorf("UntilCalm(+%s, %s) = %s, want %s", c.from, c.work, got, c.want)
 		}
 	}
 }

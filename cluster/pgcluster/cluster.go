@@ -462,8 +462,17 @@ func (c *Coordinator) acquire(ctx context.Context, names []string, n int) {
 			return err
 		}
 		lasts, err := c.lastFires(ctx, tx, prev, fromPrev)
+		if err != nil {
+			return err
+		}
 		for s, p := range lasts {
 			from[s] = p
+		}
+		// Its share full, more of a dead instance's leases may wait: the
+		// others take theirs now, not at their own renewals, up to a
+		// renewal interval apart.
+		if len(taken) == n && c.o.Channel != "" {
+			_, err = tx.Exec(ctx, "SELECT pg_notify($1, $2)", c.o.Channel, notifyExpired+c.o.InstanceID)
 		}
 		return err
 	})

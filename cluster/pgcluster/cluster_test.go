@@ -528,3 +528,44 @@ func TestDeclaringDoesNotHoldTheFiresBack(t *testing.T) {
 		t.Fatalf("while the instance declared: its fire %v, its heartbeat %v", fire, heartbeat)
 	}
 }
+
+// TestATakerOfADeadInstancesLeasesTellsTheOthers: an instance that takes
+// its share of a dead instance's leases tells the others
+// (leases:expired:<id>), which take theirs at once rather than at their
+// own renewals, up to a renewal interval apart.
+func TestATakerOfADeadInstancesLeasesTellsTheOthers(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
+	ctx := context.Background()
+	channel := "fom_dead_" + schema
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Exec(context.Background(), "UNLISTEN *")
+	names := numbered(20)
+	o := pgcluster.Options{Channel: channel, Notified: func(string) {}}
+	a := coordinator(t, schema, "a", nil, o, names...)
+	start(t, a)
+	b := coordinator(t, schema, "b", nil, o, names...)
+	start(t, b)
+	waitOwned(t, map[string]*pgcluster.Coordinator{"a": a, "b": b}, map[string]int{"a": 10, "b": 10})
+	a.Abandon()
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		n, err := conn.Conn().WaitForNotification(wctx)
+		if err != nil {
+			t.Fatalf("no %q heard after a died: %v", "leases:expired:b", err)
+		}
+		if n.Payload == "leases:expired:b" {
+			break
+		}
+	}
+	waitOwned(t, map[string]*pgcluster.Coordinator{"b": b}, map[string]int{"b": len(names)})
+}

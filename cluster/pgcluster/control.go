@@ -29,6 +29,7 @@ const (
 	notifyAnswer  = "answer:"
 	notifyFree    = "leases:free"      // leases were given back: take your share now
 	notifyHanded  = "leases:handed:"   // "<id>": leases were handed to that instance: take them now
+	notifyExpired = "leases:expired:"  // "<id>": that instance took its share of a dead one's leases: take yours now
 	notifyJoined  = "instances:joined" // ":<id>": an instance listens: give it its share now
 )
 
@@ -119,6 +120,10 @@ func (c *Coordinator) control(payload string) bool {
 		}
 	case payload == notifyFree:
 		c.freed()
+	case strings.HasPrefix(payload, notifyExpired):
+		if strings.TrimPrefix(payload, notifyExpired) != c.o.InstanceID {
+			c.Kick()
+		}
 	case strings.HasPrefix(payload, notifyHanded):
 		if strings.TrimPrefix(payload, notifyHanded) == c.o.InstanceID {
 			c.handedOver()

@@ -270,12 +270,7 @@ func (c *Coordinator) renewalAfter(now time.Time) time.Duration {
 // Kick asks for a tick now, rather than at the next renewal: a schedule
 // this instance now wants (or no longer wants) takes (or gives back) its
 // lease at once.
-func (c *Coordinator) Kick() {
-	select {
-	case c.kick <- struct{}{}:
-	default:
-	}
-}
+func (c *Coordinator) Kick() { signal(c.kick) }
 
 // wanted filters names by Options.Wants.
 func (c *Coordinator) wanted(names []string) []string {

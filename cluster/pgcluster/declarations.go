@@ -41,14 +41,14 @@ func (c *Coordinator) Declare(ctx context.Context, decls map[string]map[string]s
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", "fom declarations "+c.t("instances")+" "+c.o.InstanceID); err != nil {
 			return err
 		}
-		// A declaration unchanged is not written again: an instance that
-		// restarts under its id (a StatefulSet's pod) rewrites none of its
-		// thousands of rows.
 		if replace {
 			if _, err := tx.Exec(ctx, "DELETE FROM "+c.t("declarations")+" WHERE instance = $1 AND NOT (schedule = ANY($2))", c.o.InstanceID, names); err != nil {
 				return err
 			}
 		}
+		// A declaration unchanged is not written again: an instance that
+		// restarts under its id (a StatefulSet's pod) rewrites none of its
+		// thousands of rows.
 		_, err := tx.Exec(ctx, "INSERT INTO "+c.t("declarations")+` (instance, schedule, decl)
 			SELECT $1, n, d::jsonb FROM unnest($2::text[], $3::text[]) AS x(n, d)
 			ON CONFLICT (instance, schedule) DO UPDATE SET decl = excluded.decl

@@ -23,11 +23,33 @@ import (
 // there (adopt).
 
 // freed asks for takeFree: another instance gave leases back.
-func (c *Coordinator) freed() {
+func (c *Coordinator) freed() { signal(c.free) }
+
+// signal asks the loop for what ch stands for: once, however often asked
+// before the loop comes to it.
+func signal(ch chan struct{}) {
 	select {
-	case c.free <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
+}
+
+// lockTakeable reports whether leases may be taken now by one statement,
+// and then returns with c.mu held: not draining (nothing is taken then),
+// and within the trust window (outside it, a whole tick runs instead,
+// here).
+func (c *Coordinator) lockTakeable(ctx context.Context) bool {
+	c.mu.Lock()
+	if c.draining {
+		c.mu.Unlock()
+		return false
+	}
+	if !time.Now().Before(c.trustUntil) {
+		c.mu.Unlock()
+		c.tick(ctx)
+		return false
+	}
+	return true
 }
 
 // takeFree takes this instance's share of the leases another one left
@@ -35,16 +57,10 @@ func (c *Coordinator) freed() {
 // and renewal are left to their time: the trust window does not need
 // them yet, and they would delay the takeover (a renewal rewrites every
 // lease this instance holds) while the leases' next fires, often within
-// the second, wait for it. Outside the trust window it is a whole tick; draining, nothing.
+// the second, wait for it. Outside the trust window it is a whole tick;
+// draining, nothing.
 func (c *Coordinator) takeFree(ctx context.Context) {
-	c.mu.Lock()
-	if c.draining {
-		c.mu.Unlock()
-		return
-	}
-	if !time.Now().Before(c.trustUntil) {
-		c.mu.Unlock()
-		c.tick(ctx)
+	if !c.lockTakeable(ctx) {
 		return
 	}
 	owned := maps.Clone(c.owned)
@@ -95,12 +111,7 @@ func (c *Coordinator) takeFreeSQL() string {
 
 // handedOver asks for takeHanded: another instance handed leases to
 // this one.
-func (c *Coordinator) handedOver() {
-	select {
-	case c.handed <- struct{}{}:
-	default:
-	}
-}
+func (c *Coordinator) handedOver() { signal(c.handed) }
 
 // takeHanded reads the leases this instance holds, and takes those
 // handed to it (adopt): one statement, without a renewal first (see
@@ -108,14 +119,7 @@ func (c *Coordinator) handedOver() {
 // nothing: Stop hands over every lease the instance holds, those handed
 // to it late included.
 func (c *Coordinator) takeHanded(ctx context.Context) {
-	c.mu.Lock()
-	if c.draining {
-		c.mu.Unlock()
-		return
-	}
-	if !time.Now().Before(c.trustUntil) {
-		c.mu.Unlock()
-		c.tick(ctx)
+	if !c.lockTakeable(ctx) {
 		return
 	}
 	c.mu.Unlock()

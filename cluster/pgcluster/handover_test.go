@@ -48,6 +48,19 @@ func declare(t *testing.T, c *pgcluster.Coordinator, names ...string) {
 	}
 }
 
+// admitAll has c admit a fire of each of names, a minute ago, and
+// returns its instant.
+func admitAll(t *testing.T, c *pgcluster.Coordinator, names []string) time.Time {
+	t.Helper()
+	last := time.Now().Truncate(time.Second).Add(-time.Minute).UTC()
+	for _, s := range names {
+		if ok, err := c.Admit(context.Background(), s, last); !ok || err != nil {
+			t.Fatalf("%s: admitted %v, %v", s, ok, err)
+		}
+	}
+	return last
+}
+
 // leaseRows reads each lease's owner and term, by schedule.
 func leaseRows(t *testing.T, pool *pgxpool.Pool, schema string) map[string]struct {
 	owner string
@@ -100,12 +113,7 @@ func TestAGracefulStopHandsEachLeaseToAnInstanceThatDeclaredIt(t *testing.T) {
 	if a.Owned() != len(all) {
 		t.Fatalf("a holds %d leases, want %d", a.Owned(), len(all))
 	}
-	last := time.Now().Truncate(time.Second).Add(-time.Minute).UTC()
-	for _, s := range all {
-		if ok, err := a.Admit(ctx, s, last); !ok || err != nil {
-			t.Fatalf("%s: admitted %v, %v", s, ok, err)
-		}
-	}
+	last := admitAll(t, a, all)
 	// b and c join (their heartbeats make them live) without asking for
 	// their share: a holds every lease at the drain.
 	b := coordinator(t, schema, "b", nil, o(&tb), names...)
@@ -177,12 +185,7 @@ func TestLeasesHandedUnheardAreTakenAtTheRenewal(t *testing.T) {
 	a := coordinator(t, schema, "a", nil, pgcluster.Options{LeaseTTL: 30 * time.Second, Acquired: ta.acquired}, names...)
 	declare(t, a, names...)
 	start(t, a)
-	last := time.Now().Truncate(time.Second).Add(-time.Minute).UTC()
-	for _, s := range names {
-		if ok, err := a.Admit(ctx, s, last); !ok || err != nil {
-			t.Fatalf("%s: admitted %v, %v", s, ok, err)
-		}
-	}
+	last := admitAll(t, a, names)
 	// b renews every 500 ms.
 	b := coordinator(t, schema, "b", nil, pgcluster.Options{Acquired: tb.acquired}, names...)
 	declare(t, b, names...)

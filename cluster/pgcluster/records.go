@@ -295,12 +295,12 @@ func (c *Coordinator) admittedOf(ctx context.Context, batch []admission, sql str
 // but the batches kept ($2: fires recorded ahead and not yet run or given
 // back), and returns each lease's schedule, term and last fire (a lease
 // handed to this instance is taken from them). Every lease of the
-// instance is written once: those that fired
-// (joined with their last fire, each looked up by its key) and the others
-// (a hashed NOT IN), each rewritten beside itself (fillfactor) as a
-// renewal alone would. A join of all the instance's leases with the last
-// fires, whose count the planner cannot guess, was planned as a nested
-// loop over both: seconds at a few thousand leases.
+// instance is written once: those that fired (joined with their last
+// fire, each looked up by its key) and the others (a hashed NOT IN), each
+// rewritten beside itself (fillfactor) as a renewal alone would. A join
+// of all the instance's leases with the last fires, whose count the
+// planner cannot guess, was planned as a nested loop over both: seconds
+// at a few thousand leases.
 func (c *Coordinator) renewSQL() string {
 	return `WITH done AS (
 			UPDATE ` + c.t("fire_batches") + ` SET compacted = true WHERE owner = $1 AND NOT compacted AND batch <> ALL($2::bigint[])
@@ -406,21 +406,21 @@ func (c *Coordinator) giveBack(ctx context.Context, schedules []string, unrun []
 // in; with no lease left (Stop after a drain), they are not read.
 //
 // With $4 (leaving), each lease goes to one of the live instances ($3:
-// the lease TTL) that declared its schedule, in a new term, in turn: the
-// giver, which still holds it, writes what the taker would read, and the
-// taker's statement is off the path of the schedule's next fire (the
-// schedules with as many takers are numbered together: the same takers,
-// in the common case, each get as many). An
-// instance whose declarations' digest is the giver's declared every one;
-// the others' declarations are looked up by key (instances of one
-// release share a digest, and a join of every declaration cost a third
-// of the statement at 3 333 leases). A schedule that
-// never fired here gets this instant as its last fire: the taker runs
-// what falls after the handover. The takers' rows are locked in share
-// mode: an instance marking itself stopped meanwhile waits, and is then
-// not handed any (or, marked first, is not chosen). The rest is left
-// free (no owner, expired now): the taker resumes from the last fire, or
-// from this instant.
+// the lease TTL) that declared its schedule, in a new term: the giver,
+// which still holds it, writes what the taker would read, and the
+// taker's statement is off the path of the schedule's next fire. The
+// takers are named in turn, the schedules with as many of them numbered
+// together (the same takers, in the common case, each get as many). An
+// instance whose declarations' digest is the giver's declared every
+// schedule; the others' declarations are looked up by key (instances of
+// one release share a digest, and a join of every declaration cost a
+// third of the statement at 3 333 leases). A schedule that never fired
+// here gets this instant as its last fire: the taker runs what falls
+// after the handover. The takers' rows are locked in share mode: an
+// instance marking itself stopped meanwhile waits, and is then not
+// handed any (or, marked first, is not chosen). The rest is left free
+// (no owner, expired now): the taker resumes from the last fire, or from
+// this instant.
 //
 // A set of names is matched by IN (SELECT unnest(...)), hashed, where =
 // ANY of a parameter is read element by element for each fire in a

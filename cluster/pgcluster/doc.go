@@ -9,7 +9,10 @@
 // and its last recorded fire. An owner renews all its leases in one
 // statement every RenewEvery and trusts them for a fifth less than the
 // TTL after it sent it; a lease expired, or given back, is taken by
-// another instance, which continues the plan after the last fire.
+// another instance, which continues the plan after the last fire. The
+// first to take its share of a dead instance's leases tells the others
+// (leases:expired:<id>), which take theirs at once rather than at their
+// own renewals.
 //
 // # Fire records
 //

@@ -428,7 +428,15 @@ func (c *Context) StartupHere() error {
 	l.pinned = ok && (s.ExecOnLoad || s.InitialDelay > 0)
 	c.loop = l
 	c.log.Info("started", zap.String("plan", c.planString()), zap.Time("first", first))
-	c.goLocked(l, c.decideLocked(l, c.clk.Now(), first, ok), first)
+	st := c.decideLocked(l, c.clk.Now(), first, ok)
+	// A copy whose gate holds none of its fires (a cluster instance that
+	// does not hold the schedule's lease) starts parked, as its first
+	// fire, refused, would park it: an instance's first burst wakes only
+	// the schedules it holds.
+	if st == stepSleep && !l.pinned {
+		c.parkLocked(l)
+	}
+	c.goLocked(l, st, first)
 	return nil
 }
 

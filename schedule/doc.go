@@ -73,8 +73,9 @@
 // cluster). A Gate that is an Announcer is told each planned fire when
 // the schedule arms its wait for it, so it can record the fires of an
 // instant together before it comes; one that is a Holder parks a schedule
-// it does not hold at its first refused fire (no wait armed, no wake-up
-// at each fire another process runs) until Resume or Unpark.
+// it does not hold when it starts, and at its first refused fire (no wait
+// armed, no wake-up at each fire another process runs) until Resume or
+// Unpark.
 //
 // # The pool
 //

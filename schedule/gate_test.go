@@ -222,10 +222,11 @@ func (g *holdGate) counts() (asked, announced int) {
 
 // TestHolderParksWhatItDoesNotHold: a schedule the gate does not hold
 // starts parked, and one whose fire the gate refused and does not hold
-// arms no wait (no fire asked however long it parks); Unpark arms the first fire not yet past, Resume the
-// fire after the one recorded elsewhere (a missed one runs at once,
-// announced first); a held schedule whose fires are refused (an instance
-// cut off from its database) keeps asking.
+// arms no wait (no fire asked however long it parks); Unpark arms the
+// first fire not yet past, Resume the fire after the one recorded
+// elsewhere (a missed one runs at once, announced first); a held schedule
+// whose fires are refused (an instance cut off from its database) keeps
+// asking.
 func TestHolderParksWhatItDoesNotHold(t *testing.T) {
 	t.Parallel()
 	gate := &holdGate{}

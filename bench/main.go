@@ -66,6 +66,13 @@ func main() {
 			os.Exit(2)
 		}
 	}
+	rows := strings.Split(*clusterRows, ",")
+	for i, r := range rows {
+		if rows[i] = strings.TrimSpace(r); !slices.Contains([]string{"one", "three", "join", "leave"}, rows[i]) {
+			fmt.Fprintf(os.Stderr, "-cluster-rows: %q is none of one, three, join and leave\n", r)
+			os.Exit(2)
+		}
+	}
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {
@@ -271,7 +278,7 @@ func main() {
 			ns = ladder
 		}
 		log("cluster")
-		out.WriteString(clusterScenario(dsn, ns, strings.Split(*clusterRows, ","), 5*time.Second, *clusterWarmup, *passes, log))
+		out.WriteString(clusterScenario(dsn, ns, rows, 5*time.Second, *clusterWarmup, *passes, log))
 		runtime.GC()
 	}
 

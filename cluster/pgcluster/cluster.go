@@ -243,19 +243,20 @@ func (c *Coordinator) loop(stop, done chan struct{}) {
 			}
 			cancel()
 		case <-c.kick:
-			ctx, cancel := context.WithTimeout(context.Background(), c.o.RenewEvery)
-			c.tick(ctx)
-			cancel()
+			c.bounded(c.tick)
 		case <-c.free:
-			ctx, cancel := context.WithTimeout(context.Background(), c.o.RenewEvery)
-			c.takeFree(ctx)
-			cancel()
+			c.bounded(c.takeFree)
 		case <-c.handed:
-			ctx, cancel := context.WithTimeout(context.Background(), c.o.RenewEvery)
-			c.takeHanded(ctx)
-			cancel()
+			c.bounded(c.takeHanded)
 		}
 	}
+}
+
+// bounded runs f with a renewal interval to finish in.
+func (c *Coordinator) bounded(f func(context.Context)) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.o.RenewEvery)
+	defer cancel()
+	f(ctx)
 }
 
 // renewalAfter is how long after now the next renewal comes: RenewEvery,

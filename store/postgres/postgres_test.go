@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -289,5 +290,56 @@ func TestPruneSharedPrunesOnceForTheInstancesWithTheSameSchedules(t *testing.T) 
 	var claims int
 	if err := admin.QueryRow(ctx, "SELECT count(*) FROM "+schema+".meta WHERE key LIKE 'retention pruned %'").Scan(&claims); err != nil || claims != 1 {
 		t.Fatalf("%d claims left (%v), want the one just taken", claims, err)
+	}
+}
+
+// TestAPageOfRoundsRewrittenInItsSlotIsWrittenBesideTheOld: a slot
+// written again a lap later changes no indexed column, so PostgreSQL
+// writes the new version on the old one's page without index entries (a
+// HOT update): every page a flush writes used to add an entry to an index
+// by start.
+func TestAPageOfRoundsRewrittenInItsSlotIsWrittenBesideTheOld(t *testing.T) {
+	t.Parallel()
+	admin := adminPool(t)
+	schema := testSchema(t, admin)
+	ctx := context.Background()
+	s, err := Open(ctx, testDSN(), WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	const n = 50
+	for lap := range 3 {
+		var rs []store.Round
+		for i := range n {
+			seq := int64(lap*5 + 5)
+			rs = append(rs, store.Round{Schedule: fmt.Sprintf("s%02d", i), Slot: 0, First: seq - 4, Seq: seq, Start: start.Add(time.Duration(lap) * time.Minute), Data: []byte{byte(lap)}})
+		}
+		if err := s.SaveStats(ctx, store.StatsBatch{Rounds: rs}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close() // its connections report their statistics as they end
+	var indexes []string
+	rows, err := admin.Query(ctx, "SELECT indexname FROM pg_indexes WHERE schemaname = $1 AND tablename = 'rounds' ORDER BY 1", schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if indexes, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+		t.Fatal(err)
+	}
+	var upd, hot int64
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if err := admin.QueryRow(ctx, "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = 'rounds'", schema).Scan(&upd, &hot); err != nil {
+			t.Fatal(err)
+		}
+		if upd >= 2*n || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if upd < 2*n || hot < upd*9/10 {
+		t.Fatalf("rounds: %d of %d rewrites were HOT (indexes %v), want nearly all of %d", hot, upd, indexes, 2*n)
 	}
 }

@@ -28,9 +28,13 @@ type herald struct {
 	planned time.Time
 	term    int64
 	state   heraldState
-	done    chan struct{} // closed when recorded, or dropped unrecorded
-	ok      bool          // the record was written by this instance
-	batch   int64         // the batch recording it (0: none yet)
+	// done is closed when the herald is recorded, or dropped unrecorded;
+	// made by the first Admit that waits for it (most find it recorded),
+	// and counted in waiters until each is back under c.mu.
+	done    chan struct{}
+	waiters int
+	ok      bool  // the record was written by this instance
+	batch   int64 // the batch recording it (0: none yet)
 	// withdrawn: admitted, then not run (Withdraw); recorded again, and
 	// past, it does not hold its lease back (release).
 	withdrawn bool
@@ -38,7 +42,11 @@ type herald struct {
 
 // A herald's done closes when its fate is known: recorded (ok) or not.
 // Admit waits for it, so a fire due at once (resumed after a takeover)
-// is recorded with the others of its slot rather than on its own.
+// is recorded with the others of its slot rather than on its own. A
+// schedule's next announcement rewrites its herald in place once its fire
+// is decided and no Admit waits for it: an aligned burst announces a
+// fire a schedule, and a new herald and channel each were a fifth of
+// what the cluster cost a fire in the process.
 
 type heraldState uint8
 
@@ -85,7 +93,8 @@ func (c *Coordinator) Announce(schedule string, planned time.Time) {
 	if c.stop == nil || !owned {
 		return
 	}
-	if h := c.heralds[schedule]; h != nil {
+	h := c.heralds[schedule]
+	if h != nil {
 		if h.planned.Equal(planned) && h.term == term {
 			return
 		}
@@ -93,7 +102,11 @@ func (c *Coordinator) Announce(schedule string, planned time.Time) {
 			h.drop()
 		}
 	}
-	c.heralds[schedule] = &herald{planned: planned, term: term, done: make(chan struct{})}
+	if h != nil && h.waiters == 0 && (h.state == recorded || h.state == admitted) {
+		*h = herald{planned: planned, term: term} // held by none but the map
+	} else {
+		c.heralds[schedule] = &herald{planned: planned, term: term}
+	}
 	k, sl, opened := c.slots.Add(planned.UnixMilli(), schedule)
 	if !opened {
 		return
@@ -134,10 +147,28 @@ func (c *Coordinator) unhold() {
 
 // drop ends an announced herald unrecorded: Admit records its fire when
 // due. The herald is out of the map or about to be.
-func (h *herald) drop() {
-	h.state = recorded
-	close(h.done)
+func (h *herald) drop() { h.decide(false) }
+
+// decide ends a herald's wait: recorded, ok or not. Called with c.mu held.
+func (h *herald) decide(ok bool) {
+	h.state, h.ok = recorded, ok
+	if h.done != nil {
+		close(h.done)
+		h.done = nil
+	}
 }
+
+// wait returns what closes when h is decided, counting the caller among
+// its waiters until it calls waited. Called with c.mu held.
+func (h *herald) wait() <-chan struct{} {
+	if h.done == nil {
+		h.done = make(chan struct{})
+	}
+	h.waiters++
+	return h.done
+}
+
+func (h *herald) waited() { h.waiters-- }
 
 // recordSlot records the heralds of a slot whose time came.
 func (c *Coordinator) recordSlot(k int64, stop chan struct{}) {
@@ -196,8 +227,7 @@ func (c *Coordinator) recordSlot(k int64, stop chan struct{}) {
 	}
 	c.mu.Lock()
 	for i, h := range hs {
-		h.state, h.ok = recorded, err == nil && ok[i]
-		close(h.done)
+		h.decide(err == nil && ok[i])
 	}
 	c.mu.Unlock()
 }
@@ -222,14 +252,18 @@ func (c *Coordinator) admitHerald(ctx context.Context, schedule string, planned 
 		return false, ran && !planned.After(last.planned)
 	}
 	if h.state != recorded {
-		done := h.done
+		done := h.wait()
 		c.mu.Unlock()
 		select {
 		case <-done:
 		case <-ctx.Done():
+			c.mu.Lock()
+			h.waited()
+			c.mu.Unlock()
 			return false, true
 		}
 		c.mu.Lock()
+		h.waited()
 	}
 	defer c.mu.Unlock()
 	if h.state == admitted { // by another Admit of the same fire

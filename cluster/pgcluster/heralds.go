@@ -239,8 +239,9 @@ func (c *Coordinator) recordSlot(k int64, stop chan struct{}) {
 // answered (the common case) is decided under that one lock.
 //
 // A fire at or before the last one admitted here (a herald admitted, or
-// ran for the fires recorded when due) is refused.
-func (c *Coordinator) admitHerald(ctx context.Context, schedule string, planned time.Time, term int64) (ok, decided bool) {
+// ran for the fires recorded when due) is refused. now is Admit's reading
+// of the clock, read again after a wait.
+func (c *Coordinator) admitHerald(ctx context.Context, schedule string, planned time.Time, term int64, now time.Time) (ok, decided bool) {
 	h := c.heralds[schedule]
 	if h != nil && h.state == admitted && !planned.After(h.planned) {
 		c.mu.Unlock()
@@ -264,6 +265,7 @@ func (c *Coordinator) admitHerald(ctx context.Context, schedule string, planned 
 		}
 		c.mu.Lock()
 		h.waited()
+		now = time.Now()
 	}
 	defer c.mu.Unlock()
 	if h.state == admitted { // by another Admit of the same fire
@@ -280,7 +282,7 @@ func (c *Coordinator) admitHerald(ctx context.Context, schedule string, planned 
 	// is taken out of the records with the lease) and the schedule out
 	// of owned.
 	t, owned := c.owned[schedule]
-	ok = owned && t == term && time.Now().Before(c.trustUntil)
+	ok = owned && t == term && now.Before(c.trustUntil)
 	switch {
 	case inMap && ok:
 		h.state = admitted

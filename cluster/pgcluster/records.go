@@ -20,11 +20,12 @@ import (
 func (c *Coordinator) Admit(ctx context.Context, schedule string, planned time.Time) (bool, error) {
 	c.mu.Lock()
 	term, owned := c.owned[schedule]
-	if !owned || !time.Now().Before(c.trustUntil) {
+	now := time.Now()
+	if !owned || !now.Before(c.trustUntil) {
 		c.mu.Unlock()
 		return false, nil
 	}
-	if ok, decided := c.admitHerald(ctx, schedule, planned, term); decided { // releases c.mu
+	if ok, decided := c.admitHerald(ctx, schedule, planned, term, now); decided { // releases c.mu
 		return ok, nil
 	}
 	c.fires.Add(1)

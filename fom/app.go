@@ -448,6 +448,7 @@ func (a *App) Stop(ctx context.Context) error {
 		terr = timers.Stop(ctx)
 	}
 	if a.coord != nil { // the schedules' fires from now on run elsewhere, on time
+		a.awaitCalm(ctx, time.Duration(a.coord.Owned())*handoverPerLease)
 		a.coord.Drain(context.WithoutCancel(ctx))
 	}
 	errs := make([]error, len(scs))
@@ -493,7 +494,7 @@ func (a *App) Stop(ctx context.Context) error {
 		return fmt.Errorf("fom: stop: %w", err)
 	}
 	if a.coord != nil {
-		a.awaitCalm(ctx, len(scs))
+		a.awaitCalm(ctx, time.Duration(len(scs))*bulkPerSchedule)
 	}
 	// Everything stopped: a failed last flush is reported, and the
 	// embedded store is closed either way (nothing could write it later).

@@ -391,7 +391,7 @@ func TestAClusteredAppsBulkWritesWaitForACalmPart(t *testing.T) {
 	app := newTestApp(t, WithClock(clk))
 	done := make(chan struct{})
 	go func() {
-		app.awaitCalm(context.Background(), 10)
+		app.awaitCalm(context.Background(), 10*bulkPerSchedule)
 		close(done)
 	}()
 	if err := clk.BlockUntilContext(context.Background(), 1); err != nil {
@@ -412,12 +412,12 @@ func TestAClusteredAppsBulkWritesWaitForACalmPart(t *testing.T) {
 
 	// Where it fits: at once.
 	clk.Advance(time.Millisecond) // 10:00:01.101
-	app.awaitCalm(context.Background(), 10_000)
+	app.awaitCalm(context.Background(), 10_000*bulkPerSchedule)
 
 	// Where 10 000 schedules' write would run into the next burst, its
 	// context ended: at once.
 	clk.Advance(400 * time.Millisecond) // 10:00:01.501
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	app.awaitCalm(ctx, 10_000)
+	app.awaitCalm(ctx, 10_000*bulkPerSchedule)
 }

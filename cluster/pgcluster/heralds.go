@@ -45,8 +45,8 @@ type herald struct {
 // is recorded with the others of its slot rather than on its own. A
 // schedule's next announcement rewrites its herald in place once its fire
 // is decided and no Admit waits for it: an aligned burst announces a
-// fire a schedule, and a new herald and channel each were a fifth of
-// what the cluster cost a fire in the process.
+// fire a schedule, and with a new herald and channel each, announcing and
+// admitting a fire cost 820 ns against 315–540 (BenchmarkAnnounceAdmit).
 
 type heraldState uint8
 

@@ -29,11 +29,18 @@ func (t *told) acquired(s string, at time.Time) {
 	t.last[s] = at
 }
 
+// get is what s was told it resumes from, waiting up to 5 s for it: a
+// lease counts as held before its schedule is told (Acquired is called
+// once the coordinator's lock is released).
 func (t *told) get(s string) (time.Time, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	at, ok := t.last[s]
-	return at, ok
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		t.mu.Lock()
+		at, ok := t.last[s]
+		t.mu.Unlock()
+		if ok || time.Now().After(deadline) {
+			return at, ok
+		}
+	}
 }
 
 // declare records that c runs each of names.

@@ -436,8 +436,25 @@ func (c *Context) StartupHere() error {
 	if st == stepSleep && !l.pinned {
 		c.parkLocked(l)
 	}
+	if _, held := c.gate.(Holder); held && !l.parked {
+		c.readyLocked(gen)
+	}
 	c.goLocked(l, st, first)
 	return nil
+}
+
+// readyLocked makes, before this copy's first fire, what that fire would
+// otherwise make in the middle of its burst: the results ring its outcome
+// goes to and the worker its round goroutine lends itself as. A cluster
+// instance's copy calls it as it begins to fire here (started holding its
+// lease, or the lease taken: Resume, Unpark), when its first fire falls
+// among the other instances' bursts: ten thousand first fires were three
+// times as late as the next second's. A parked copy, which may never fire
+// here, does not; nor does a lone App's, which would hold the ring from
+// its start for schedules that may not fire for hours. With c.mu held.
+func (c *Context) readyLocked(g *generation) {
+	c.stats.Reserve()
+	g.pool.ready()
 }
 
 // Shutdown stops the schedule. With Options.Control (a cluster) it stops
@@ -670,6 +687,7 @@ func (c *Context) Resume(lastFire time.Time, runMissed bool) bool {
 		return false
 	}
 	c.disarmLocked(l)
+	c.readyLocked(l.gen)
 	now := c.clk.Now()
 	if !now.Before(next) {
 		// A missed fire, due at once: the gate may record it with the
@@ -691,6 +709,7 @@ func (c *Context) Unpark() bool {
 	if l == nil || !l.parked || c.state != Sleeping {
 		return false
 	}
+	c.readyLocked(l.gen)
 	now := c.clk.Now()
 	next, ok := c.notPastLocked(c.next, now)
 	l.parked = false

@@ -377,3 +377,53 @@ func TestAFireNotAdmittedBecauseItsScheduleStoppedIsNoWarning(t *testing.T) {
 		t.Fatalf("warned %q at the stop", w[0].Message)
 	}
 }
+
+// TestACopyIsReadiedBeforeItsFirstFireOnlyWhereItFires: a copy started
+// where its gate holds it, or taken over (Unpark, Resume), has what its
+// first fire needs made before that fire (readyLocked: the worker its
+// round lends itself as, and its statistics' ring); a parked copy, which
+// may never fire here, has none of it; nor has a lone copy (no gate),
+// which would hold it from its start.
+func TestACopyIsReadiedBeforeItsFirstFireOnlyWhereItFires(t *testing.T) {
+	t.Parallel()
+	readied := func(c *Context) bool {
+		c.mu.Lock()
+		g := c.gen
+		c.mu.Unlock()
+		g.pool.mu.Lock()
+		defer g.pool.mu.Unlock()
+		return g.pool.helper != nil
+	}
+	job := Job{Tasks: func(context.Context) ([]Task, error) { return nil, nil }}
+	lone := newHarness(t, map[string]string{"fixedRate": "1s"}, job)
+	if err := lone.c.Startup(); err != nil {
+		t.Fatal(err)
+	}
+	lone.waitSleeping(0)
+	if readied(lone.c) {
+		t.Fatal("a lone copy: readied at its start")
+	}
+	start := func(holds bool) *harness {
+		gate := &holdGate{holds: holds}
+		h := newHarness(t, map[string]string{"fixedRate": "1s"}, job, func(o *Options) { o.Gate = gate })
+		if err := h.c.Startup(); err != nil {
+			t.Fatal(err)
+		}
+		h.waitSleeping(0)
+		return h
+	}
+	if h := start(true); !readied(h.c) {
+		t.Fatal("held at its start: not readied before its first fire")
+	}
+	h := start(false)
+	if readied(h.c) {
+		t.Fatal("parked at its start: readied")
+	}
+	if !h.c.Unpark() || !readied(h.c) {
+		t.Fatal("unparked: not readied")
+	}
+	h = start(false)
+	if !h.c.Resume(t0, false) || !readied(h.c) {
+		t.Fatal("resumed: not readied")
+	}
+}

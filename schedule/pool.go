@@ -254,6 +254,16 @@ func (p *pool) lend() *worker {
 	return p.helper
 }
 
+// ready makes the worker lend returns before the first round asks for it
+// (see Context.readyLocked).
+func (p *pool) ready() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.helper == nil && !p.closed {
+		p.helper = p.newWorker(true)
+	}
+}
+
 // help runs first on the calling goroutine as worker w, then the queued
 // tasks of first's group (never another round's or batch's, which would
 // hold this round up), and gives the worker slot back; a task still queued

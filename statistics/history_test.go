@@ -933,3 +933,38 @@ func TestAWrittenPageServesTheNext(t *testing.T) {
 	close(stop)
 	wg.Wait()
 }
+
+// TestAReservedSchedulesFirstFireAllocatesOnlyItsPageRoom: Reserve makes
+// the results ring and the history's first page before the first fire,
+// which then allocates only the room its page takes for rounds of its
+// size (roomFor); unreserved, the first fire allocates those too.
+func TestAReservedSchedulesFirstFireAllocatesOnlyItsPageRoom(t *testing.T) {
+	// Not parallel: the allocations are counted over the whole process.
+	firstFire := func(reserve bool) uint64 {
+		s, err := New("job", clockwork.NewFakeClockAt(day1), DefaultSettings())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if reserve {
+			s.Reserve()
+			s.Reserve() // a second one, as a lease taken again: nothing more
+		}
+		at := day1.Add(time.Second)
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		s.Record(Sample{At: at, TaskID: "job", Status: Success, Cost: time.Millisecond})
+		s.RecordRound(round(1, at, "plan", TaskSample{ID: "job", Status: Success, Started: at, Cost: time.Millisecond}))
+		runtime.ReadMemStats(&after)
+		if rs := s.Results(); len(rs) != 1 || rs[0].TaskID != "job" {
+			t.Fatalf("reserved %v: results %+v, want the one", reserve, rs)
+		}
+		if rs := s.RecentRounds(); len(rs) != 1 {
+			t.Fatalf("reserved %v: %d rounds, want 1", reserve, len(rs))
+		}
+		return after.Mallocs - before.Mallocs
+	}
+	unreserved, reserved := firstFire(false), firstFire(true)
+	if reserved > 1 || unreserved < reserved+3 {
+		t.Fatalf("a first fire allocated %d times reserved, %d unreserved; want at most 1, and 3 more unreserved (ring, history, page)", reserved, unreserved)
+	}
+}

@@ -411,6 +411,24 @@ func (s *Stats) dayLocked(ns int64) *day {
 	return d
 }
 
+// Reserve makes, before a schedule's first result, what that result and
+// its round would otherwise allocate: the results ring, when it is
+// allocated whole (the default size), and the first page of the rounds'
+// history. A schedule about to fire on this instance (started here, or
+// taken over from another instance) reserves them, so that its first
+// fire, which may be one of an aligned burst of thousands, allocates
+// little more than the next.
+func (s *Stats) Reserve() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cap(s.results.buf) == 0 && s.results.whole() {
+		s.results.grow()
+	}
+	if s.hist == nil {
+		s.histLocked().start()
+	}
+}
+
 // Record adds one task outcome: to the results ring, and to the failures
 // if it failed. It is counted in its day by the next fold: when the ring
 // would drop a result not yet counted, or before anything reads or takes
@@ -597,19 +615,8 @@ type resultLines struct {
 // push adds x; it reports whether the oldest item was dropped for it.
 func (r *ring[T]) push(x T) (dropped bool) {
 	if len(r.buf) < int(r.cap) {
-		if len(r.buf) == cap(r.buf) { // grow, never past the ring's size
-			n := max(2*len(r.buf), 4)
-			if int(r.cap)*int(unsafe.Sizeof(x)) <= wholeRing {
-				n = int(r.cap)
-			}
-			var grown []T
-			if p, ok := any(&grown).(*[]resultEntry); ok && n == len(resultLines{}.e) {
-				*p = new(resultLines).e[:len(r.buf)]
-			} else {
-				grown = make([]T, len(r.buf), min(n, int(r.cap)))
-			}
-			copy(grown, r.buf)
-			r.buf = grown
+		if len(r.buf) == cap(r.buf) {
+			r.grow()
 		}
 		r.buf = append(r.buf, x)
 		return false
@@ -617,6 +624,26 @@ func (r *ring[T]) push(x T) (dropped bool) {
 	r.buf[r.next] = x
 	r.next = (r.next + 1) % r.cap
 	return true
+}
+
+// whole reports whether the ring is allocated whole at its first push.
+func (r *ring[T]) whole() bool { return int(r.cap)*int(unsafe.Sizeof(*new(T))) <= wholeRing }
+
+// grow gives the ring more room, never past its size: all of it at once
+// when it is small (whole).
+func (r *ring[T]) grow() {
+	n := max(2*len(r.buf), 4)
+	if r.whole() {
+		n = int(r.cap)
+	}
+	var grown []T
+	if p, ok := any(&grown).(*[]resultEntry); ok && n == len(resultLines{}.e) {
+		*p = new(resultLines).e[:len(r.buf)]
+	} else {
+		grown = make([]T, len(r.buf), min(n, int(r.cap)))
+	}
+	copy(grown, r.buf)
+	r.buf = grown
 }
 
 // take returns the items oldest first and empties the ring.

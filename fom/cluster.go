@@ -366,11 +366,14 @@ func declarationOf(sc *ScheduleContext) map[string]string {
 // declare records this instance's code declaration of its schedules, in
 // place of what it recorded before, and logs how live instances disagree.
 func (a *App) declare(ctx context.Context) {
-	decls := map[string]map[string]string{}
-	for _, sc := range a.Schedules() {
+	scs := a.Schedules()
+	// Made once the write fits, in the calm part of a second as the write
+	// (a collection their allocation sets off runs there too).
+	a.awaitCalm(ctx, time.Duration(len(scs))*bulkPerSchedule)
+	decls := make(map[string]map[string]string, len(scs))
+	for _, sc := range scs {
 		decls[sc.Name()] = declarationOf(sc)
 	}
-	a.awaitCalm(ctx, time.Duration(len(decls))*bulkPerSchedule)
 	if err := a.coord.Declare(ctx, decls, true); err != nil {
 		a.log.Warn("recording this instance's declarations failed", zap.Error(err))
 		return

@@ -376,6 +376,73 @@ func TestAGracefulStopHandsOverInTheCalmPartOfASecond(t *testing.T) {
 	}
 }
 
+// TestAStartingInstanceJoinsInTheCalmPartOfASecond: a clustered App
+// started just before a whole second, where the other instances' aligned
+// fires fall, begins its cluster work (its instance row, its leases, its
+// declarations) only in the calm part of the next one; its clock is a
+// fake, so nothing but the clock's advance lets it go.
+func TestAStartingInstanceJoinsInTheCalmPartOfASecond(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
+	clk := clockwork.NewFakeClockAt(time.Date(2026, 3, 2, 10, 0, 0, 950_000_000, time.UTC))
+	app, err := New(WithStore(storeOn(t, schema)), WithInstanceID("joins"), WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := app.Register(&clusterJob{log: newFireLog(), instance: "joins"}, Named("hourly"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.Config().Apply(map[string]string{"cron": "0 0 * * * *"}); err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan error, 1)
+	go func() { started <- app.Start(context.Background()) }()
+	var startErr error
+	t.Cleanup(func() {
+		for started != nil { // failed before the start returned: let it
+			select {
+			case startErr = <-started:
+				started = nil
+			case <-time.After(50 * time.Millisecond):
+				clk.Advance(time.Second)
+			}
+		}
+		// The stop hands the lease over in a calm part too: 0.15 s into
+		// the next second.
+		now := clk.Now()
+		clk.Advance(now.Truncate(time.Second).Add(1150 * time.Millisecond).Sub(now))
+		app.Stop(context.Background())
+	})
+	joined := func() bool {
+		t.Helper()
+		var n int
+		if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM "+schema+".instances WHERE id = 'joins'").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n > 0
+	}
+	for deadline := time.Now().Add(300 * time.Millisecond); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if joined() {
+			t.Fatal("the instance joined at 10:00:00.950, just before a whole second")
+		}
+	}
+	clk.Advance(200 * time.Millisecond) // 10:00:01.150
+	select {
+	case startErr = <-started:
+		started = nil
+		if startErr != nil {
+			t.Fatal(startErr)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the start still waits at 10:00:01.150")
+	}
+	if !joined() {
+		t.Fatal("started, and no instance row")
+	}
+}
+
 // TestClusterFailover: an instance vanishes without giving its leases back
 // (a crash): the survivors take its schedules after the lease TTL, run the
 // fires missed meanwhile once, and never twice.

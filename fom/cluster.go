@@ -572,9 +572,10 @@ const bulkPerSchedule = 35 * time.Microsecond
 // and recording their fires 6–40 ms (the cluster benchmark's stop row).
 const handoverPerLease = 100 * time.Microsecond
 
-// awaitCalm holds a clustered App's bulk work (its declarations at start;
-// at stop, the handover of its leases and its last flush) until work fits
-// between two whole seconds (clockx.UntilCalm), or until ctx ends. The
+// awaitCalm holds a clustered App's bulk work (its cluster work at start,
+// declarations included; at stop, the handover of its leases and its last
+// flush) until work fits between two whole seconds (clockx.UntilCalm), or
+// until ctx ends. The
 // other instances' aligned bursts fall on whole seconds, and such work on
 // one made it late: the cluster benchmark's join and stop rows, tens of
 // milliseconds at p99. A handover begun just before a whole second made

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jonboulle/clockwork"
 	"go.uber.org/zap/zapcore"
 
@@ -317,6 +318,27 @@ func TestClusterGracefulStopHandsTheLeasesOverAtOnce(t *testing.T) {
 	t.Logf("the stopped instance held %d leases; the other held all %s after the stop began; %d fires", held, took.Round(time.Millisecond), fires)
 }
 
+// hourlyOnAFakeClock is an App of instance id in a schema of its own, on a
+// fake clock at at, with one hourly schedule registered, not started.
+func hourlyOnAFakeClock(t *testing.T, id string, at time.Time) (*pgxpool.Pool, string, *clockwork.FakeClock, *App) {
+	t.Helper()
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
+	clk := clockwork.NewFakeClockAt(at)
+	app, err := New(WithStore(storeOn(t, schema)), WithInstanceID(id), WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := app.Register(&clusterJob{log: newFireLog(), instance: id}, Named("hourly"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.Config().Apply(map[string]string{"cron": "0 0 * * * *"}); err != nil {
+		t.Fatal(err)
+	}
+	return pool, schema, clk, app
+}
+
 // TestAGracefulStopHandsOverInTheCalmPartOfASecond: a clustered App
 // asked to stop just before a whole second, where cron's aligned fires
 // fall, keeps its leases (and runs that second's fires itself) until the
@@ -324,20 +346,7 @@ func TestClusterGracefulStopHandsTheLeasesOverAtOnce(t *testing.T) {
 // the clock's advance lets it go.
 func TestAGracefulStopHandsOverInTheCalmPartOfASecond(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.Pool(t)
-	schema := pgtest.Schema(t, pool)
-	clk := clockwork.NewFakeClockAt(time.Date(2026, 3, 2, 10, 0, 0, 300_000_000, time.UTC))
-	app, err := New(WithStore(storeOn(t, schema)), WithInstanceID("calm"), WithClock(clk))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc, err := app.Register(&clusterJob{log: newFireLog(), instance: "calm"}, Named("hourly"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sc.Config().Apply(map[string]string{"cron": "0 0 * * * *"}); err != nil {
-		t.Fatal(err)
-	}
+	pool, schema, clk, app := hourlyOnAFakeClock(t, "calm", time.Date(2026, 3, 2, 10, 0, 0, 300_000_000, time.UTC))
 	if err := app.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -383,20 +392,7 @@ func TestAGracefulStopHandsOverInTheCalmPartOfASecond(t *testing.T) {
 // fake, so nothing but the clock's advance lets it go.
 func TestAStartingInstanceJoinsInTheCalmPartOfASecond(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.Pool(t)
-	schema := pgtest.Schema(t, pool)
-	clk := clockwork.NewFakeClockAt(time.Date(2026, 3, 2, 10, 0, 0, 950_000_000, time.UTC))
-	app, err := New(WithStore(storeOn(t, schema)), WithInstanceID("joins"), WithClock(clk))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc, err := app.Register(&clusterJob{log: newFireLog(), instance: "joins"}, Named("hourly"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sc.Config().Apply(map[string]string{"cron": "0 0 * * * *"}); err != nil {
-		t.Fatal(err)
-	}
+	pool, schema, clk, app := hourlyOnAFakeClock(t, "joins", time.Date(2026, 3, 2, 10, 0, 0, 950_000_000, time.UTC))
 	started := make(chan error, 1)
 	go func() { started <- app.Start(context.Background()) }()
 	var startErr error

@@ -575,14 +575,13 @@ const handoverPerLease = 100 * time.Microsecond
 // awaitCalm holds a clustered App's bulk work (its cluster work at start,
 // declarations included; at stop, the handover of its leases and its last
 // flush) until work fits between two whole seconds (clockx.UntilCalm), or
-// until ctx ends. The
-// other instances' aligned bursts fall on whole seconds, and such work on
-// one made it late: the cluster benchmark's join and stop rows, tens of
-// milliseconds at p99. A handover begun just before a whole second made
-// the fires of the schedules it moved late: the takers were still taking
-// them; begun after the burst, the stopping instance runs that second's
-// fires itself, and the takers have the rest of the second. Alone, an App
-// works at once: nothing else fires while it starts or stops.
+// until ctx ends. The other instances' aligned bursts fall on whole
+// seconds, and such work on one made it late: the cluster benchmark's join
+// and stop rows, tens of milliseconds at p99. A handover begun just before
+// a whole second made the fires of the schedules it moved late: the takers
+// were still taking them; begun after the burst, the stopping instance runs
+// that second's fires itself, and the takers have the rest of the second.
+// Alone, an App works at once: nothing else fires while it starts or stops.
 func (a *App) awaitCalm(ctx context.Context, work time.Duration) {
 	d := clockx.UntilCalm(a.o.clock.Now(), work)
 	if d <= 0 {

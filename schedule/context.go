@@ -445,14 +445,15 @@ func (c *Context) StartupHere() error {
 
 // readyLocked makes, before this copy's first fire, what that fire would
 // otherwise make in the middle of its burst: the results ring its outcome
-// goes to and the worker its round goroutine lends itself as. A cluster
-// instance's copy calls it as it begins to fire here (started holding its
-// lease, or the lease taken: Resume, Unpark), when its first fire falls
-// among the other instances' bursts. (Ten thousand schedules' first fires
-// on a fresh App read 72–105 ms at p99, the next second 22–37 ms; 38–70
-// ms with these made before.) A parked copy, which may never fire here,
-// does not; nor does a lone App's, which would hold the ring from its
-// start for schedules that may not fire for hours. With c.mu held.
+// goes to, its history's first page, and the worker its round goroutine
+// lends itself as. A cluster instance's copy calls it as it begins to fire
+// here (started holding its lease, or the lease taken: Resume, Unpark),
+// when its first fire falls among the other instances' bursts. (Ten
+// thousand schedules' first fires on a fresh App read 72–105 ms at p99, the
+// next second 22–37 ms; 38–70 ms with these made before.) A parked copy,
+// which may never fire here, does not; nor does a lone App's, which would
+// hold the ring from its start for schedules that may not fire for hours.
+// With c.mu held.
 func (c *Context) readyLocked(g *generation) {
 	c.stats.Reserve()
 	g.pool.ready()

@@ -380,13 +380,11 @@ func (a *App) Start(ctx context.Context) error {
 		// through the other instances' burst (the cluster benchmark's join
 		// row: a mark of 165–175 ms begun 6–30 ms before the second after
 		// the join, which read 93 ms at p99).
-		a.mu.Lock()
-		n := len(a.schedules)
-		a.mu.Unlock()
-		a.awaitCalm(ctx, time.Duration(n)*bulkPerSchedule)
+		names := a.names()
+		a.awaitCalm(ctx, time.Duration(len(names))*bulkPerSchedule)
 		// The desired states first: they decide which leases this
 		// instance takes (wants).
-		d, err := a.coord.Desired(ctx, a.names())
+		d, err := a.coord.Desired(ctx, names)
 		if err != nil {
 			return err
 		}

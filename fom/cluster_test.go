@@ -339,6 +339,20 @@ func hourlyOnAFakeClock(t *testing.T, id string, at time.Time) (*pgxpool.Pool, s
 	return pool, schema, clk, app
 }
 
+// returned is what a call, which sends it on ch, returned once the fake
+// clock clk has let it go; the test fails, naming what and clk's time, if
+// it still waits 10 s later.
+func returned(t *testing.T, clk *clockwork.FakeClock, ch <-chan error, what string) error {
+	t.Helper()
+	select {
+	case err := <-ch:
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s still waits at %s", what, clk.Now().Format("15:04:05.000"))
+		return nil
+	}
+}
+
 // TestAGracefulStopHandsOverInTheCalmPartOfASecond: a clustered App
 // asked to stop just before a whole second, where cron's aligned fires
 // fall, keeps its leases (and runs that second's fires itself) until the
@@ -372,13 +386,8 @@ func TestAGracefulStopHandsOverInTheCalmPartOfASecond(t *testing.T) {
 		}
 	}
 	clk.Advance(200 * time.Millisecond) // 10:00:01.150
-	select {
-	case err := <-stopped:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the stop still waits at 10:00:01.150")
+	if err := returned(t, clk, stopped, "the stop"); err != nil {
+		t.Fatal(err)
 	}
 	if !marked() {
 		t.Fatal("the instance was not marked stopped")
@@ -425,14 +434,10 @@ func TestAStartingInstanceJoinsInTheCalmPartOfASecond(t *testing.T) {
 		}
 	}
 	clk.Advance(200 * time.Millisecond) // 10:00:01.150
-	select {
-	case startErr = <-started:
-		started = nil
-		if startErr != nil {
-			t.Fatal(startErr)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the start still waits at 10:00:01.150")
+	startErr = returned(t, clk, started, "the start")
+	started = nil
+	if startErr != nil {
+		t.Fatal(startErr)
 	}
 	if !joined() {
 		t.Fatal("started, and no instance row")

@@ -134,13 +134,13 @@ type Gate interface {
 
 // Holder is a Gate that knows which schedules this process holds (the
 // cluster: those it has the lease of, trusted or not). A schedule that
-// starts, or whose round the gate refused, and that it does not hold
-// parks: it arms no wait, so it costs no wake-up at each fire another
-// process runs, until Resume (the gate took it over from a recorded fire)
-// or Unpark (it holds it again with none recorded) arms it. Holds is called with the
-// schedule's lock held: it must not block nor call back into the
-// schedule; a Holder must call Resume or Unpark on every schedule it
-// comes to hold, after Holds reports it.
+// starts, or whose round the gate refused, and that it does not hold parks:
+// it arms no wait, so it costs no wake-up at each fire another process
+// runs, until Resume (the gate took it over from a recorded fire) or Unpark
+// (it holds it again with none recorded) arms it. Holds is called with the
+// schedule's lock held: it must not block nor call back into the schedule;
+// a Holder must call Resume or Unpark on every schedule it comes to hold,
+// after Holds reports it.
 type Holder interface {
 	Gate
 	Holds(schedule string) bool

@@ -76,12 +76,12 @@ const (
 	calmTo   = 800 * time.Millisecond
 )
 
-// UntilCalm is how long bulk work of fom's own (a starting App's
-// declarations; a stopping one's handover of its leases and last flush),
-// due at t and expected to take
-// about work, waits to run in the calm part of a second: none when it
-// fits before the calm part ends, else until the next calm part begins.
-// Work longer than a calm part begins with one.
+// UntilCalm is how long bulk work of fom's own (a starting App's cluster
+// work, its declarations; a stopping one's handover of its leases and last
+// flush), due at t and expected to take about work, waits to run in the
+// calm part of a second: none when it fits before the calm part ends, else
+// until the next calm part begins. Work longer than a calm part begins with
+// one.
 func UntilCalm(t time.Time, work time.Duration) time.Duration {
 	into := time.Duration(t.UnixNano() % int64(time.Second))
 	if into < 0 {

@@ -99,6 +99,8 @@ type Store struct {
 	bg        sync.WaitGroup     // the running ANALYZE, waited for by Close
 	bgCtx     context.Context    // cancelled by Close
 	bgCancel  context.CancelFunc // cancels bgCtx
+
+	sendBufs sync.Pool // *[]byte: the parameters of a statistics flush, encoded (pgbulk.Batch.Exec)
 }
 
 var _ store.Store = (*Store)(nil)
@@ -479,8 +481,7 @@ func (s *Store) SaveStats(ctx context.Context, b store.StatsBatch) error {
 			pgbulk.Col(&q, &r, "seq", "bigint", rounds, func(r *store.Round) int64 { return r.Seq })
 			pgbulk.Col(&q, &r, "start", "bigint", rounds, func(r *store.Round) int64 { return r.Start.UnixNano() })
 			pgbulk.ColEq(&q, &r, "data", "bytea", rounds, func(r *store.Round) []byte { return r.Data }, bytes.Equal)
-			_, err := tx.Exec(ctx, "INSERT INTO "+s.t("rounds")+" (schedule, slot, first_seq, seq, start, data, instance) SELECT r.*, "+q.Arg(s.instanceID())+"::text FROM ("+r.SQL()+") AS r ON CONFLICT (schedule, instance, slot) DO UPDATE SET first_seq = excluded.first_seq, seq = excluded.seq, start = excluded.start, data = excluded.data",
-				q.Args...)
+			err := s.send(ctx, tx, &q, "INSERT INTO "+s.t("rounds")+" (schedule, slot, first_seq, seq, start, data, instance) SELECT r.*, "+q.Arg(s.instanceID())+"::text FROM ("+r.SQL()+") AS r ON CONFLICT (schedule, instance, slot) DO UPDATE SET first_seq = excluded.first_seq, seq = excluded.seq, start = excluded.start, data = excluded.data")
 			if err != nil {
 				return err
 			}
@@ -502,7 +503,7 @@ func (s *Store) SaveStats(ctx context.Context, b store.StatsBatch) error {
 			pgbulk.Col(&q, &d, "schedule", "text", days, func(d *store.Day) string { return d.Schedule })
 			pgbulk.Col(&q, &d, "day", "date", days, func(d *store.Day) string { return dayKey(d.Day) })
 			pgbulk.ColEq(&q, &d, "data", "bytea", days, func(d *store.Day) []byte { return d.Data }, bytes.Equal)
-			_, err := tx.Exec(ctx, "INSERT INTO "+s.t("stats_days")+" (schedule, day, data, instance) SELECT d.*, "+q.Arg(s.instanceID())+"::text FROM ("+d.SQL()+") AS d ON CONFLICT (schedule, day, instance) DO UPDATE SET data = excluded.data", q.Args...)
+			err := s.send(ctx, tx, &q, "INSERT INTO "+s.t("stats_days")+" (schedule, day, data, instance) SELECT d.*, "+q.Arg(s.instanceID())+"::text FROM ("+d.SQL()+") AS d ON CONFLICT (schedule, day, instance) DO UPDATE SET data = excluded.data")
 			if err != nil {
 				return err
 			}
@@ -526,6 +527,20 @@ func (s *Store) SaveStats(ctx context.Context, b store.StatsBatch) error {
 }
 
 func dayKey(t time.Time) string { return t.UTC().Format(time.DateOnly) }
+
+// send runs sql with q's parameters in tx, encoded by pgbulk into a
+// buffer kept for the next flush: a flush sends every schedule's changes,
+// whose encoding by pgx was most of what it allocated.
+func (s *Store) send(ctx context.Context, tx pgx.Tx, q *pgbulk.Batch, sql string) error {
+	buf, _ := s.sendBufs.Get().(*[]byte)
+	if buf == nil {
+		buf = new([]byte)
+	}
+	var err error
+	_, *buf, err = q.Exec(ctx, tx.Conn().PgConn(), sql, *buf)
+	s.sendBufs.Put(buf)
+	return err
+}
 
 // LoadDays implements store.Store: the days this store's instance recorded.
 func (s *Store) LoadDays(ctx context.Context, schedule string, from time.Time) ([]store.Day, error) {

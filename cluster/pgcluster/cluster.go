@@ -67,6 +67,8 @@ type Coordinator struct {
 	// left behind.
 	recLock sync.RWMutex
 
+	sendBufs sync.Pool // *[]byte: a fire batch's parameters, encoded (pgbulk.Send)
+
 	tickStatements, fires, fireStatements atomic.Int64 // counters (see Counters)
 	batches                               atomic.Int64 // numbers fire batches; from the clock at New, so a restarted instance of the same id does not reuse a number
 

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 
 	"github.com/fom-go/fom/internal/pgbulk"
@@ -209,24 +211,25 @@ func (c *Coordinator) recordOnce(ctx context.Context, batch []admission, id int6
 		with = `WITH mine AS MATERIALIZED (SELECT schedule, term, last_fire FROM ` + c.t("leases") + ` WHERE owner = ` + owner + `::text AND expires_at > now()) `
 		leased = ` JOIN mine ON mine.schedule = f.s AND mine.term = f.t AND (mine.last_fire IS NULL OR mine.last_fire < f.p)`
 	}
-	var q pgx.Batch
-	q.Queue(c.lockOwnRow("KEY SHARE"), c.o.InstanceID)
-	q.Queue(with+`INSERT INTO `+c.t("fire_batches")+` (owner, batch, schedules, planned)
-		SELECT `+owner+`::text, `+batchID+`::bigint, array_agg(f.s), array_agg(f.p) FROM (`+f.SQL()+`) AS f`+leased+`
+	var lock pgbulk.Batch
+	lock.Arg(c.o.InstanceID)
+	insert := with + `INSERT INTO ` + c.t("fire_batches") + ` (owner, batch, schedules, planned)
+		SELECT ` + owner + `::text, ` + batchID + `::bigint, array_agg(f.s), array_agg(f.p) FROM (` + f.SQL() + `) AS f` + leased + `
 		HAVING count(*) > 0
-		ON CONFLICT (owner, batch) DO NOTHING RETURNING cardinality(schedules)`, b.Args...)
-	res := c.pool.SendBatch(ctx, &q)
-	_, err := res.Exec()
+		ON CONFLICT (owner, batch) DO NOTHING RETURNING cardinality(schedules)`
 	n := 0
-	if err == nil {
-		err = res.QueryRow().Scan(&n)
-		if errors.Is(err, pgx.ErrNoRows) { // none recorded now: none held, or asked again
-			err = nil
+	buf, _ := c.sendBufs.Get().(*[]byte)
+	if buf == nil {
+		buf = new([]byte)
+	}
+	err := c.pool.AcquireFunc(ctx, func(conn *pgxpool.Conn) error {
+		res, err := pgbulk.Send(ctx, conn.Conn(), buf, pgbulk.Statement{SQL: c.lockOwnRow("KEY SHARE"), Params: &lock}, pgbulk.Statement{SQL: insert, Params: b})
+		if err == nil && len(res[1].Rows) > 0 { // none: none recorded now (none held, or asked again)
+			n, err = strconv.Atoi(string(res[1].Rows[0][0]))
 		}
-	}
-	if cerr := res.Close(); err == nil {
-		err = cerr
-	}
+		return err
+	})
+	c.sendBufs.Put(buf)
 	if err == nil && c.lostAnswer != nil {
 		err = c.lostAnswer()
 	}

@@ -4,34 +4,87 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// Exec runs sql with b's parameters on conn, having encoded them here, in
-// PostgreSQL's binary format, into buf (grown as needed, and returned for
-// the next statement). pgx encodes each element of an array through its
+// Statement is a statement and its parameters, for Send.
+type Statement struct {
+	SQL    string
+	Params *Batch // nil: none
+}
+
+// Send runs stmts in one round trip on conn, their parameters encoded
+// here, in PostgreSQL's binary format, into *buf (grown as needed, and
+// kept for the next call), and returns each one's result, its rows in
+// text format. pgx encodes each element of an array through its
 // reflection, boxing it, into a buffer grown from a few hundred bytes at
-// every statement: for a flush of thousands of schedules, most of what the
-// flush allocated. The statement is parsed at each call, unprepared (as it
-// would be through a connection pooler): Exec is for the statements whose
-// rows cost far more than their parsing.
+// every statement: for a statistics flush of thousands of schedules, and
+// for each aligned burst's fire record, most of what they allocated.
 //
-// A parameter is a string, []byte, int32, int64, bool or time.Time
-// (timestamptz), or a slice of one of them (an array); its SQL casts it
-// where the column's type differs (a date sent as text).
-func (b *Batch) Exec(ctx context.Context, conn *pgconn.PgConn, sql string, buf []byte) (pgconn.CommandTag, []byte, error) {
-	values, oids, buf, err := b.encode(buf[:0])
-	if err != nil {
-		return pgconn.CommandTag{}, buf, err
+// Each statement is prepared once on conn when conn caches statements
+// (pgx's default), and parsed at each call otherwise (through a
+// connection pooler).
+//
+// A parameter is a string, []byte, int32, int64, bool, time.Time
+// (timestamptz) or Date, or a slice of one of them (an array), and its
+// SQL casts it to that type ($1::text[]).
+func Send(ctx context.Context, conn *pgx.Conn, buf *[]byte, stmts ...Statement) ([]*pgconn.Result, error) {
+	prepare := conn.Config().DefaultQueryExecMode == pgx.QueryExecModeCacheStatement
+	var batch pgconn.Batch
+	b := (*buf)[:0]
+	for i, st := range stmts {
+		var args []any
+		if st.Params != nil {
+			args = st.Params.Args
+		}
+		from := len(b)
+		ends := make([]int, len(args))
+		oids := make([]uint32, len(args))
+		b = slices.Grow(b, encodedSize(args))
+		for j, a := range args {
+			var ok bool
+			if b, oids[j], ok = appendParam(b, a); !ok {
+				return nil, fmt.Errorf("pgbulk: statement %d, parameter $%d: a %T is not sent in binary here", i+1, j+1, a)
+			}
+			ends[j] = len(b)
+		}
+		values := make([][]byte, len(args))
+		formats := make([]int16, len(args))
+		for j, end := range ends {
+			values[j], formats[j], from = b[from:end:end], 1, end
+			if values[j] == nil {
+				values[j] = []byte{} // empty, not NULL
+			}
+		}
+		if !prepare {
+			batch.ExecParams(st.SQL, values, oids, formats, nil)
+			continue
+		}
+		sd, err := conn.Prepare(ctx, st.SQL, st.SQL)
+		if err != nil {
+			return nil, err
+		}
+		for j, oid := range sd.ParamOIDs {
+			if j < len(oids) && oids[j] != oid {
+				return nil, fmt.Errorf("pgbulk: statement %d, parameter $%d: a %T is sent as OID %d, the statement reads OID %d", i+1, j+1, args[j], oids[j], oid)
+			}
+		}
+		batch.ExecPrepared(sd.Name, values, formats, nil)
 	}
-	formats := make([]int16, len(values))
-	for i := range formats {
-		formats[i] = 1 // binary
+	*buf = b
+	results, err := conn.PgConn().ExecBatch(ctx, &batch).ReadAll()
+	if err == nil {
+		for _, r := range results {
+			if r.Err != nil {
+				return results, r.Err
+			}
+		}
 	}
-	tag, err := conn.ExecParams(ctx, sql, values, oids, formats, nil).Close()
-	return tag, buf, err
+	return results, err
 }
 
 // The OIDs of the types Exec sends, and of their arrays.
@@ -42,40 +95,37 @@ const (
 	oidInt4, oidInt4s               = 23, 1007
 	oidText, oidTexts               = 25, 1009
 	oidTimestamptz, oidTimestamptzs = 1184, 1185
+	oidDate, oidDates               = 1082, 1182
 )
 
-// encode appends each parameter's binary form to buf and returns the
-// parameters (slices of buf), their OIDs and buf.
-func (b *Batch) encode(buf []byte) ([][]byte, []uint32, []byte, error) {
-	size := 0
-	for _, a := range b.Args {
-		size += encodedSize(a)
-	}
-	if cap(buf) < size || buf == nil { // nil would send an empty value as NULL
-		buf = make([]byte, 0, max(size, 64))
-	}
-	ends := make([]int, len(b.Args))
-	oids := make([]uint32, len(b.Args))
-	for i, a := range b.Args {
-		var ok bool
-		buf, oids[i], ok = appendParam(buf, a)
-		if !ok {
-			return nil, nil, buf, fmt.Errorf("pgbulk: parameter $%d: a %T is not sent in binary here", i+1, a)
-		}
-		ends[i] = len(buf)
-	}
-	values := make([][]byte, len(b.Args))
-	from := 0
-	for i, end := range ends {
-		values[i] = buf[from:end:end]
-		from = end
-	}
-	return values, oids, buf, nil
+// Date is a day as PostgreSQL's date holds it: days since 2000-01-01.
+type Date int32
+
+// DateOf is t's day in UTC.
+func DateOf(t time.Time) Date {
+	const unixTo2000 = 946684800
+	return Date((t.Unix() - unixTo2000 - posMod(t.Unix()-unixTo2000, 86400)) / 86400)
 }
 
-// encodedSize is the length of a's binary form (0 for a type appendParam
+func posMod(a, m int64) int64 {
+	if r := a % m; r < 0 {
+		return r + m
+	}
+	return a % m
+}
+
+// encodedSize is the length of args' binary forms.
+func encodedSize(args []any) int {
+	n := 0
+	for _, a := range args {
+		n += sizeOf(a)
+	}
+	return n
+}
+
+// sizeOf is the length of a's binary form (0 for a type appendParam
 // refuses).
-func encodedSize(a any) int {
+func sizeOf(a any) int {
 	const header = 20 // an array's dimensions, flags and element type
 	switch v := a.(type) {
 	case string:
@@ -86,6 +136,8 @@ func encodedSize(a any) int {
 		return 4
 	case int64, time.Time:
 		return 8
+	case Date:
+		return 4
 	case bool:
 		return 1
 	case []string:
@@ -106,6 +158,8 @@ func encodedSize(a any) int {
 		return header + 12*len(v)
 	case []time.Time:
 		return header + 12*len(v)
+	case []Date:
+		return header + 8*len(v)
 	case []bool:
 		return header + 5*len(v)
 	}
@@ -128,6 +182,10 @@ func appendParam(buf []byte, a any) (out []byte, oid uint32, ok bool) {
 		return binary.BigEndian.AppendUint64(buf, uint64(microsSince2000(v))), oidTimestamptz, true
 	case bool:
 		return append(buf, boolByte(v)), oidBool, true
+	case Date:
+		return binary.BigEndian.AppendUint32(buf, uint32(v)), oidDate, true
+	case []Date:
+		return appendArray(buf, oidDate, v, func(b []byte, d Date) []byte { return binary.BigEndian.AppendUint32(b, uint32(d)) }), oidDates, true
 	case []string:
 		return appendArray(buf, oidText, v, func(b []byte, s string) []byte { return append(b, s...) }), oidTexts, true
 	case [][]byte:

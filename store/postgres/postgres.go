@@ -488,20 +488,24 @@ func (s *Store) SaveStats(ctx context.Context, b store.StatsBatch) error {
 		}
 		if len(b.Days) > 0 {
 			// One row per (schedule, day): a batch holding a day twice keeps the last.
-			last := map[[2]string]int{}
+			type key struct {
+				schedule string
+				day      pgbulk.Date
+			}
+			last := make(map[key]int, len(b.Days))
 			for i, d := range b.Days {
-				last[[2]string{d.Schedule, dayKey(d.Day)}] = i
+				last[key{d.Schedule, pgbulk.DateOf(d.Day)}] = i
 			}
 			days := make([]store.Day, 0, len(last))
 			for i, d := range b.Days {
-				if last[[2]string{d.Schedule, dayKey(d.Day)}] == i {
+				if last[key{d.Schedule, pgbulk.DateOf(d.Day)}] == i {
 					days = append(days, d)
 				}
 			}
 			var q pgbulk.Batch
 			var d pgbulk.Selection
 			pgbulk.Col(&q, &d, "schedule", "text", days, func(d *store.Day) string { return d.Schedule })
-			pgbulk.Col(&q, &d, "day", "date", days, func(d *store.Day) string { return dayKey(d.Day) })
+			pgbulk.Col(&q, &d, "day", "date", days, func(d *store.Day) pgbulk.Date { return pgbulk.DateOf(d.Day) })
 			pgbulk.ColEq(&q, &d, "data", "bytea", days, func(d *store.Day) []byte { return d.Data }, bytes.Equal)
 			err := s.send(ctx, tx, &q, "INSERT INTO "+s.t("stats_days")+" (schedule, day, data, instance) SELECT d.*, "+q.Arg(s.instanceID())+"::text FROM ("+d.SQL()+") AS d ON CONFLICT (schedule, day, instance) DO UPDATE SET data = excluded.data")
 			if err != nil {
@@ -536,8 +540,7 @@ func (s *Store) send(ctx context.Context, tx pgx.Tx, q *pgbulk.Batch, sql string
 	if buf == nil {
 		buf = new([]byte)
 	}
-	var err error
-	_, *buf, err = q.Exec(ctx, tx.Conn().PgConn(), sql, *buf)
+	_, err := pgbulk.Send(ctx, tx.Conn(), buf, pgbulk.Statement{SQL: sql, Params: q})
 	s.sendBufs.Put(buf)
 	return err
 }

@@ -69,6 +69,9 @@ type Coordinator struct {
 
 	sendBufs sync.Pool // *[]byte: a fire batch's parameters, encoded (pgbulk.Send)
 
+	spareBatch   []admission // the room of the last slot's batch (recordSlot), guarded by mu
+	spareHeralds []*herald
+
 	tickStatements, fires, fireStatements atomic.Int64 // counters (see Counters)
 	batches                               atomic.Int64 // numbers fire batches; from the clock at New, so a restarted instance of the same id does not reuse a number
 

@@ -180,8 +180,17 @@ func (c *Coordinator) recordSlot(k int64, stop chan struct{}) {
 		return
 	}
 	trusted := time.Now().Before(c.trustUntil)
-	batch := make([]admission, 0, len(sl.Items))
-	hs := make([]*herald, 0, len(sl.Items))
+	// The batch's room is the last slot's, given back at its end: an
+	// aligned burst's slot holds thousands, every second.
+	batch, hs := slices.Grow(c.spareBatch, len(sl.Items)), slices.Grow(c.spareHeralds, len(sl.Items))
+	c.spareBatch, c.spareHeralds = nil, nil
+	defer func() {
+		clear(batch)
+		clear(hs)
+		c.mu.Lock()
+		c.spareBatch, c.spareHeralds = batch[:0], hs[:0]
+		c.mu.Unlock()
+	}()
 	for _, s := range sl.Items {
 		h := c.heralds[s]
 		if h == nil || h.state != announced || c.slotOf(h.planned) != k {
@@ -196,6 +205,7 @@ func (c *Coordinator) recordSlot(k int64, stop chan struct{}) {
 		batch = append(batch, admission{schedule: s, planned: h.planned, term: h.term})
 		hs = append(hs, h)
 	}
+	c.slots.Recycle(sl.Items)
 	if len(batch) < minAhead {
 		for i, h := range hs {
 			delete(c.heralds, batch[i].schedule)

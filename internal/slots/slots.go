@@ -22,6 +22,7 @@ type Slot[T, A any] struct {
 type Set[T, A any] struct {
 	width int64
 	m     map[int64]*Slot[T, A]
+	spare []T // items given back (Recycle), for the next slot opened
 }
 
 // New returns an empty set of width-wide slots (width > 0).
@@ -37,7 +38,8 @@ func (s *Set[T, A]) Of(ms int64) int64 { return Of(ms, s.width) }
 func (s *Set[T, A]) Add(ms int64, item T) (k int64, sl *Slot[T, A], opened bool) {
 	k = s.Of(ms)
 	if sl = s.m[k]; sl == nil {
-		sl, opened = &Slot[T, A]{}, true
+		sl, opened = &Slot[T, A]{Items: s.spare}, true
+		s.spare = nil
 		s.m[k] = sl
 	}
 	sl.Items = append(sl.Items, item)
@@ -61,3 +63,13 @@ func (s *Set[T, A]) Each(f func(k int64, sl *Slot[T, A])) {
 
 // Clear closes every slot.
 func (s *Set[T, A]) Clear() { clear(s.m) }
+
+// Recycle gives back the items of a slot taken, once handled: the next
+// slot opened appends to them rather than growing its own from none (an
+// aligned burst's slot holds thousands, every second). They are cleared.
+func (s *Set[T, A]) Recycle(items []T) {
+	if cap(items) > cap(s.spare) {
+		clear(items)
+		s.spare = items[:0]
+	}
+}

@@ -43,3 +43,22 @@ func TestAddOpensASlotOnceAndTakeClosesIt(t *testing.T) {
 		t.Fatal("a slot left after Clear")
 	}
 }
+
+func TestASlotOpensOnTheItemsOfOneRecycled(t *testing.T) {
+	s := New[string, int](100)
+	_, sl, _ := s.Add(1_250, "a")
+	s.Add(1_250, "b")
+	items := s.Take(1_200).Items
+	s.Recycle(items)
+	if items[0] != "" || items[1] != "" {
+		t.Fatalf("recycled items kept %q", items)
+	}
+	_, next, opened := s.Add(1_350, "c")
+	if !opened || next == sl || len(next.Items) != 1 || &next.Items[0] != &items[0] {
+		t.Fatalf("the next slot opened on %v (opened %v), not on the items recycled", next.Items, opened)
+	}
+	_, other, _ := s.Add(1_450, "d") // the spare went to the slot before
+	if &other.Items[0] == &items[0] {
+		t.Fatal("two slots share the items recycled once")
+	}
+}

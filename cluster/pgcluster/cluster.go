@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fom-go/fom/internal/clockx"
+	"github.com/fom-go/fom/internal/pgbulk"
 	"github.com/fom-go/fom/internal/slots"
 )
 
@@ -67,7 +68,7 @@ type Coordinator struct {
 	// left behind.
 	recLock sync.RWMutex
 
-	sendBufs sync.Pool // *[]byte: a fire batch's parameters, encoded (pgbulk.Send)
+	sendBuf pgbulk.Buffer // a fire batch's parameters, encoded (pgbulk.Send)
 
 	spareBatch   []admission // the room of the last slot's batch (recordSlot), guarded by mu
 	spareHeralds []*herald

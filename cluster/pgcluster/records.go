@@ -218,18 +218,13 @@ func (c *Coordinator) recordOnce(ctx context.Context, batch []admission, id int6
 		HAVING count(*) > 0
 		ON CONFLICT (owner, batch) DO NOTHING RETURNING cardinality(schedules)`
 	n := 0
-	buf, _ := c.sendBufs.Get().(*[]byte)
-	if buf == nil {
-		buf = new([]byte)
-	}
 	err := c.pool.AcquireFunc(ctx, func(conn *pgxpool.Conn) error {
-		res, err := pgbulk.Send(ctx, conn.Conn(), buf, pgbulk.Statement{SQL: c.lockOwnRow("KEY SHARE"), Params: &lock}, pgbulk.Statement{SQL: insert, Params: b})
+		res, err := pgbulk.Send(ctx, conn.Conn(), &c.sendBuf, pgbulk.Statement{SQL: c.lockOwnRow("KEY SHARE"), Params: &lock}, pgbulk.Statement{SQL: insert, Params: b})
 		if err == nil && len(res[1].Rows) > 0 { // none: none recorded now (none held, or asked again)
 			n, err = strconv.Atoi(string(res[1].Rows[0][0]))
 		}
 		return err
 	})
-	c.sendBufs.Put(buf)
 	if err == nil && c.lostAnswer != nil {
 		err = c.lostAnswer()
 	}

@@ -5,11 +5,37 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
+
+// Buffer is the room Send encodes parameters into, kept from one call to
+// the next (in its caller's keeping, rather than a sync.Pool's, which
+// every collection empties). Its zero value is ready; a call that finds
+// it taken by another makes its own.
+type Buffer struct {
+	mu    sync.Mutex
+	spare []byte
+}
+
+func (b *Buffer) take() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := b.spare
+	b.spare = nil
+	return s[:0]
+}
+
+func (b *Buffer) give(s []byte) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if cap(s) > cap(b.spare) {
+		b.spare = s[:0]
+	}
+}
 
 // Statement is a statement and its parameters, for Send.
 type Statement struct {
@@ -18,8 +44,8 @@ type Statement struct {
 }
 
 // Send runs stmts in one round trip on conn, their parameters encoded
-// here, in PostgreSQL's binary format, into *buf (grown as needed, and
-// kept for the next call), and returns each one's result, its rows in
+// here, in PostgreSQL's binary format, into bufs' room (grown as needed,
+// and kept for the next call), and returns each one's result, its rows in
 // text format. pgx encodes each element of an array through its
 // reflection, boxing it, into a buffer grown from a few hundred bytes at
 // every statement: for a statistics flush of thousands of schedules, and
@@ -32,10 +58,17 @@ type Statement struct {
 // A parameter is a string, []byte, int32, int64, bool, time.Time
 // (timestamptz) or Date, or a slice of one of them (an array), and its
 // SQL casts it to that type ($1::text[]).
-func Send(ctx context.Context, conn *pgx.Conn, buf *[]byte, stmts ...Statement) ([]*pgconn.Result, error) {
+func Send(ctx context.Context, conn *pgx.Conn, bufs *Buffer, stmts ...Statement) ([]*pgconn.Result, error) {
 	prepare := conn.Config().DefaultQueryExecMode == pgx.QueryExecModeCacheStatement
 	var batch pgconn.Batch
-	b := (*buf)[:0]
+	size := 0
+	for _, st := range stmts {
+		if st.Params != nil {
+			size += encodedSize(st.Params.Args)
+		}
+	}
+	b := slices.Grow(bufs.take(), size)
+	defer func() { bufs.give(b) }()
 	for i, st := range stmts {
 		var args []any
 		if st.Params != nil {
@@ -44,7 +77,6 @@ func Send(ctx context.Context, conn *pgx.Conn, buf *[]byte, stmts ...Statement) 
 		from := len(b)
 		ends := make([]int, len(args))
 		oids := make([]uint32, len(args))
-		b = slices.Grow(b, encodedSize(args))
 		for j, a := range args {
 			var ok bool
 			if b, oids[j], ok = appendParam(b, a); !ok {
@@ -75,7 +107,6 @@ func Send(ctx context.Context, conn *pgx.Conn, buf *[]byte, stmts ...Statement) 
 		}
 		batch.ExecPrepared(sd.Name, values, formats, nil)
 	}
-	*buf = b
 	results, err := conn.PgConn().ExecBatch(ctx, &batch).ReadAll()
 	if err == nil {
 		for _, r := range results {

@@ -84,7 +84,7 @@ func sendEveryType(t *testing.T, pool *pgxpool.Pool) {
 		t.Fatal(err)
 	}
 	defer conn.Release()
-	var buf []byte
+	var buf Buffer
 	for range 2 { // the second time prepared already, the buffer reused
 		if _, err := pool.Exec(ctx, "TRUNCATE "+schema+".r"); err != nil {
 			t.Fatal(err)
@@ -151,7 +151,7 @@ func TestSendNamesAParameterItCannotSend(t *testing.T) {
 	float.Arg("a")
 	float.Arg(1.5)
 	date.Arg("2026-11-29")
-	var buf []byte
+	var buf Buffer
 	for _, c := range []struct {
 		st   Statement
 		want string

@@ -100,7 +100,7 @@ type Store struct {
 	bgCtx     context.Context    // cancelled by Close
 	bgCancel  context.CancelFunc // cancels bgCtx
 
-	sendBufs sync.Pool // *[]byte: the parameters of a statistics flush, encoded (pgbulk.Batch.Exec)
+	sendBuf pgbulk.Buffer // the parameters of a statistics flush, encoded (pgbulk.Send)
 }
 
 var _ store.Store = (*Store)(nil)
@@ -536,12 +536,7 @@ func dayKey(t time.Time) string { return t.UTC().Format(time.DateOnly) }
 // buffer kept for the next flush: a flush sends every schedule's changes,
 // whose encoding by pgx was most of what it allocated.
 func (s *Store) send(ctx context.Context, tx pgx.Tx, q *pgbulk.Batch, sql string) error {
-	buf, _ := s.sendBufs.Get().(*[]byte)
-	if buf == nil {
-		buf = new([]byte)
-	}
-	_, err := pgbulk.Send(ctx, tx.Conn(), buf, pgbulk.Statement{SQL: sql, Params: q})
-	s.sendBufs.Put(buf)
+	_, err := pgbulk.Send(ctx, tx.Conn(), &s.sendBuf, pgbulk.Statement{SQL: sql, Params: q})
 	return err
 }
 

@@ -186,7 +186,7 @@ func counters(apps []*fom.App) [2]int64 {
 }
 
 // clusterScenario compares one App on SQLite with three on PostgreSQL.
-// rows names those measured (one, three, join, leave).
+// rows names those measured (one, three, start, join, leave).
 func clusterScenario(dsn string, ns []int, rows []string, window, warmup time.Duration, passes int, log func(string)) string {
 	var out strings.Builder
 	out.WriteString("### Cluster: N jobs every second, one App on SQLite against three on PostgreSQL\n\n")
@@ -213,7 +213,7 @@ func clusterScenario(dsn string, ns []int, rows []string, window, warmup time.Du
 					return app, func() { os.RemoveAll(dir) }, err
 				}, nil))
 			}
-			onPostgres := func(label string, join, leave time.Duration) clusterRun {
+			onPostgres := func(label string, warmup, join, leave time.Duration) clusterRun {
 				b := make([]byte, 4)
 				rand.Read(b)
 				schema := "fombench_" + hex.EncodeToString(b)
@@ -250,13 +250,19 @@ func clusterScenario(dsn string, ns []int, rows []string, window, warmup time.Du
 				})
 			}
 			if slices.Contains(rows, "three") {
-				runs = append(runs, onPostgres("three Apps, PostgreSQL", 0, 0))
+				runs = append(runs, onPostgres("three Apps, PostgreSQL", warmup, 0, 0))
+			}
+			if slices.Contains(rows, "start") {
+				// The window a second after the three start together: the
+				// first holds every lease, and hands the others theirs as
+				// they say they run.
+				runs = append(runs, onPostgres("three Apps, PostgreSQL, started together", 0, 0, 0))
 			}
 			if slices.Contains(rows, "join") {
-				runs = append(runs, onPostgres("three Apps, PostgreSQL, the third started mid-window", window/2+300*time.Millisecond, 0))
+				runs = append(runs, onPostgres("three Apps, PostgreSQL, the third started mid-window", warmup, window/2+300*time.Millisecond, 0))
 			}
 			if slices.Contains(rows, "leave") {
-				runs = append(runs, onPostgres("three Apps, PostgreSQL, the third stopped mid-window", 0, window/2+300*time.Millisecond))
+				runs = append(runs, onPostgres("three Apps, PostgreSQL, the third stopped mid-window", warmup, 0, window/2+300*time.Millisecond))
 			}
 			for _, r := range runs {
 				planned := r.n * int(window/time.Second)

@@ -38,8 +38,9 @@ func main() {
 	costN := flag.Int("cost-n", 1000, "internal: jobs of a -cost-lib measurement")
 	costSpread := flag.Bool("cost-spread", false, "internal: a -cost-lib measurement's jobs are spread over the second")
 	costDir := flag.String("cost-dir", "", "internal: the app's data directory of a -cost-lib measurement (none: the child prepares one)")
-	clusterRows := flag.String("cluster-rows", "one,three,join,leave", "rows of the cluster scenario: one (App on SQLite), three (Apps on PostgreSQL), join (the third started mid-window), leave (the third stopped mid-window)")
-	clusterWarmup := flag.Duration("cluster-warmup", 2*time.Second, "how long the cluster scenario's instances run before its window (their leases spread at their first renewal, 5 s after start: under that, leases move inside the window)")
+	clusterRows := flag.String("cluster-rows", "one,three,start,join,leave", "rows of the cluster scenario: one (App on SQLite), three (Apps on PostgreSQL, settled), start (the three started together, the window a second after: their leases spread in it), join (the third started mid-window), leave (the third stopped mid-window)")
+	clusterWarmup := flag.Duration("cluster-warmup", 8*time.Second, "how long the cluster scenario's instances run before its window (but the start row's)")
+	clusterWindow := flag.Duration("cluster-window", 10*time.Second, "the cluster scenario's window")
 	timersBurst := flag.Bool("timers-burst", false, "the timers scenario's timers all fall due at one instant, 2 s plus 40 µs a timer after the inserts begin (a backlog drained: deliveries a second count from that instant)")
 	failoverChildSpec := flag.String("failover-child", "", "internal: run the failover scenario's victim on <schema>:<ttl>")
 	failoverN := flag.Int("failover-n", 1000, "schedules of the failover scenario")
@@ -66,10 +67,14 @@ func main() {
 			os.Exit(2)
 		}
 	}
+	if *clusterWindow < 2*time.Second || *clusterWindow%time.Second != 0 {
+		fmt.Fprintf(os.Stderr, "-cluster-window: %s is not a whole number of seconds, at least 2\n", *clusterWindow)
+		os.Exit(2)
+	}
 	rows := strings.Split(*clusterRows, ",")
 	for i, r := range rows {
-		if rows[i] = strings.TrimSpace(r); !slices.Contains([]string{"one", "three", "join", "leave"}, rows[i]) {
-			fmt.Fprintf(os.Stderr, "-cluster-rows: %q is none of one, three, join and leave\n", r)
+		if rows[i] = strings.TrimSpace(r); !slices.Contains([]string{"one", "three", "start", "join", "leave"}, rows[i]) {
+			fmt.Fprintf(os.Stderr, "-cluster-rows: %q is none of one, three, start, join and leave\n", r)
 			os.Exit(2)
 		}
 	}
@@ -278,7 +283,7 @@ func main() {
 			ns = ladder
 		}
 		log("cluster")
-		out.WriteString(clusterScenario(dsn, ns, rows, 5*time.Second, *clusterWarmup, *passes, log))
+		out.WriteString(clusterScenario(dsn, ns, rows, *clusterWindow, *clusterWarmup, *passes, log))
 		runtime.GC()
 	}
 

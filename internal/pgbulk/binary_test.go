@@ -39,7 +39,7 @@ func TestSendSendsWhatPgxReadsBack(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer p.Close()
+			t.Cleanup(p.Close) // after the schema's drop, registered later
 			sendEveryType(t, p)
 		})
 	}

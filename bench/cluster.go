@@ -253,9 +253,9 @@ func clusterScenario(dsn string, ns []int, rows []string, window, warmup time.Du
 				runs = append(runs, onPostgres("three Apps, PostgreSQL", warmup, 0, 0))
 			}
 			if slices.Contains(rows, "start") {
-				// The window a second after the three start together: the
-				// first holds every lease, and hands the others theirs as
-				// they say they run.
+				// The window a second after the three start together: their
+				// first seconds, heaps growing and first flushes (their
+				// leases spread as they say they run, before the window).
 				runs = append(runs, onPostgres("three Apps, PostgreSQL, started together", 0, 0, 0))
 			}
 			if slices.Contains(rows, "join") {

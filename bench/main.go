@@ -38,7 +38,7 @@ func main() {
 	costN := flag.Int("cost-n", 1000, "internal: jobs of a -cost-lib measurement")
 	costSpread := flag.Bool("cost-spread", false, "internal: a -cost-lib measurement's jobs are spread over the second")
 	costDir := flag.String("cost-dir", "", "internal: the app's data directory of a -cost-lib measurement (none: the child prepares one)")
-	clusterRows := flag.String("cluster-rows", "one,three,start,join,leave", "rows of the cluster scenario: one (App on SQLite), three (Apps on PostgreSQL, settled), start (the three started together, the window a second after: their leases spread in it), join (the third started mid-window), leave (the third stopped mid-window)")
+	clusterRows := flag.String("cluster-rows", "one,three,start,join,leave", "rows of the cluster scenario: one (App on SQLite), three (Apps on PostgreSQL, settled), start (the three started together, the window a second after: their first seconds), join (the third started mid-window), leave (the third stopped mid-window)")
 	clusterWarmup := flag.Duration("cluster-warmup", 8*time.Second, "how long the cluster scenario's instances run before its window (but the start row's)")
 	clusterWindow := flag.Duration("cluster-window", 10*time.Second, "the cluster scenario's window")
 	timersBurst := flag.Bool("timers-burst", false, "the timers scenario's timers all fall due at one instant, 2 s plus 40 µs a timer after the inserts begin (a backlog drained: deliveries a second count from that instant)")

@@ -118,7 +118,7 @@ func Send(ctx context.Context, conn *pgx.Conn, bufs *Buffer, stmts ...Statement)
 	return results, err
 }
 
-// The OIDs of the types Exec sends, and of their arrays.
+// The OIDs of the types Send sends, and of their arrays.
 const (
 	oidBool, oidBools               = 16, 1000
 	oidBytea, oidByteas             = 17, 1001
@@ -135,14 +135,12 @@ type Date int32
 // DateOf is t's day in UTC.
 func DateOf(t time.Time) Date {
 	const unixTo2000 = 946684800
-	return Date((t.Unix() - unixTo2000 - posMod(t.Unix()-unixTo2000, 86400)) / 86400)
-}
-
-func posMod(a, m int64) int64 {
-	if r := a % m; r < 0 {
-		return r + m
+	s := t.Unix() - unixTo2000
+	d := s / 86400
+	if s%86400 < 0 { // before 2000: the day it falls in, not toward zero
+		d--
 	}
-	return a % m
+	return Date(d)
 }
 
 // encodedSize is the length of args' binary forms.

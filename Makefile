@@ -15,7 +15,7 @@ run: ## run the quickstart app with its admin page on http://127.0.0.1:8080/fom/
 test: ## all tests under the race detector
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 
-bench: ## benchmark suite (about 20 minutes; the cluster scenarios need PostgreSQL): micro-benchmarks, then fom against its peers as markdown tables
+bench: ## benchmark suite (about 30 minutes; the cluster scenarios need PostgreSQL): micro-benchmarks, then fom against its peers as markdown tables
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 300ms ./schedule/...
 	cd bench && $(GO) build -o ../bin/fombench .
 	@# One process per scenario, so that one's heap does not disturb the next.

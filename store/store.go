@@ -123,17 +123,39 @@ func LastPerSlot(rs []Round) []Round {
 		schedule, instance string
 		slot               int
 	}
-	last := make(map[key]int, len(rs))
-	for i, r := range rs {
-		last[key{r.Schedule, r.Instance, r.Slot}] = i
+	return lastPer(rs, func(r *Round) key { return key{r.Schedule, r.Instance, r.Slot} })
+}
+
+// LastPerDay returns ds without the days a later one of the same
+// schedule, instance and day (in UTC) replaces: a store writing a batch in
+// one statement may write each row once.
+func LastPerDay(ds []Day) []Day {
+	type key struct {
+		schedule, instance string
+		y                  int
+		m                  time.Month
+		d                  int
 	}
-	if len(last) == len(rs) {
-		return rs
+	return lastPer(ds, func(d *Day) key {
+		y, m, dd := d.Day.UTC().Date()
+		return key{d.Schedule, d.Instance, y, m, dd}
+	})
+}
+
+// lastPer returns xs without the items a later one of the same key
+// replaces, in their order; xs itself when none does.
+func lastPer[T any, K comparable](xs []T, keyOf func(*T) K) []T {
+	last := make(map[K]int, len(xs))
+	for i := range xs {
+		last[keyOf(&xs[i])] = i
 	}
-	out := make([]Round, 0, len(last))
-	for i, r := range rs {
-		if last[key{r.Schedule, r.Instance, r.Slot}] == i {
-			out = append(out, r)
+	if len(last) == len(xs) {
+		return xs
+	}
+	out := make([]T, 0, len(last))
+	for i := range xs {
+		if last[keyOf(&xs[i])] == i {
+			out = append(out, xs[i])
 		}
 	}
 	return out

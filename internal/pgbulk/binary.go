@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -61,13 +60,7 @@ type Statement struct {
 func Send(ctx context.Context, conn *pgx.Conn, bufs *Buffer, stmts ...Statement) ([]*pgconn.Result, error) {
 	prepare := conn.Config().DefaultQueryExecMode == pgx.QueryExecModeCacheStatement
 	var batch pgconn.Batch
-	size := 0
-	for _, st := range stmts {
-		if st.Params != nil {
-			size += encodedSize(st.Params.Args)
-		}
-	}
-	b := slices.Grow(bufs.take(), size)
+	b := bufs.take() // grown by the first calls, then kept
 	defer func() { bufs.give(b) }()
 	for i, st := range stmts {
 		var args []any
@@ -141,58 +134,6 @@ func DateOf(t time.Time) Date {
 		d--
 	}
 	return Date(d)
-}
-
-// encodedSize is the length of args' binary forms.
-func encodedSize(args []any) int {
-	n := 0
-	for _, a := range args {
-		n += sizeOf(a)
-	}
-	return n
-}
-
-// sizeOf is the length of a's binary form (0 for a type appendParam
-// refuses).
-func sizeOf(a any) int {
-	const header = 20 // an array's dimensions, flags and element type
-	switch v := a.(type) {
-	case string:
-		return len(v)
-	case []byte:
-		return len(v)
-	case int32:
-		return 4
-	case int64, time.Time:
-		return 8
-	case Date:
-		return 4
-	case bool:
-		return 1
-	case []string:
-		n := header + 4*len(v)
-		for _, s := range v {
-			n += len(s)
-		}
-		return n
-	case [][]byte:
-		n := header + 4*len(v)
-		for _, s := range v {
-			n += len(s)
-		}
-		return n
-	case []int32:
-		return header + 8*len(v)
-	case []int64:
-		return header + 12*len(v)
-	case []time.Time:
-		return header + 12*len(v)
-	case []Date:
-		return header + 8*len(v)
-	case []bool:
-		return header + 5*len(v)
-	}
-	return 0
 }
 
 // appendParam appends a's binary form to buf, and returns its OID; ok is

@@ -467,11 +467,13 @@ func (s *Store) SaveStats(ctx context.Context, b store.StatsBatch) error {
 	if len(b.Days) == 0 && len(b.Failures) == 0 && len(b.Rounds) == 0 {
 		return nil
 	}
-	rounds := store.LastPerSlot(b.Rounds)
+	rounds, days := store.LastPerSlot(b.Rounds), store.LastPerDay(b.Days)
 	return s.tx(ctx, "save statistics", func(tx pgx.Tx) error {
 		// Columns common to every row (a day, a slot) are sent once
 		// (pgbulk): encoding a date from its text for each of thousands of
-		// schedules was most of a flush's client time on a cluster.
+		// schedules was most of a flush's client time on a cluster. The
+		// pages and the days go in one round trip.
+		var sts []pgbulk.Statement
 		if len(rounds) > 0 {
 			var q pgbulk.Batch
 			var r pgbulk.Selection
@@ -481,34 +483,18 @@ func (s *Store) SaveStats(ctx context.Context, b store.StatsBatch) error {
 			pgbulk.Col(&q, &r, "seq", "bigint", rounds, func(r *store.Round) int64 { return r.Seq })
 			pgbulk.Col(&q, &r, "start", "bigint", rounds, func(r *store.Round) int64 { return r.Start.UnixNano() })
 			pgbulk.ColEq(&q, &r, "data", "bytea", rounds, func(r *store.Round) []byte { return r.Data }, bytes.Equal)
-			err := s.send(ctx, tx, &q, "INSERT INTO "+s.t("rounds")+" (schedule, slot, first_seq, seq, start, data, instance) SELECT r.*, "+q.Arg(s.instanceID())+"::text FROM ("+r.SQL()+") AS r ON CONFLICT (schedule, instance, slot) DO UPDATE SET first_seq = excluded.first_seq, seq = excluded.seq, start = excluded.start, data = excluded.data")
-			if err != nil {
-				return err
-			}
+			sts = append(sts, pgbulk.Statement{Params: &q, SQL: "INSERT INTO " + s.t("rounds") + " (schedule, slot, first_seq, seq, start, data, instance) SELECT r.*, " + q.Arg(s.instanceID()) + "::text FROM (" + r.SQL() + ") AS r ON CONFLICT (schedule, instance, slot) DO UPDATE SET first_seq = excluded.first_seq, seq = excluded.seq, start = excluded.start, data = excluded.data"})
 		}
-		if len(b.Days) > 0 {
-			// One row per (schedule, day): a batch holding a day twice keeps the last.
-			type key struct {
-				schedule string
-				day      pgbulk.Date
-			}
-			last := make(map[key]int, len(b.Days))
-			for i, d := range b.Days {
-				last[key{d.Schedule, pgbulk.DateOf(d.Day)}] = i
-			}
-			days := make([]store.Day, 0, len(last))
-			for i, d := range b.Days {
-				if last[key{d.Schedule, pgbulk.DateOf(d.Day)}] == i {
-					days = append(days, d)
-				}
-			}
+		if len(days) > 0 { // one row per (schedule, day): a batch holding a day twice keeps the last
 			var q pgbulk.Batch
 			var d pgbulk.Selection
 			pgbulk.Col(&q, &d, "schedule", "text", days, func(d *store.Day) string { return d.Schedule })
 			pgbulk.Col(&q, &d, "day", "date", days, func(d *store.Day) pgbulk.Date { return pgbulk.DateOf(d.Day) })
 			pgbulk.ColEq(&q, &d, "data", "bytea", days, func(d *store.Day) []byte { return d.Data }, bytes.Equal)
-			err := s.send(ctx, tx, &q, "INSERT INTO "+s.t("stats_days")+" (schedule, day, data, instance) SELECT d.*, "+q.Arg(s.instanceID())+"::text FROM ("+d.SQL()+") AS d ON CONFLICT (schedule, day, instance) DO UPDATE SET data = excluded.data")
-			if err != nil {
+			sts = append(sts, pgbulk.Statement{Params: &q, SQL: "INSERT INTO " + s.t("stats_days") + " (schedule, day, data, instance) SELECT d.*, " + q.Arg(s.instanceID()) + "::text FROM (" + d.SQL() + ") AS d ON CONFLICT (schedule, day, instance) DO UPDATE SET data = excluded.data"})
+		}
+		if len(sts) > 0 {
+			if _, err := pgbulk.Send(ctx, tx.Conn(), &s.sendBuf, sts...); err != nil {
 				return err
 			}
 		}
@@ -531,14 +517,6 @@ func (s *Store) SaveStats(ctx context.Context, b store.StatsBatch) error {
 }
 
 func dayKey(t time.Time) string { return t.UTC().Format(time.DateOnly) }
-
-// send runs sql with q's parameters in tx, encoded by pgbulk into a
-// buffer kept for the next flush: a flush sends every schedule's changes,
-// whose encoding by pgx was most of what it allocated.
-func (s *Store) send(ctx context.Context, tx pgx.Tx, q *pgbulk.Batch, sql string) error {
-	_, err := pgbulk.Send(ctx, tx.Conn(), &s.sendBuf, pgbulk.Statement{SQL: sql, Params: q})
-	return err
-}
 
 // LoadDays implements store.Store: the days this store's instance recorded.
 func (s *Store) LoadDays(ctx context.Context, schedule string, from time.Time) ([]store.Day, error) {

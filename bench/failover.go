@@ -156,7 +156,7 @@ func failoverOnce(dsn string, n int, ttl time.Duration, log func(string)) (r fai
 	var victimHeld []string
 	for deadline := time.Now().Add(4 * ttl); ; {
 		victimHeld = victimHeld[:0]
-		rows, err := admin.Query(ctx, "SELECT schedule FROM "+schema+".leases WHERE owner = 'victim' AND expires_at > now()")
+		rows, err := admin.Query(ctx, "SELECT l.schedule FROM "+schema+".leases l JOIN "+schema+".instances i ON i.id = l.owner WHERE l.owner = 'victim' AND i.leases_until > now()")
 		if err == nil {
 			for rows.Next() {
 				var s string

@@ -845,7 +845,7 @@ func TestClusterFailoverRepeated(t *testing.T) {
 		for deadline := time.Now().Add(5 * time.Second); victim.coord.Owned() == 0; time.Sleep(10 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				var leases string
-				pool.QueryRow(context.Background(), "SELECT string_agg(schedule || '=' || owner || ' until ' || expires_at::text, ', ') FROM "+schema+".leases").Scan(&leases)
+				pool.QueryRow(context.Background(), "SELECT string_agg(l.schedule || '=' || l.owner || ' until ' || coalesce(i.leases_until::text, '-'), ', ') FROM "+schema+".leases l LEFT JOIN "+schema+".instances i ON i.id = l.owner").Scan(&leases)
 				var live string
 				pool.QueryRow(context.Background(), "SELECT string_agg(id || ' ' || heartbeat_at::text || ' stopped=' || stopped::text, ', ') FROM "+schema+".instances").Scan(&live)
 				t.Fatalf("crash %d: the new instance got no lease; the survivor holds %d; leases: %s; instances at %s: %s", i, survivor.coord.Owned(), leases, time.Now().UTC().Format("15:04:05.000"), live)
@@ -955,7 +955,7 @@ func TestClusterSurvivesSIGKILL(t *testing.T) {
 	}
 	childOwns := func() int {
 		var n int
-		pool.QueryRow(ctx, "SELECT count(*) FROM "+schema+".leases WHERE owner = 'child' AND expires_at > now()").Scan(&n)
+		pool.QueryRow(ctx, "SELECT count(*) FROM "+schema+".leases l JOIN "+schema+".instances i ON i.id = l.owner WHERE l.owner = 'child' AND i.leases_until > now()").Scan(&n)
 		return n
 	}
 	for deadline := time.Now().Add(10 * time.Second); childOwns() == 0; time.Sleep(20 * time.Millisecond) {

@@ -164,10 +164,10 @@ func TestClusterPageTellsTheClustersTruth(t *testing.T) {
 	}
 	// An owner that stops heartbeating (as a killed process would) is
 	// shown as not answering, and its schedule with when it is taken over.
-	if _, err := pool.Exec(ctx, "INSERT INTO "+schema+".instances (id, host, version, started_at, heartbeat_at) VALUES ('ghost', 'h', '', now() - interval '1 minute', now() - interval '3 seconds')"); err != nil {
+	if _, err := pool.Exec(ctx, "INSERT INTO "+schema+".instances (id, host, version, started_at, heartbeat_at, leases_until) VALUES ('ghost', 'h', '', now() - interval '1 minute', now() - interval '3 seconds', now() + interval '30 seconds')"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pool.Exec(ctx, "UPDATE "+schema+".leases SET owner = 'ghost', term = term + 1, expires_at = now() + interval '30 seconds' WHERE schedule = 'tock'"); err != nil {
+	if _, err := pool.Exec(ctx, "UPDATE "+schema+".leases SET owner = 'ghost', term = term + 1 WHERE schedule = 'tock'"); err != nil {
 		t.Fatal(err)
 	}
 	page = f.do("GET", "/fom/", "").body

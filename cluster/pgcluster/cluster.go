@@ -67,6 +67,13 @@ type Coordinator struct {
 	// fires a batch records are taken out of the records, or refused, not
 	// left behind.
 	recLock sync.RWMutex
+	// leaseMu orders this instance's reads of its leases (a tick) with
+	// its own leases given back, so that the epoch and the leases it
+	// knows (owned) are of one moment: a batch of fires recorded under
+	// that epoch is checked against owned alone (see recordOnce).
+	leaseMu sync.Mutex
+	epoch   int64 // the instance's epoch read with owned; -1: none read, every batch looks its leases up
+	ticks   int   // renewals since Start, for the fold (foldEvery)
 
 	sendBuf pgbulk.Buffer // a fire batch's parameters, encoded (pgbulk.Send)
 
@@ -120,6 +127,7 @@ func New(pool *pgxpool.Pool, schema string, o Options) (*Coordinator, error) {
 		heralds: map[string]*herald{}, ran: map[string]ranFire{}, slots: slots.New[string, *time.Timer](o.RecordAhead.Milliseconds()),
 	}
 	c.batches.Store(time.Now().UnixNano())
+	c.epoch = -1
 	return c, nil
 }
 
@@ -150,7 +158,7 @@ func (c *Coordinator) ensureLeases(ctx context.Context, names []string) error {
 	// In one order on every instance: instances starting at once insert
 	// the same rows without deadlocking each other.
 	names = slices.Sorted(slices.Values(names))
-	_, err := c.pool.Exec(ctx, "INSERT INTO "+c.t("leases")+" (schedule, owner, term, expires_at) SELECT n, '', 0, '-infinity' FROM unnest($1::text[]) AS n ON CONFLICT DO NOTHING", names)
+	_, err := c.pool.Exec(ctx, "INSERT INTO "+c.t("leases")+" (schedule, owner, term) SELECT n, '', 0 FROM unnest($1::text[]) AS n ON CONFLICT DO NOTHING", names)
 	if err != nil {
 		return fmt.Errorf("fom: cluster: create leases: %w", err)
 	}
@@ -292,26 +300,17 @@ func (c *Coordinator) wanted(names []string) []string {
 // the number of schedules.
 func (c *Coordinator) tick(ctx context.Context) {
 	sent := time.Now()
-	// heartbeat, renewal, live count, task claims, requests: five a tick,
-	// one more when leases are taken or given back.
+	// renewal (the heartbeat), the leases read, live count, task claims,
+	// requests: five a tick, one more for a fold, one more when leases
+	// are taken or given back.
 	c.tickStatements.Add(5)
 	c.mu.Lock()
 	draining := c.draining
 	c.mu.Unlock()
-	if _, err := c.pool.Exec(ctx, "UPDATE "+c.t("instances")+" SET heartbeat_at = now(), stopped = $2 WHERE id = $1", c.o.InstanceID, draining); err != nil {
-		c.log.Warn("heartbeat failed; leases are trusted only until their window ends", zap.Error(err))
-		c.failed(err)
-		return
-	}
-	// The renewal folds the fires recorded since the last one into the
-	// leases (renewSQL): a taker reads a renewal interval's records at
-	// most.
-	rows, err := c.pool.Query(ctx, c.renewSQL(), c.o.InstanceID, c.kept(), c.o.LeaseTTL)
-	var held map[string]heldLease
-	if err == nil {
-		held, err = collectHeld(rows)
-	}
+	c.leaseMu.Lock()
+	held, epoch, err := c.renew(ctx, draining)
 	if err != nil {
+		c.leaseMu.Unlock()
 		c.log.Warn("lease renewal failed; leases are trusted only until their window ends", zap.Error(err))
 		c.failed(err)
 		return
@@ -348,7 +347,8 @@ func (c *Coordinator) tick(ctx context.Context) {
 			lost++
 		}
 	}
-	c.owned, c.live = owned, live
+	c.owned, c.live, c.epoch = owned, live, epoch
+	c.leaseMu.Unlock()
 	// Read below without the lock, while a drain may give leases back.
 	owned = maps.Clone(owned)
 	c.trustUntil = sent.Add(c.o.LeaseTTL - c.margin)
@@ -404,26 +404,32 @@ func (c *Coordinator) Counters() Counters {
 	return Counters{TickStatements: c.tickStatements.Load(), Fires: c.fires.Load(), FireStatements: c.fireStatements.Load()}
 }
 
-// acquire takes up to n free or expired leases among names.
+// acquire takes up to n free or expired leases among names: free (no
+// owner), or of an owner whose leases ended (its row in instances not
+// renewed in time), or of an owner with no row.
 //
-// In one transaction: the rows of the owners of the expired leases are
+// In one transaction: the rows of the owners whose leases ended are
 // locked first (their fire batches being recorded finish, and the ones
-// that follow wait, then find the leases moved); the leases are taken;
-// then the fires those owners recorded and did not compact yet are read
-// and written into the leases' last_fire. The last fire is read before
-// this instance may admit a fire under its new term: read later, it could
-// be a fire this instance admitted meanwhile, and the plan would resume
-// past the fires missed during the failover.
+// that follow wait, then find the leases moved), and their epoch bumped
+// (their batches look their leases up from then on); the leases are
+// taken; then the fires those owners recorded and did not fold yet are
+// read and written into the leases' last_fire. The last fire is read
+// before this instance may admit a fire under its new term: read later,
+// it could be a fire this instance admitted meanwhile, and the plan would
+// resume past the fires missed during the failover.
 func (c *Coordinator) acquire(ctx context.Context, names []string, n int) {
 	c.tickStatements.Add(1)
 	taken := map[string]int64{}
 	from := map[string]time.Time{}
 	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
 		// In the order of their ids: takers locking the same owners do not
-		// deadlock.
-		rows, err := tx.Query(ctx, `SELECT id FROM `+c.t("instances")+` WHERE id IN (
-				SELECT owner FROM `+c.t("leases")+` WHERE schedule = ANY($1) AND expires_at <= now() AND owner <> '')
-			ORDER BY id FOR UPDATE`, names)
+		// deadlock. An owner that renews before the lock is granted is
+		// not locked (the lock rereads the row): its leases stay.
+		rows, err := tx.Query(ctx, `UPDATE `+c.t("instances")+` i SET epoch = i.epoch + 1 FROM (
+				SELECT id FROM `+c.t("instances")+` WHERE leases_until <= now() AND id IN (
+					SELECT owner FROM `+c.t("leases")+` WHERE schedule = ANY($1) AND owner <> '' AND owner <> $2)
+				ORDER BY id FOR UPDATE) AS ended
+			WHERE i.id = ended.id RETURNING i.id`, names, c.o.InstanceID)
 		if err != nil {
 			return err
 		}
@@ -431,15 +437,13 @@ func (c *Coordinator) acquire(ctx context.Context, names []string, n int) {
 		if err != nil {
 			return err
 		}
-		// An owner whose lease expired after the lock was taken is not
-		// locked: its leases wait for the next tick.
-		rows, err = tx.Query(ctx, "UPDATE "+c.t("leases")+` AS l SET owner = $1, term = l.term + 1, expires_at = now() + $4::interval
-			FROM (SELECT schedule, owner, expires_at FROM `+c.t("leases")+` WHERE schedule = ANY($2) AND expires_at <= now()
-			      AND (owner = '' OR owner = ANY($5))
+		rows, err = tx.Query(ctx, "UPDATE "+c.t("leases")+` AS l SET owner = $1, term = l.term + 1
+			FROM (SELECT schedule, owner FROM `+c.t("leases")+` f WHERE schedule = ANY($2)
+			      AND (owner = '' OR owner = ANY($4) OR owner <> $1 AND NOT EXISTS (SELECT 1 FROM `+c.t("instances")+` WHERE id = f.owner))
 			      ORDER BY random() LIMIT $3 FOR UPDATE SKIP LOCKED) AS free
 			WHERE l.schedule = free.schedule
-			RETURNING l.schedule, l.term, free.owner, free.expires_at, l.last_fire`,
-			c.o.InstanceID, names, n, c.o.LeaseTTL, locked)
+			RETURNING l.schedule, l.term, free.owner, (SELECT leases_until FROM `+c.t("instances")+` WHERE id = free.owner), l.last_fire`,
+			c.o.InstanceID, names, n, locked)
 		if err != nil {
 			return err
 		}
@@ -510,6 +514,14 @@ func (c *Coordinator) took(taken map[string]int64, from map[string]time.Time) {
 	for s, term := range taken {
 		c.owned[s] = term
 		acquired = append(acquired, s)
+		// A fire at or before the one the plan resumes from ran, or was
+		// due under the previous owner: refused here at once (Admit),
+		// where a batch under the epoch would not look at the lease.
+		if p, ok := from[s]; ok {
+			if f, had := c.ran[s]; !had || p.After(f.planned) {
+				c.ran[s] = ranFire{planned: p, term: term}
+			}
+		}
 	}
 	c.mu.Unlock()
 	c.log.Info("leases taken", zap.Strings("schedules", acquired))
@@ -751,7 +763,7 @@ func (c *Coordinator) halt() ([]unrunFire, bool) {
 	c.heraldWG.Wait()
 	c.mu.Lock()
 	unrun := c.takeHeraldsLocked(nil)
-	c.owned, c.trustUntil = map[string]int64{}, time.Time{}
+	c.owned, c.trustUntil, c.epoch = map[string]int64{}, time.Time{}, -1
 	c.mu.Unlock()
 	return unrun, true
 }

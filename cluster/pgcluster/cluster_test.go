@@ -139,7 +139,7 @@ func TestTheLastFireIsReadWithTheLease(t *testing.T) {
 	if _, err := pool.Exec(ctx, "UPDATE "+schema+".instances SET stopped = true WHERE id = 'a'"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pool.Exec(ctx, "UPDATE "+schema+".leases SET expires_at = now()"); err != nil {
+	if _, err := pool.Exec(ctx, "UPDATE "+schema+".instances SET leases_until = now() WHERE id = 'a'"); err != nil {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(5 * time.Second); admitted.Load() < int64(len(names)); time.Sleep(10 * time.Millisecond) {
@@ -247,11 +247,11 @@ func TestAFireNotAfterItsLeasesLastIsRefusedAndItsBatchmatesAdmitted(t *testing.
 	schema := pgtest.Schema(t, pool)
 	ctx := context.Background()
 	c := coordinator(t, schema, "a", nil, pgcluster.Options{}, "s", "u")
-	start(t, c)
 	fire := time.Now().Truncate(time.Second).Add(time.Second).UTC()
-	if _, err := pool.Exec(ctx, "UPDATE "+schema+".leases SET last_fire = $1 WHERE schedule = 's'", fire); err != nil {
+	if _, err := pool.Exec(ctx, "INSERT INTO "+schema+".leases (schedule, owner, term, last_fire) VALUES ('s', '', 1, $1)", fire); err != nil {
 		t.Fatal(err)
 	}
+	start(t, c)
 	admitted, got := admitTogether(c, fire, "s", "u")
 	if got["s"] != nil || admitted["s"] {
 		t.Errorf("the fire recorded already: admitted %v, %v; want refused", admitted["s"], got["s"])
@@ -279,9 +279,12 @@ func TestAFireWhoseLeaseWasLostIsRefusedAndItsBatchmatesAdmitted(t *testing.T) {
 	ctx := context.Background()
 	c := coordinator(t, schema, "a", nil, pgcluster.Options{LeaseTTL: time.Minute}, "s", "u")
 	start(t, c)
-	// c still believes it holds u: its lease moved behind its back.
-	if _, err := pool.Exec(ctx, "UPDATE "+schema+".leases SET owner = 'other', term = term + 1 WHERE schedule = 'u'"); err != nil {
-		t.Fatal(err)
+	// c still believes it holds u: its lease moved behind its back, by a
+	// transaction that bumps c's epoch, as each that moves a lease away.
+	for _, q := range []string{"UPDATE " + schema + ".leases SET owner = 'other', term = term + 1 WHERE schedule = 'u'", "UPDATE " + schema + ".instances SET epoch = epoch + 1 WHERE id = 'a'"} {
+		if _, err := pool.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
 	}
 	fire := time.Now().Truncate(time.Second).Add(time.Second).UTC()
 	admitted, got := admitTogether(c, fire, "s", "u")
@@ -349,7 +352,7 @@ func TestPruneFiresDeletesTheBatchesNoOneReads(t *testing.T) {
 	c := coordinator(t, schema, "p1", nil, pgcluster.Options{}, "a", "b")
 	start(t, c)
 	ctx := context.Background()
-	if _, err := pool.Exec(ctx, "INSERT INTO "+schema+".leases (schedule, owner, term, expires_at) VALUES ('z', 'p2', 1, now() - interval '1 hour')"); err != nil {
+	if _, err := pool.Exec(ctx, "INSERT INTO "+schema+".leases (schedule, owner, term) VALUES ('z', 'p2', 1)"); err != nil {
 		t.Fatal(err)
 	}
 	batch := int64(0)

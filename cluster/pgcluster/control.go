@@ -192,7 +192,7 @@ func (c *Coordinator) deliver(id int64, ch chan string) {
 func (c *Coordinator) Instances(ctx context.Context) ([]Instance, error) {
 	rows, err := c.pool.Query(ctx, `SELECT i.id, i.host, i.version, i.started_at, i.heartbeat_at,
 			NOT i.stopped AND i.heartbeat_at > now() - $1::interval, NOT i.stopped AND i.heartbeat_at > now() - $2::interval, i.stopped,
-			(SELECT count(*) FROM `+c.t("leases")+` l WHERE l.owner = i.id AND l.expires_at > now()), i.schedules
+			CASE WHEN i.leases_until > now() THEN (SELECT count(*) FROM `+c.t("leases")+` l WHERE l.owner = i.id) ELSE 0 END, i.schedules
 		FROM `+c.t("instances")+` i WHERE i.heartbeat_at > now() - interval '1 hour'
 		ORDER BY 6 DESC, i.id`, c.o.LeaseTTL, 2*c.o.RenewEvery)
 	if err != nil {
@@ -213,7 +213,7 @@ func (c *Coordinator) Instances(ctx context.Context) ([]Instance, error) {
 // Owners returns the instance holding an unexpired lease on each schedule
 // that has one.
 func (c *Coordinator) Owners(ctx context.Context, schedules []string) (map[string]string, error) {
-	rows, err := c.pool.Query(ctx, "SELECT schedule, owner FROM "+c.t("leases")+" WHERE schedule = ANY($1) AND owner <> '' AND expires_at > now()", schedules)
+	rows, err := c.pool.Query(ctx, "SELECT l.schedule, l.owner FROM "+c.t("leases")+" l JOIN "+c.t("instances")+" i ON i.id = l.owner WHERE l.schedule = ANY($1) AND i.leases_until > now()", schedules)
 	if err != nil {
 		return nil, fmt.Errorf("fom: cluster: list owners: %w", err)
 	}
@@ -235,7 +235,7 @@ func (c *Coordinator) Leases(ctx context.Context, schedules []string) (map[strin
 	rows, err := c.pool.Query(ctx, `WITH recent AS (
 			SELECT u.s, max(u.p) AS p FROM `+c.t("fire_batches")+` b, unnest(b.schedules, b.planned) AS u(s, p)
 			WHERE NOT b.compacted AND u.s = ANY($1) GROUP BY u.s)
-		SELECT l.schedule, CASE WHEN l.expires_at > now() THEN l.owner ELSE '' END, l.expires_at,
+		SELECT l.schedule, CASE WHEN i.leases_until > now() THEN l.owner ELSE '' END, coalesce(i.leases_until, '-infinity'),
 			coalesce(i.heartbeat_at, '-infinity'), coalesce(NOT i.stopped AND i.heartbeat_at > now() - $2::interval, false),
 			greatest(l.last_fire, r.p)
 		FROM `+c.t("leases")+` l LEFT JOIN `+c.t("instances")+` i ON i.id = l.owner LEFT JOIN recent r ON r.s = l.schedule

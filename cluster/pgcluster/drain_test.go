@@ -123,10 +123,11 @@ func leaseOwners(t *testing.T, pool *pgxpool.Pool, schema string) map[string]int
 	return out
 }
 
-// leaseExpiries is when each lease of owner expires, by schedule.
+// leaseExpiries is when each lease of owner expires (its owner's leases
+// end), by schedule.
 func leaseExpiries(t *testing.T, pool *pgxpool.Pool, schema, owner string) map[string]time.Time {
 	t.Helper()
-	rows, err := pool.Query(context.Background(), "SELECT schedule, expires_at FROM "+pgx.Identifier{schema}.Sanitize()+".leases WHERE owner = $1", owner)
+	rows, err := pool.Query(context.Background(), "SELECT l.schedule, i.leases_until FROM "+pgx.Identifier{schema}.Sanitize()+".leases l JOIN "+pgx.Identifier{schema}.Sanitize()+".instances i ON i.id = l.owner WHERE l.owner = $1", owner)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -75,10 +75,10 @@ func (c *Coordinator) takeFree(ctx context.Context) {
 	if err == nil {
 		var s string
 		var term int64
-		var ended, last pgtype.Timestamptz
-		_, err = pgx.ForEachRow(rows, []any{&s, &term, &ended, &last}, func() error {
+		var last pgtype.Timestamptz
+		_, err = pgx.ForEachRow(rows, []any{&s, &term, &last}, func() error {
 			taken[s] = term
-			if p, ok := resumeFrom(last, ended); ok {
+			if p, ok := resumeFrom(last, pgtype.Timestamptz{}); ok {
 				from[s] = p
 			}
 			return nil
@@ -99,14 +99,14 @@ func (c *Coordinator) takeFree(ctx context.Context) {
 // that gave it back), so none is locked first, as acquire does for the
 // leases of an instance that died.
 func (c *Coordinator) takeFreeSQL() string {
-	return `UPDATE ` + c.t("leases") + ` AS l SET owner = $1, term = l.term + 1, expires_at = now() + $4::interval
-		FROM (SELECT schedule, expires_at FROM ` + c.t("leases") + ` WHERE schedule = ANY($2) AND owner = '' AND expires_at <= now()
+	return `UPDATE ` + c.t("leases") + ` AS l SET owner = $1, term = l.term + 1
+		FROM (SELECT schedule FROM ` + c.t("leases") + ` WHERE schedule = ANY($2) AND owner = ''
 		      ORDER BY random()
 		      LIMIT greatest(0, ceil($3::numeric / greatest(1, (SELECT count(*) FROM ` + c.t("instances") + `
 		            WHERE NOT stopped AND heartbeat_at > now() - $4::interval))) - $5)
 		      FOR UPDATE SKIP LOCKED) AS free
 		WHERE l.schedule = free.schedule
-		RETURNING l.schedule, l.term, free.expires_at, l.last_fire`
+		RETURNING l.schedule, l.term, l.last_fire`
 }
 
 // handedOver asks for takeHanded: another instance handed leases to
@@ -124,11 +124,7 @@ func (c *Coordinator) takeHanded(ctx context.Context) {
 	}
 	c.mu.Unlock()
 	c.tickStatements.Add(1)
-	rows, err := c.pool.Query(ctx, "SELECT schedule, term, last_fire FROM "+c.t("leases")+" WHERE owner = $1", c.o.InstanceID)
-	var held map[string]heldLease
-	if err == nil {
-		held, err = collectHeld(rows)
-	}
+	held, err := c.heldLeases(ctx)
 	if err != nil {
 		c.log.Warn("taking leases handed over failed; they are taken at the next renewal", zap.Error(err))
 		return

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 
@@ -185,46 +186,44 @@ func (c *Coordinator) recordRetrying(batch []admission, id int64, stop chan stru
 }
 
 // recordOnce writes the fires of batch whose leases hold into one row,
-// the batch's (see doc.go), in one round trip: the owner's row in
-// instances locked first (a taker of its leases locks it too, so a batch
-// is recorded either before the taker reads the owner's records or after
-// the lease moved), then the insert, whose own snapshot follows the lock.
-// A fire is recorded when its schedule's lease is this instance's, in the
-// fire's term, unexpired, and the fire comes after the lease's last
-// recorded fire. Asked again (again: an answer lost), the row written
-// before stays, and is what the batch admits. A batch of a fair share of the
-// instance's leases checks them with one hash join on the instance's
-// leases, read once; a smaller one looks each fire's lease up.
+// the batch's (see doc.go): the owner's row in instances locked first (a
+// taker of its leases locks it too, so a batch is recorded either before
+// the taker reads the owner's records or after the lease moved), then
+// the insert, whose own snapshot follows the lock, in one round trip.
+//
+// A batch whose fires are all of leases this instance knows in their
+// term is recorded when its owner's epoch is still the one read with
+// those leases, and its leases have not ended (fastBatchSQL): no
+// transaction moved one of its leases away since, so each is this
+// instance's, in that term. Otherwise, or when the epoch moved, each
+// fire's lease is looked up (leasedBatchSQL): a fire is recorded when its
+// schedule's lease is this instance's, in the fire's term, its leases
+// not ended, and the fire comes after the lease's last recorded fire.
+// Asked again (again: an answer lost), the row written before stays, and
+// is what the batch admits.
 func (c *Coordinator) recordOnce(ctx context.Context, batch []admission, id int64, again bool) ([]bool, error) {
-	// An aligned burst's fires share their planned instant, and a
-	// settled cluster's leases mostly their term: sent once (pgbulk).
-	b, f := fireCols(batch)
-	owner, batchID := b.Arg(c.o.InstanceID), b.Arg(id)
 	c.mu.Lock()
-	owned := len(c.owned)
-	c.mu.Unlock()
-	leased := ` WHERE EXISTS (
-			SELECT 1 FROM ` + c.t("leases") + ` l WHERE l.schedule = f.s AND l.owner = ` + owner + `::text AND l.term = f.t AND l.expires_at > now()
-			AND (l.last_fire IS NULL OR l.last_fire < f.p))`
-	with := ""
-	if len(batch) >= max(owned/8, 64) {
-		with = `WITH mine AS MATERIALIZED (SELECT schedule, term, last_fire FROM ` + c.t("leases") + ` WHERE owner = ` + owner + `::text AND expires_at > now()) `
-		leased = ` JOIN mine ON mine.schedule = f.s AND mine.term = f.t AND (mine.last_fire IS NULL OR mine.last_fire < f.p)`
-	}
-	var lock pgbulk.Batch
-	lock.Arg(c.o.InstanceID)
-	insert := with + `INSERT INTO ` + c.t("fire_batches") + ` (owner, batch, schedules, planned)
-		SELECT ` + owner + `::text, ` + batchID + `::bigint, array_agg(f.s), array_agg(f.p) FROM (` + f.SQL() + `) AS f` + leased + `
-		HAVING count(*) > 0
-		ON CONFLICT (owner, batch) DO NOTHING RETURNING cardinality(schedules)`
-	n := 0
-	err := c.pool.AcquireFunc(ctx, func(conn *pgxpool.Conn) error {
-		res, err := pgbulk.Send(ctx, conn.Conn(), &c.sendBuf, pgbulk.Statement{SQL: c.lockOwnRow("KEY SHARE"), Params: &lock}, pgbulk.Statement{SQL: insert, Params: b})
-		if err == nil && len(res[1].Rows) > 0 { // none: none recorded now (none held, or asked again)
-			n, err = strconv.Atoi(string(res[1].Rows[0][0]))
+	epoch, owned := c.epoch, len(c.owned)
+	for _, r := range batch {
+		if t, ok := c.owned[r.schedule]; !ok || t != r.term {
+			epoch = -1
+			break
 		}
-		return err
-	})
+	}
+	c.mu.Unlock()
+	n := 0
+	var err error
+	if epoch >= 0 {
+		b, insert := c.fastBatchSQL(batch, id, epoch)
+		n, err = c.sendBatch(ctx, b, insert)
+	}
+	if err == nil && n == 0 {
+		if epoch >= 0 {
+			c.fireStatements.Add(1)
+		}
+		b, insert := c.leasedBatchSQL(batch, id, owned)
+		n, err = c.sendBatch(ctx, b, insert)
+	}
 	if err == nil && c.lostAnswer != nil {
 		err = c.lostAnswer()
 	}
@@ -236,6 +235,64 @@ func (c *Coordinator) recordOnce(ctx context.Context, batch []admission, id int6
 	c.fireStatements.Add(1)
 	return c.admittedOf(ctx, batch, `SELECT u.s, u.p FROM `+c.t("fire_batches")+` b, unnest(b.schedules, b.planned) AS u(s, p)
 		WHERE b.owner = $1 AND b.batch = $2`, c.o.InstanceID, id)
+}
+
+// sendBatch sends the lock of this instance's row and insert, a batch's
+// row (b its parameters), in one round trip, and returns how many fires
+// the row holds: 0 when none was written.
+func (c *Coordinator) sendBatch(ctx context.Context, b *pgbulk.Batch, insert string) (int, error) {
+	var lock pgbulk.Batch
+	lock.Arg(c.o.InstanceID)
+	n := 0
+	err := c.pool.AcquireFunc(ctx, func(conn *pgxpool.Conn) error {
+		res, err := pgbulk.Send(ctx, conn.Conn(), &c.sendBuf, pgbulk.Statement{SQL: c.lockOwnRow("KEY SHARE"), Params: &lock}, pgbulk.Statement{SQL: insert, Params: b})
+		if err == nil && len(res[1].Rows) > 0 { // none: none recorded now (none held, or asked again)
+			n, err = strconv.Atoi(string(res[1].Rows[0][0]))
+		}
+		return err
+	})
+	return n, err
+}
+
+// fastBatchSQL is the insert of batch as batch number id when this
+// instance's epoch is still epoch and its leases have not ended, and its
+// parameters: the fires' schedules and planned times as two arrays.
+func (c *Coordinator) fastBatchSQL(batch []admission, id int64, epoch int64) (*pgbulk.Batch, string) {
+	schedules, planned := make([]string, len(batch)), make([]time.Time, len(batch))
+	for i, r := range batch {
+		schedules[i], planned[i] = r.schedule, r.planned
+	}
+	var b pgbulk.Batch
+	owner := b.Arg(c.o.InstanceID)
+	return &b, `INSERT INTO ` + c.t("fire_batches") + ` (owner, batch, schedules, planned)
+		SELECT ` + owner + `::text, ` + b.Arg(id) + `::bigint, ` + b.Arg(schedules) + `::text[], ` + b.Arg(planned) + `::timestamptz[]
+		FROM ` + c.t("instances") + ` WHERE id = ` + owner + `::text AND epoch = ` + b.Arg(epoch) + `::bigint AND leases_until > now()
+		ON CONFLICT (owner, batch) DO NOTHING RETURNING cardinality(schedules)`
+}
+
+// leasedBatchSQL is the insert of the fires of batch whose leases hold,
+// each looked up, as batch number id, and its parameters. A batch of a
+// fair share of the instance's leases (it holds owned) checks them with
+// one hash join on the instance's leases, read once; a smaller one looks
+// each fire's lease up.
+func (c *Coordinator) leasedBatchSQL(batch []admission, id int64, owned int) (*pgbulk.Batch, string) {
+	// An aligned burst's fires share their planned instant, and a
+	// settled cluster's leases mostly their term: sent once (pgbulk).
+	b, f := fireCols(batch)
+	owner, batchID := b.Arg(c.o.InstanceID), b.Arg(id)
+	live := `EXISTS (SELECT 1 FROM ` + c.t("instances") + ` WHERE id = ` + owner + `::text AND leases_until > now())`
+	leased := ` WHERE EXISTS (
+			SELECT 1 FROM ` + c.t("leases") + ` l WHERE l.schedule = f.s AND l.owner = ` + owner + `::text AND l.term = f.t
+			AND (l.last_fire IS NULL OR l.last_fire < f.p)) AND ` + live
+	with := ""
+	if len(batch) >= max(owned/8, 64) {
+		with = `WITH mine AS MATERIALIZED (SELECT schedule, term, last_fire FROM ` + c.t("leases") + ` WHERE owner = ` + owner + `::text) `
+		leased = ` JOIN mine ON mine.schedule = f.s AND mine.term = f.t AND (mine.last_fire IS NULL OR mine.last_fire < f.p) WHERE ` + live
+	}
+	return b, with + `INSERT INTO ` + c.t("fire_batches") + ` (owner, batch, schedules, planned)
+		SELECT ` + owner + `::text, ` + batchID + `::bigint, array_agg(f.s), array_agg(f.p) FROM (` + f.SQL() + `) AS f` + leased + `
+		HAVING count(*) > 0
+		ON CONFLICT (owner, batch) DO NOTHING RETURNING cardinality(schedules)`
 }
 
 // fireCols is a batch's fires as the columns s (schedule), p (planned)
@@ -287,29 +344,91 @@ func (c *Coordinator) admittedOf(ctx context.Context, batch []admission, sql str
 	return ok, err
 }
 
-// renewSQL is the renewal: it extends this instance's leases ($1) by
-// the TTL ($3), and folds its uncompacted batches into their last_fire,
-// but the batches kept ($2: fires recorded ahead and not yet run or given
-// back), and returns each lease's schedule, term and last fire (a lease
-// handed to this instance is taken from them). Every lease of the
-// instance is written once: those that fired (joined with their last
-// fire, each looked up by its key) and the others (a hashed NOT IN), each
-// rewritten beside itself (fillfactor) as a renewal alone would. A join
-// of all the instance's leases with the last fires, whose count the
-// planner cannot guess, was planned as a nested loop over both: seconds
-// at a few thousand leases.
-func (c *Coordinator) renewSQL() string {
-	return `WITH done AS (
-			UPDATE ` + c.t("fire_batches") + ` SET compacted = true WHERE owner = $1 AND NOT compacted AND batch <> ALL($2::bigint[])
+// foldEvery is how many renewals apart an owner folds its fire batches
+// into its leases' last_fire (and at a renewal that finds leases it did
+// not know of). Folded at each renewal, every lease that fired was
+// rewritten every few seconds, which the renewal of the instance's row no
+// longer does; unfolded, a taker or a lease given back reads a few more
+// batches.
+const foldEvery = 3
+
+// renew renews this instance's leases (its row in instances: the
+// heartbeat, and the instant its leases end), and returns the leases it
+// holds and its epoch. The epoch is read first, then the leases, in two
+// statements: a transaction moving a lease away that commits between them
+// bumps the epoch past the one returned, and the batches that follow look
+// their leases up. Read in one statement (one snapshot), the leases
+// could predate a take whose epoch the renewal's update, waiting on the
+// taker's lock, returns. Every foldEvery renewals, and when a lease held
+// is new to this instance (handed to it, or its own from before a
+// restart), the fires recorded since the last fold are folded into the
+// leases (fold) first, so that the plan of a lease adopted resumes after
+// them.
+func (c *Coordinator) renew(ctx context.Context, draining bool) (map[string]heldLease, int64, error) {
+	var epoch int64
+	err := c.pool.QueryRow(ctx, "UPDATE "+c.t("instances")+" SET heartbeat_at = now(), leases_until = now() + $3::interval, stopped = $2 WHERE id = $1 RETURNING epoch",
+		c.o.InstanceID, draining, c.o.LeaseTTL).Scan(&epoch)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = fmt.Errorf("instance %s has no row in instances", c.o.InstanceID)
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	held, err := c.heldLeases(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	c.mu.Lock()
+	fresh := len(c.freshLocked(held)) > 0
+	c.mu.Unlock()
+	c.ticks++
+	if fresh || c.ticks%foldEvery == 1 {
+		c.tickStatements.Add(1)
+		if err := c.fold(ctx, held); err != nil {
+			return nil, 0, fmt.Errorf("fold the fires recorded into the leases: %w", err)
+		}
+	}
+	return held, epoch, nil
+}
+
+// heldLeases reads the leases this instance holds.
+func (c *Coordinator) heldLeases(ctx context.Context) (map[string]heldLease, error) {
+	rows, err := c.pool.Query(ctx, "SELECT schedule, term, last_fire FROM "+c.t("leases")+" WHERE owner = $1", c.o.InstanceID)
+	if err != nil {
+		return nil, err
+	}
+	return collectHeld(rows)
+}
+
+// fold marks this instance's batches compacted, but the batches kept
+// (fires recorded ahead and not yet run or given back: folded, a fire
+// given back unrun would count as its schedule's last), and folds their
+// fires into its leases' last_fire, which it updates in held. A taker of
+// these leases reads foldEvery renewals of batches at most. The leases
+// that fired are looked up by their key: a join of every lease held with
+// the last fires, whose count the planner cannot guess, was planned as a
+// nested loop over both.
+func (c *Coordinator) fold(ctx context.Context, held map[string]heldLease) error {
+	rows, err := c.pool.Query(ctx, `WITH done AS (
+			UPDATE `+c.t("fire_batches")+` SET compacted = true WHERE owner = $1 AND NOT compacted AND batch <> ALL($2::bigint[])
 			RETURNING schedules, planned),
-		last AS MATERIALIZED (SELECT u.s, max(u.p) AS p FROM done, unnest(done.schedules, done.planned) AS u(s, p) GROUP BY u.s),
-		fired AS (UPDATE ` + c.t("leases") + ` l SET expires_at = now() + $3::interval, last_fire = greatest(l.last_fire, last.p) FROM last
-			WHERE l.schedule = last.s AND l.owner = $1
-			RETURNING l.schedule, l.term, l.last_fire),
-		rest AS (UPDATE ` + c.t("leases") + ` l SET expires_at = now() + $3::interval
-			WHERE l.owner = $1 AND l.schedule NOT IN (SELECT s FROM last)
-			RETURNING l.schedule, l.term, l.last_fire)
-		SELECT schedule, term, last_fire FROM fired UNION ALL SELECT schedule, term, last_fire FROM rest`
+		last AS MATERIALIZED (SELECT u.s, max(u.p) AS p FROM done, unnest(done.schedules, done.planned) AS u(s, p) GROUP BY u.s)
+		UPDATE `+c.t("leases")+` l SET last_fire = greatest(l.last_fire, last.p) FROM last
+		WHERE l.schedule = last.s AND l.owner = $1
+		RETURNING l.schedule, l.last_fire`, c.o.InstanceID, c.kept())
+	if err != nil {
+		return err
+	}
+	var s string
+	var last pgtype.Timestamptz
+	_, err = pgx.ForEachRow(rows, []any{&s, &last}, func() error {
+		if h, ok := held[s]; ok {
+			h.last = last
+			held[s] = h
+		}
+		return nil
+	})
+	return err
 }
 
 // lockOwnRow locks this instance's row in instances ($1) in mode: a
@@ -354,8 +473,16 @@ func (c *Coordinator) kept() []int64 {
 // (leases:free) take their share of them.
 func (c *Coordinator) giveBack(ctx context.Context, schedules []string, unrun []unrunFire, leaving bool) error {
 	handed := map[string]int{}
+	c.leaseMu.Lock()
+	defer c.leaseMu.Unlock()
+	var epoch int64
 	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, c.lockOwnRow("UPDATE"), c.o.InstanceID); err != nil {
+			return err
+		}
+		// The batches that follow this transaction look their leases up,
+		// until this instance knows the new epoch with its leases.
+		if err := tx.QueryRow(ctx, "UPDATE "+c.t("instances")+" SET epoch = epoch + 1 WHERE id = $1 RETURNING epoch", c.o.InstanceID).Scan(&epoch); err != nil {
 			return err
 		}
 		if err := c.removeUnrun(ctx, tx, unrun); err != nil {
@@ -386,10 +513,23 @@ func (c *Coordinator) giveBack(ctx context.Context, schedules []string, unrun []
 		}
 		return nil
 	})
-	if err == nil && len(handed) > 0 {
+	if err != nil {
+		return err
+	}
+	// c.owned lost the leases given back before this began: it holds the
+	// leases of the new epoch if it held those of the one before (another
+	// instance may have taken some since the last renewal read them).
+	c.mu.Lock()
+	if c.epoch == epoch-1 {
+		c.epoch = epoch
+	} else {
+		c.epoch = -1
+	}
+	c.mu.Unlock()
+	if len(handed) > 0 {
 		c.log.Info("leases handed over", zap.Any("counts", handed))
 	}
-	return err
+	return nil
 }
 
 // giveBackSQL gives back this instance's ($1) leases among $2 (NULL:
@@ -439,11 +579,10 @@ func (c *Coordinator) giveBackSQL() string {
 				SELECT 1 FROM ` + c.t("declarations") + ` d WHERE d.instance = t.id AND d.schedule = g.s)) AS ids
 			FROM given g),
 		pick AS MATERIALIZED (SELECT s, p, ids[1 + (row_number() OVER (PARTITION BY cardinality(ids))) % cardinality(ids)] AS id FROM cands WHERE ids IS NOT NULL),
-		handed AS (UPDATE ` + c.t("leases") + ` l SET owner = pick.id, term = l.term + 1, expires_at = now() + $3::interval,
-				last_fire = coalesce(pick.p, now())
+		handed AS (UPDATE ` + c.t("leases") + ` l SET owner = pick.id, term = l.term + 1, last_fire = coalesce(pick.p, now())
 			FROM pick WHERE l.schedule = pick.s AND l.owner = $1
 			RETURNING pick.id),
-		freed AS (UPDATE ` + c.t("leases") + ` l SET owner = '', expires_at = now(), last_fire = given.p
+		freed AS (UPDATE ` + c.t("leases") + ` l SET owner = '', last_fire = coalesce(given.p, now())
 			FROM given WHERE l.schedule = given.s AND l.owner = $1 AND given.s NOT IN (SELECT s FROM pick)
 			RETURNING 1)
 		SELECT id, count(*) FROM handed GROUP BY id

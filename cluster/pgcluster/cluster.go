@@ -417,33 +417,44 @@ func (c *Coordinator) Counters() Counters {
 // before this instance may admit a fire under its new term: read later,
 // it could be a fire this instance admitted meanwhile, and the plan would
 // resume past the fires missed during the failover.
+//
+// The leases that could be taken are read by their owners (an index), and
+// those among names picked here: a settled cluster, whose instances hold
+// a share a lease short of the rounded-up one, has none to read, where
+// looking up each of names cost a renewal a few times over.
 func (c *Coordinator) acquire(ctx context.Context, names []string, n int) {
 	c.tickStatements.Add(1)
 	taken := map[string]int64{}
 	from := map[string]time.Time{}
 	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
-		// In the order of their ids: takers locking the same owners do not
-		// deadlock. An owner that renews before the lock is granted is
-		// not locked (the lock rereads the row): its leases stay.
-		rows, err := tx.Query(ctx, `UPDATE `+c.t("instances")+` i SET epoch = i.epoch + 1 FROM (
-				SELECT id FROM `+c.t("instances")+` WHERE leases_until <= now() AND id IN (
-					SELECT owner FROM `+c.t("leases")+` WHERE schedule = ANY($1) AND owner <> '' AND owner <> $2)
-				ORDER BY id FOR UPDATE) AS ended
-			WHERE i.id = ended.id RETURNING i.id`, names, c.o.InstanceID)
+		gone, err := c.lockEnded(ctx, tx)
 		if err != nil {
 			return err
 		}
-		locked, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		owners := append(gone, "")
+		rows, err := tx.Query(ctx, "SELECT schedule FROM "+c.t("leases")+" WHERE owner = ANY($1)", owners)
 		if err != nil {
 			return err
 		}
+		free, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil || len(free) == 0 {
+			return err
+		}
+		want := make(map[string]bool, len(names))
+		for _, s := range names {
+			want[s] = true
+		}
+		free = slices.DeleteFunc(free, func(s string) bool { return !want[s] })
+		rand.Shuffle(len(free), func(i, j int) { free[i], free[j] = free[j], free[i] })
+		free = free[:min(n, len(free))]
+		// The owner is read again under the lock: another taker may have
+		// been first (its lock skipped).
 		rows, err = tx.Query(ctx, "UPDATE "+c.t("leases")+` AS l SET owner = $1, term = l.term + 1
-			FROM (SELECT schedule, owner FROM `+c.t("leases")+` f WHERE schedule = ANY($2)
-			      AND (owner = '' OR owner = ANY($4) OR owner <> $1 AND NOT EXISTS (SELECT 1 FROM `+c.t("instances")+` WHERE id = f.owner))
-			      ORDER BY random() LIMIT $3 FOR UPDATE SKIP LOCKED) AS free
+			FROM (SELECT schedule, owner FROM `+c.t("leases")+` WHERE schedule = ANY($2) AND owner = ANY($3)
+			      FOR UPDATE SKIP LOCKED) AS free
 			WHERE l.schedule = free.schedule
 			RETURNING l.schedule, l.term, free.owner, (SELECT leases_until FROM `+c.t("instances")+` WHERE id = free.owner), l.last_fire`,
-			c.o.InstanceID, names, n, locked)
+			c.o.InstanceID, free, owners)
 		if err != nil {
 			return err
 		}
@@ -487,6 +498,39 @@ func (c *Coordinator) acquire(ctx context.Context, names []string, n int) {
 		return
 	}
 	c.took(taken, from)
+}
+
+// orphansEvery is how many renewals apart acquire looks for leases whose
+// owner has no row in instances (none of fom's own statements leaves one:
+// a row deleted by hand).
+const orphansEvery = 12
+
+// lockEnded locks, in tx, the rows of the instances whose leases ended
+// and that hold leases, in the order of their ids (takers locking the same
+// owners do not deadlock), and bumps their epoch; an owner that renews
+// before the lock is granted is not locked (the lock reads the row
+// again), and its leases stay. Every orphansEvery renewals it adds the
+// owners of leases with no row. It returns the owners whose leases can
+// be taken.
+func (c *Coordinator) lockEnded(ctx context.Context, tx pgx.Tx) ([]string, error) {
+	rows, err := tx.Query(ctx, `UPDATE `+c.t("instances")+` i SET epoch = i.epoch + 1 FROM (
+			SELECT id FROM `+c.t("instances")+` e WHERE leases_until <= now() AND id <> $1
+			AND EXISTS (SELECT 1 FROM `+c.t("leases")+` WHERE owner = e.id)
+			ORDER BY id FOR UPDATE) AS ended
+		WHERE i.id = ended.id RETURNING i.id`, c.o.InstanceID)
+	if err != nil {
+		return nil, err
+	}
+	gone, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || c.ticks%orphansEvery != 1 {
+		return gone, err
+	}
+	rows, err = tx.Query(ctx, "SELECT DISTINCT owner FROM "+c.t("leases")+" WHERE owner <> '' AND owner NOT IN (SELECT id FROM "+c.t("instances")+")")
+	if err != nil {
+		return nil, err
+	}
+	orphans, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return append(gone, orphans...), err
 }
 
 // resumeFrom is where the plan of a lease taken resumes: its last

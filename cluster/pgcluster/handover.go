@@ -136,7 +136,7 @@ func (c *Coordinator) takeHanded(ctx context.Context) {
 	}
 	fresh := c.freshLocked(held)
 	for s, h := range fresh {
-		c.owned[s] = h.term
+		c.ownLocked(s, h.term)
 	}
 	c.mu.Unlock()
 	c.adopt(ctx, fresh)

@@ -27,6 +27,7 @@ import (
 type herald struct {
 	planned time.Time
 	term    int64
+	gen     uint64 // the generation of owned its term was read at (termLocked)
 	state   heraldState
 	// done is closed when the herald is recorded, or dropped unrecorded;
 	// made by the first Admit that waits for it (most find it recorded),
@@ -89,11 +90,11 @@ func (c *Coordinator) slotOf(planned time.Time) int64 { return c.slots.Of(planne
 func (c *Coordinator) Announce(schedule string, planned time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	term, owned := c.owned[schedule]
+	h := c.heralds[schedule]
+	term, owned := c.termLocked(schedule, h)
 	if c.stop == nil || !owned {
 		return
 	}
-	h := c.heralds[schedule]
 	if h != nil {
 		if h.planned.Equal(planned) && h.term == term {
 			return
@@ -103,9 +104,9 @@ func (c *Coordinator) Announce(schedule string, planned time.Time) {
 		}
 	}
 	if h != nil && h.waiters == 0 && (h.state == recorded || h.state == admitted) {
-		*h = herald{planned: planned, term: term} // held by none but the map
+		*h = herald{planned: planned, term: term, gen: c.ownedGen} // held by none but the map
 	} else {
-		c.heralds[schedule] = &herald{planned: planned, term: term}
+		c.heralds[schedule] = &herald{planned: planned, term: term, gen: c.ownedGen}
 	}
 	k, sl, opened := c.slots.Add(planned.UnixMilli(), schedule)
 	if !opened {
@@ -196,13 +197,13 @@ func (c *Coordinator) recordSlot(k int64, stop chan struct{}) {
 		if h == nil || h.state != announced || c.slotOf(h.planned) != k {
 			continue // replaced, taken, or in another slot now
 		}
-		if term, ok := c.owned[s]; !ok || term != h.term || !trusted {
+		if term, ok := c.termLocked(s, h); !ok || term != h.term || !trusted {
 			delete(c.heralds, s)
 			h.drop()
 			continue
 		}
 		h.state = recording // and not taken twice: a schedule announced twice into one slot is listed twice
-		batch = append(batch, admission{schedule: s, planned: h.planned, term: h.term})
+		batch = append(batch, admission{schedule: s, planned: h.planned, term: h.term, gen: c.ownedGen})
 		hs = append(hs, h)
 	}
 	c.slots.Recycle(sl.Items)
@@ -251,8 +252,7 @@ func (c *Coordinator) recordSlot(k int64, stop chan struct{}) {
 // A fire at or before the last one admitted here (a herald admitted, or
 // ran for the fires recorded when due) is refused. now is Admit's reading
 // of the clock, read again after a wait.
-func (c *Coordinator) admitHerald(ctx context.Context, schedule string, planned time.Time, term int64, now time.Time) (ok, decided bool) {
-	h := c.heralds[schedule]
+func (c *Coordinator) admitHerald(ctx context.Context, schedule string, h *herald, planned time.Time, term int64, now time.Time) (ok, decided bool) {
 	if h != nil && h.state == admitted && !planned.After(h.planned) {
 		c.mu.Unlock()
 		return false, true
@@ -291,7 +291,7 @@ func (c *Coordinator) admitHerald(ctx context.Context, schedule string, planned 
 	// A lease given back since took the herald out of the map (its fire
 	// is taken out of the records with the lease) and the schedule out
 	// of owned.
-	t, owned := c.owned[schedule]
+	t, owned := c.termLocked(schedule, h)
 	ok = owned && t == term && now.Before(c.trustUntil)
 	switch {
 	case inMap && ok:

@@ -22,17 +22,19 @@ import (
 // A fire at or before the last one admitted here is refused at once.
 func (c *Coordinator) Admit(ctx context.Context, schedule string, planned time.Time) (bool, error) {
 	c.mu.Lock()
-	term, owned := c.owned[schedule]
+	h := c.heralds[schedule]
+	term, owned := c.termLocked(schedule, h)
 	now := time.Now()
 	if !owned || !now.Before(c.trustUntil) {
 		c.mu.Unlock()
 		return false, nil
 	}
-	if ok, decided := c.admitHerald(ctx, schedule, planned, term, now); decided { // releases c.mu
+	gen := c.ownedGen
+	if ok, decided := c.admitHerald(ctx, schedule, h, planned, term, now); decided { // releases c.mu
 		return ok, nil
 	}
 	c.fires.Add(1)
-	req := admission{schedule: schedule, planned: planned, term: term, reply: make(chan verdict, 1)}
+	req := admission{schedule: schedule, planned: planned, term: term, gen: gen, reply: make(chan verdict, 1)}
 	select {
 	case c.admits <- req:
 	case <-ctx.Done():
@@ -78,6 +80,7 @@ type admission struct {
 	schedule string
 	planned  time.Time
 	term     int64
+	gen      uint64 // the generation of owned term was read at
 	reply    chan verdict
 }
 
@@ -205,6 +208,9 @@ func (c *Coordinator) recordOnce(ctx context.Context, batch []admission, id int6
 	c.mu.Lock()
 	epoch, owned := c.epoch, len(c.owned)
 	for _, r := range batch {
+		if r.gen == c.ownedGen {
+			continue // still so
+		}
 		if t, ok := c.owned[r.schedule]; !ok || t != r.term {
 			epoch = -1
 			break

@@ -62,11 +62,11 @@ type Coordinator struct {
 	// announced ahead: see herald's admitted): a fire not after it is
 	// refused without a statement.
 	ran      map[string]ranFire
-	slots    *slots.Set[string, *time.Timer] // the schedules whose heralds are recorded together, by slot
-	heraldWG sync.WaitGroup                  // slots armed or recording
-	rekick   *time.Timer                     // a tick after imminent fires, to give their leases back
-	holding  bool                            // slots announced wait for unhold (an acquisition resuming its schedules)
-	draining bool                            // Drain was called: no lease is taken, and each is given back once out of its round
+	slots    *slots.Set[*herald, *time.Timer] // the heralds recorded together, by slot
+	heraldWG sync.WaitGroup                   // slots armed or recording
+	rekick   *time.Timer                      // a tick after imminent fires, to give their leases back
+	holding  bool                             // slots announced wait for unhold (an acquisition resuming its schedules)
+	draining bool                             // Drain was called: no lease is taken, and each is given back once out of its round
 	// recLock is read-held by a herald batch's statement and write-held
 	// by a lease given back (with the records of its unrun fires), so the
 	// fires a batch records are taken out of the records, or refused, not
@@ -129,7 +129,7 @@ func New(pool *pgxpool.Pool, schema string, o Options) (*Coordinator, error) {
 		margin: o.LeaseTTL / 5,
 		names:  map[string]bool{}, owned: map[string]int64{}, pending: map[int64]chan string{},
 		admits: make(chan admission, 256), kick: make(chan struct{}, 1), free: make(chan struct{}, 1), handed: make(chan struct{}, 1),
-		heralds: map[string]*herald{}, ran: map[string]ranFire{}, slots: slots.New[string, *time.Timer](o.RecordAhead.Milliseconds()),
+		heralds: map[string]*herald{}, ran: map[string]ranFire{}, slots: slots.New[*herald, *time.Timer](o.RecordAhead.Milliseconds()),
 	}
 	c.batches.Store(time.Now().UnixNano())
 	c.epoch = -1

@@ -25,10 +25,11 @@ import (
 
 // herald is a fire announced ahead.
 type herald struct {
-	planned time.Time
-	term    int64
-	gen     uint64 // the generation of owned its term was read at (termLocked)
-	state   heraldState
+	schedule string
+	planned  time.Time
+	term     int64
+	gen      uint64 // the generation of owned its term was read at (termLocked)
+	state    heraldState
 	// done is closed when the herald is recorded, or dropped unrecorded;
 	// made by the first Admit that waits for it (most find it recorded),
 	// and counted in waiters until each is back under c.mu.
@@ -68,9 +69,12 @@ const (
 // A few fires a slot are not worth that.
 const minAhead = 16
 
-// slot is the schedules whose heralds are recorded together, and the
-// timer that records them (nil while an acquisition holds them).
-type slot = slots.Slot[string, *time.Timer]
+// slot is the heralds recorded together, and the timer that records them
+// (nil while an acquisition holds them). A slot lists the heralds, not
+// their schedules: looking each up again by name, cold by then, was most
+// of a slot's record. A herald announced is in c.heralds; one replaced,
+// taken out, or announced again into another slot is skipped.
+type slot = slots.Slot[*herald, *time.Timer]
 
 // unrunFire is a fire recorded ahead whose lease is given back before it
 // ran: it is taken out of its batch's record.
@@ -104,11 +108,12 @@ func (c *Coordinator) Announce(schedule string, planned time.Time) {
 		}
 	}
 	if h != nil && h.waiters == 0 && (h.state == recorded || h.state == admitted) {
-		*h = herald{planned: planned, term: term, gen: c.ownedGen} // held by none but the map
+		*h = herald{schedule: schedule, planned: planned, term: term, gen: c.ownedGen} // held by none but the map
 	} else {
-		c.heralds[schedule] = &herald{planned: planned, term: term, gen: c.ownedGen}
+		h = &herald{schedule: schedule, planned: planned, term: term, gen: c.ownedGen}
+		c.heralds[schedule] = h
 	}
-	k, sl, opened := c.slots.Add(planned.UnixMilli(), schedule)
+	k, sl, opened := c.slots.Add(planned.UnixMilli(), h)
 	if !opened {
 		return
 	}
@@ -192,18 +197,17 @@ func (c *Coordinator) recordSlot(k int64, stop chan struct{}) {
 		c.spareBatch, c.spareHeralds = batch[:0], hs[:0]
 		c.mu.Unlock()
 	}()
-	for _, s := range sl.Items {
-		h := c.heralds[s]
-		if h == nil || h.state != announced || c.slotOf(h.planned) != k {
+	for _, h := range sl.Items {
+		if h.state != announced || c.slotOf(h.planned) != k {
 			continue // replaced, taken, or in another slot now
 		}
-		if term, ok := c.termLocked(s, h); !ok || term != h.term || !trusted {
-			delete(c.heralds, s)
+		if term, ok := c.termLocked(h.schedule, h); !ok || term != h.term || !trusted {
+			delete(c.heralds, h.schedule) // announced: in the map
 			h.drop()
 			continue
 		}
-		h.state = recording // and not taken twice: a schedule announced twice into one slot is listed twice
-		batch = append(batch, admission{schedule: s, planned: h.planned, term: h.term, gen: c.ownedGen})
+		h.state = recording // and not taken twice: a herald announced twice into one slot is listed twice
+		batch = append(batch, admission{schedule: h.schedule, planned: h.planned, term: h.term, gen: c.ownedGen})
 		hs = append(hs, h)
 	}
 	c.slots.Recycle(sl.Items)

@@ -71,7 +71,7 @@ func (c *Coordinator) Withdraw(schedule string, planned time.Time) {
 	}
 	if f, ok := c.ran[schedule]; ok && f.planned.Equal(planned) {
 		delete(c.ran, schedule)
-		c.heralds[schedule] = &herald{planned: planned, term: f.term, state: recorded, ok: true, batch: f.batch, withdrawn: true}
+		c.heralds[schedule] = &herald{schedule: schedule, planned: planned, term: f.term, state: recorded, ok: true, batch: f.batch, withdrawn: true}
 	}
 }
 

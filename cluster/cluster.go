@@ -57,6 +57,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/fom-go/fom/schedule"
 )
 
 // Defaults of Options.
@@ -238,6 +240,9 @@ type Coordinator interface {
 	Status() Status
 	Admit(ctx context.Context, schedule string, planned time.Time) (bool, error)
 	Announce(schedule string, planned time.Time)
+	// GateOf is schedule's own gate: Admit, Announce, Holds and Withdraw
+	// for it alone, which reach its state without a lookup by name.
+	GateOf(schedule string) schedule.Gate
 	Holds(schedule string) bool
 	Owner(schedule string) bool
 	Owned() int

@@ -306,7 +306,7 @@ func (a *App) Register(job any, opts ...RegisterOption) (*ScheduleContext, error
 	}
 	so := schedule.Options{Clock: a.o.clock, Logger: a.o.logger, Conflicts: a.conflicts, Stats: stats, Wheel: a.wheels[len(a.schedules)%len(a.wheels)], Runners: a.runners[len(a.schedules)%len(a.wheels)], Tracer: a.o.tracer}
 	if a.coord != nil {
-		so.Gate, so.Control = a.coord, appControl{a}
+		so.Gate, so.Control = a.coord.GateOf(d.name), appControl{a}
 		if err := a.coord.Add(ctx, d.name); err != nil {
 			return nil, fmt.Errorf("fom: register %s: %w", jt.typeName, err)
 		}

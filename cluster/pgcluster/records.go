@@ -21,8 +21,14 @@ import (
 // records the fire; a fire is admitted when this instance recorded it.
 // A fire at or before the last one admitted here is refused at once.
 func (c *Coordinator) Admit(ctx context.Context, schedule string, planned time.Time) (bool, error) {
+	return c.admit(ctx, schedule, nil, planned)
+}
+
+// admit is Admit, through g (nil: none) when the schedule's own gate
+// asks.
+func (c *Coordinator) admit(ctx context.Context, schedule string, g *gate, planned time.Time) (bool, error) {
 	c.mu.Lock()
-	h := c.heralds[schedule]
+	h := c.heraldLocked(schedule, g)
 	term, owned := c.termLocked(schedule, h)
 	now := time.Now()
 	if !owned || !now.Before(c.trustUntil) {
@@ -71,7 +77,7 @@ func (c *Coordinator) Withdraw(schedule string, planned time.Time) {
 	}
 	if f, ok := c.ran[schedule]; ok && f.planned.Equal(planned) {
 		delete(c.ran, schedule)
-		c.heralds[schedule] = &herald{schedule: schedule, planned: planned, term: f.term, state: recorded, ok: true, batch: f.batch, withdrawn: true}
+		c.putHeraldLocked(&herald{schedule: schedule, planned: planned, term: f.term, state: recorded, ok: true, batch: f.batch, withdrawn: true})
 	}
 }
 

@@ -3,11 +3,12 @@
 //
 // Each App is an instance: it registers itself and heartbeats. Each
 // schedule has one owner at a time, through a lease with a fencing term
-// (bumped by every new owner) whose expiry is the database's clock. Every
-// instance keeps every schedule's plan running, but before a planned round
-// the engine asks the Coordinator (a schedule.Gate): only the owner, within
-// its local trust window, records the fire (schedule, planned time, term)
-// under a unique key, and only a recorded fire runs. So a fire runs once
+// (bumped by every new owner) that lives as long as its owner's row of
+// heartbeats says, on the database's clock. Every instance keeps every
+// schedule's plan running, but before a planned round the engine asks the
+// Coordinator (a schedule.Gate): only the owner, within its local trust
+// window, records the fire (schedule, planned time, term) in a batch
+// fenced by its row, and only a recorded fire runs. So a fire runs once
 // even if two instances both believe they own the schedule, and a fire
 // recorded by a dead owner is not run again. A fire record whose answer
 // is lost (the connection cut after the commit) is asked again, within the
@@ -26,8 +27,8 @@
 // records of its fires recorded ahead and not run, so the next owner
 // resumes from the last fire that ran and misses none.
 //
-// Leases are renewed in bulk, one statement per renewal interval whatever
-// the number of schedules, and spread: an instance takes free or expired
+// Leases are renewed together, by one row an instance whatever the number
+// of schedules, and spread: an instance takes free or expired
 // leases up to its share (schedules / live instances) and gives back what
 // is beyond its share plus one, so a new instance gets work. An instance
 // trusts its leases until the renewal it sent, plus the TTL, minus a

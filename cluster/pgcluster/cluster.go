@@ -666,15 +666,14 @@ func (c *Coordinator) release(ctx context.Context, from []string, n int, why str
 	unrun := c.takeHeraldsLocked(give)
 	c.mu.Unlock()
 	c.tickStatements.Add(1)
-	// Expired now rather than never owned: the next owner resumes the plan
-	// from this instant when no fire was recorded yet, or from the last
-	// fire run here: the fires recorded ahead and not run are taken out of
-	// the records.
+	// The next owner resumes the plan from the last fire run here, or from
+	// this instant when none was recorded: the fires recorded ahead and not
+	// run are taken out of the records.
 	c.recLock.Lock()
 	defer c.recLock.Unlock()
 	err := c.giveBack(ctx, give, unrun, leaving)
 	if err != nil {
-		c.log.Warn("giving leases back failed; they expire instead", zap.Error(err))
+		c.log.Warn("giving leases back failed; the next renewal finds them held here, and takes or gives them back", zap.Error(err))
 		return
 	}
 	c.log.Info("leases given back "+why, zap.Strings("schedules", give))

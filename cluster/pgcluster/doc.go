@@ -5,19 +5,34 @@
 // # Leases
 //
 // Each schedule has a row in leases: its owner, a term (the fencing
-// token, bumped by each new owner), an expiry on the database's clock,
-// and its last recorded fire. An owner renews all its leases in one
-// statement every RenewEvery and trusts them for a fifth less than the
-// TTL after it sent it; a lease expired, or given back, is taken by
-// another instance, which continues the plan after the last fire. The
-// first to take its share of a dead instance's leases tells the others
-// (leases:expired:<id>), which take theirs at once rather than at their
-// own renewals.
+// token, bumped by each new owner), and its last recorded fire (as of the
+// owner's last fold, see below). A lease lives as long as its owner's row
+// in instances says (leases_until): an owner renews every lease it holds
+// by renewing that one row, with its heartbeat, every RenewEvery, and
+// trusts them for a fifth less than the TTL after it sent it. Renewed
+// lease by lease, each renewal rewrote every lease's row: at a few
+// thousand leases an instance, most of what the cluster cost the database
+// between bursts. A lease whose owner's row ended, or given back (no
+// owner), is taken by another instance, which continues the plan after
+// the last fire. The first to take its share of a dead instance's leases
+// tells the others (leases:expired:<id>), which take theirs at once
+// rather than at their own renewals.
+//
+// An instance's row carries an epoch, bumped by every transaction that
+// moves one of its leases away: a taker of the leases of an instance whose
+// leases ended, and the instance giving leases back. The owner reads its
+// epoch, then its leases, at each renewal (and learns the new epoch from
+// its own give-backs): a batch of fires whose leases it knows, in their
+// terms, is recorded when the epoch is still the one it read (no lease of
+// it moved since), without a look at each lease. Otherwise each fire's
+// lease is looked up.
 //
 // # Fire records
 //
 // A fire runs only once recorded by its owner, fenced by its lease: in
-// the fire's term, unexpired, and after the lease's last fire. A batch of
+// the fire's term, its owner's leases not ended, and after the fire the
+// plan resumed from when the lease was taken (refused here, at once, and
+// by the database when each lease is looked up). A batch of
 // fires (an aligned burst's, or the slot of those announced ahead) is one
 // row of fire_batches, its schedules and planned times as arrays: a row
 // and a key a fire were most of what a burst cost the database. No key
@@ -27,19 +42,21 @@
 //     (KEY SHARE: batches and heartbeats proceed side by side), then its
 //     insert, whose snapshot follows the lock.
 //   - A taker of leases locks the rows of their owners (FOR UPDATE, in
-//     the order of their ids), so their batches under way finish first
-//     and the ones that follow find the leases moved; it then reads the
-//     fires those owners recorded and did not compact yet, and writes the
-//     last into the leases, in the same transaction.
-//   - Each renewal compacts the owner's batches: it marks them compacted
-//     and folds their fires into its leases' last_fire, so that a taker
-//     reads at most a renewal interval of records. A batch of fires
+//     the order of their ids) and bumps their epochs, so their batches
+//     under way finish first and the ones that follow find the leases
+//     moved; it then reads the fires those owners recorded and did not
+//     fold yet, and writes the last into the leases, in the same
+//     transaction.
+//   - Every few renewals (and at one that finds leases new to the
+//     instance) the owner folds its batches: it marks them compacted and
+//     folds their fires into its leases' last_fire, so that a taker reads
+//     a few renewal intervals of records at most. A batch of fires
 //     recorded ahead stays uncompacted while one of them waits to run.
 //
 // A lease given back (to rebalance, or at a graceful stop) locks its own
-// instance's row, takes the fires recorded ahead and not run out of their
-// batches, and writes its last fire from the batches not compacted, in
-// one transaction: the next owner runs the fires not run here. A fire
+// instance's row, bumps its epoch, takes the fires recorded ahead and not
+// run out of their batches, and writes its last fire from the batches not
+// folded, in one transaction: the next owner runs the fires not run here. A fire
 // admitted whose round then did not begin (its schedule stopped) is
 // withdrawn, and counts as not run. Batches are read, one fire to a row,
 // through the view fire_records, and deleted once compacted and ten

@@ -46,8 +46,8 @@ func TestADrainGivesBackTheLeasesOfImminentFires(t *testing.T) {
 // TestLeasesGivenBackAreTakenWithoutARenewal: an instance told of leases
 // given back takes its share at once, by the live count and the
 // acquisition alone: its own leases are not renewed for it (a renewal
-// rewrites every lease it holds, and the fires of the leases moving wait
-// for it).
+// reads every lease it holds, and the fires of the leases moving would
+// wait for it).
 func TestLeasesGivenBackAreTakenWithoutARenewal(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)

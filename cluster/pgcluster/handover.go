@@ -55,9 +55,9 @@ func (c *Coordinator) lockTakeable(ctx context.Context) bool {
 // takeFree takes this instance's share of the leases another one left
 // free (a rebalance), in one statement (takeFreeSQL). A tick's heartbeat
 // and renewal are left to their time: the trust window does not need
-// them yet, and they would delay the takeover (a renewal rewrites every
-// lease this instance holds) while the leases' next fires, often within
-// the second, wait for it. Outside the trust window it is a whole tick;
+// them yet, and they would delay the takeover (a renewal reads every
+// lease this instance holds, and folds its fires into them every few)
+// while the leases' next fires, often within the second, wait for it. Outside the trust window it is a whole tick;
 // draining, nothing.
 func (c *Coordinator) takeFree(ctx context.Context) {
 	if !c.lockTakeable(ctx) {

@@ -454,7 +454,7 @@ func (c *Coordinator) lockOwnRow(mode string) string {
 // kept is the batches of the heralds being recorded, or recorded and
 // not yet run: compacted, a fire given back unrun would count as the
 // schedule's last. Read off the heralds (a pass over a map of one entry a
-// schedule, once a renewal). A herald taken out of the map by a lease
+// schedule, once a fold). A herald taken out of the map by a lease
 // given back has its fire taken out of its batch in the same tick, before
 // the next renewal.
 func (c *Coordinator) kept() []int64 {
@@ -547,8 +547,8 @@ func (c *Coordinator) giveBack(ctx context.Context, schedules []string, unrun []
 // giveBackSQL gives back this instance's ($1) leases among $2 (NULL:
 // every one), and returns how many went to each instance (an empty name
 // for those left free). The last fire of each is the latest of its
-// lease's and of this instance's batches not compacted yet (a renewal
-// interval's at most), taken in one aggregate over both: a join of the
+// lease's and of this instance's batches not folded yet (foldEvery
+// renewal intervals' at most), taken in one aggregate over both: a join of the
 // leases with the batches' fires, whose count the planner cannot guess,
 // was planned as a nested loop (seconds at a few thousand). The batches
 // stay as they are, for the renewal to fold the other schedules' fires
@@ -568,8 +568,8 @@ func (c *Coordinator) giveBack(ctx context.Context, schedules []string, unrun []
 // after the handover. The takers' rows are locked in share mode: an
 // instance marking itself stopped meanwhile waits, and is then not
 // handed any (or, marked first, is not chosen). The rest is left free
-// (no owner, expired now): the taker resumes from the last fire, or from
-// this instant.
+// (no owner), its last fire this instant when it had none: the taker
+// resumes from the last fire, or from the give-back.
 //
 // A set of names is matched by IN (SELECT unnest(...)), hashed, where =
 // ANY of a parameter is read element by element for each fire in a

@@ -144,25 +144,7 @@ func TestTheFireRecordsOfAnEarlierSchemaLeaveEachScheduleItsLastFire(t *testing.
 	ctx := context.Background()
 	admin := adminPool(t)
 	schema := testSchema(t, admin)
-	ms, err := migrations()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tx, err := admin.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	for _, q := range []string{"CREATE SCHEMA " + schema, "CREATE TABLE " + schema + ".schema_version (version INT NOT NULL)", "INSERT INTO " + schema + ".schema_version VALUES (15)"} {
-		if _, err := tx.Exec(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, m := range ms[:15] {
-		if _, err := tx.Exec(ctx, strings.ReplaceAll(m, "{{schema}}", schema)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	tx := schemaAt(t, admin, schema, 15)
 	last := time.Date(2026, 11, 28, 10, 0, 3, 0, time.UTC)
 	if _, err := tx.Exec(ctx, "INSERT INTO "+schema+".leases (schedule, owner, term, expires_at) VALUES ('a', 'i1', 2, now()), ('b', '', 1, now()), ('never', '', 0, '-infinity')"); err != nil {
 		t.Fatal(err)
@@ -178,19 +160,107 @@ func TestTheFireRecordsOfAnEarlierSchemaLeaveEachScheduleItsLastFire(t *testing.
 		t.Fatal(err)
 	}
 	s.Close()
-	rows, err := admin.Query(ctx, "SELECT schedule, last_fire FROM "+schema+".leases ORDER BY 1")
+	got := leaseLasts(t, admin, schema)
+	if !got["a"].Equal(last) || !got["b"].Equal(last.Add(-time.Hour)) || !got["never"].IsZero() {
+		t.Fatalf("last fires after the migration: a %v, b %v, never %v; want %s, %s, none", got["a"], got["b"], got["never"], last, last.Add(-time.Hour))
+	}
+}
+
+// schemaAt begins a transaction that makes schema as the first version
+// migrations left it; the caller adds rows and commits.
+func schemaAt(t *testing.T, admin *pgxpool.Pool, schema string, version int) pgx.Tx {
+	t.Helper()
+	ctx := context.Background()
+	ms, err := migrations()
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]*time.Time{}
-	var name string
-	var at *time.Time
-	if _, err := pgx.ForEachRow(rows, []any{&name, &at}, func() error { got[name] = at; return nil }); err != nil {
+	tx, err := admin.Begin(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if got["a"] == nil || !got["a"].Equal(last) || got["b"] == nil || !got["b"].Equal(last.Add(-time.Hour)) || got["never"] != nil {
-		t.Fatalf("last fires after the migration: a %v, b %v, never %v; want %s, %s, none", got["a"], got["b"], got["never"], last, last.Add(-time.Hour))
+	t.Cleanup(func() { tx.Rollback(context.Background()) })
+	for _, q := range []string{"CREATE SCHEMA " + schema, "CREATE TABLE " + schema + ".schema_version (version INT NOT NULL)", fmt.Sprintf("INSERT INTO %s.schema_version VALUES (%d)", schema, version)} {
+		if _, err := tx.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
 	}
+	for _, m := range ms[:version] {
+		if _, err := tx.Exec(ctx, strings.ReplaceAll(m, "{{schema}}", schema)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return tx
+}
+
+// TestLeasesOfAnEarlierSchemaEndWithTheirOwnersRow: a schema of version
+// 17 (each lease its own expiry) migrated to leases that live by their
+// owner's row: an instance of the earlier release, which cannot renew in
+// the new form, has its leases end at once (or when they ended), a lease
+// given back keeps the instant it was given back as its last fire, and
+// one never owned has none.
+func TestLeasesOfAnEarlierSchemaEndWithTheirOwnersRow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	admin := adminPool(t)
+	schema := testSchema(t, admin)
+	tx := schemaAt(t, admin, schema, 17)
+	given := time.Date(2026, 11, 28, 10, 0, 3, 0, time.UTC)
+	ended := time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC)
+	for _, q := range []string{
+		"INSERT INTO " + schema + ".instances (id, host, version, started_at, heartbeat_at) VALUES ('live', 'h', '1', now(), now()), ('dead', 'h', '1', now(), now())",
+		"INSERT INTO " + schema + ".leases (schedule, owner, term, expires_at) VALUES ('a', 'live', 2, now() + interval '1 hour'), ('d', 'dead', 1, '" + ended.Format(time.RFC3339) + "'), ('b', '', 3, '" + given.Format(time.RFC3339) + "'), ('never', '', 0, '-infinity')",
+	} {
+		if _, err := tx.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(ctx, testDSN(), WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	until := map[string]time.Time{}
+	rows, err := admin.Query(ctx, "SELECT id, leases_until FROM "+schema+".instances WHERE leases_until <= now()")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	var at time.Time
+	if _, err := pgx.ForEachRow(rows, []any{&id, &at}, func() error { until[id] = at; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := until["live"]; !ok || !until["dead"].Equal(ended) {
+		t.Fatalf("instances whose leases ended after the migration: %v; want live (at the migration) and dead at %s", until, ended)
+	}
+	last := leaseLasts(t, admin, schema)
+	if !last["b"].Equal(given) || !last["never"].IsZero() || !last["a"].IsZero() {
+		t.Fatalf("last fires after the migration: %v; want b's at %s, none for never and a", last, given)
+	}
+}
+
+// leaseLasts is each lease's last fire (the zero time for none).
+func leaseLasts(t *testing.T, admin *pgxpool.Pool, schema string) map[string]time.Time {
+	t.Helper()
+	rows, err := admin.Query(context.Background(), "SELECT schedule, last_fire FROM "+schema+".leases")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]time.Time{}
+	var name string
+	var at *time.Time
+	if _, err := pgx.ForEachRow(rows, []any{&name, &at}, func() error {
+		if at != nil {
+			out[name] = *at
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // TestPruneSharedPrunesOnceForTheInstancesWithTheSameSchedules: of the

@@ -142,9 +142,7 @@ func TestNewerDataFormatIsRefused(t *testing.T) {
 func TestTheFireRecordsOfAnEarlierSchemaLeaveEachScheduleItsLastFire(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	admin := adminPool(t)
-	schema := testSchema(t, admin)
-	tx := schemaAt(t, admin, schema, 15)
+	admin, schema, tx := schemaAt(t, 15)
 	last := time.Date(2026, 11, 28, 10, 0, 3, 0, time.UTC)
 	if _, err := tx.Exec(ctx, "INSERT INTO "+schema+".leases (schedule, owner, term, expires_at) VALUES ('a', 'i1', 2, now()), ('b', '', 1, now()), ('never', '', 0, '-infinity')"); err != nil {
 		t.Fatal(err)
@@ -152,6 +150,18 @@ func TestTheFireRecordsOfAnEarlierSchemaLeaveEachScheduleItsLastFire(t *testing.
 	if _, err := tx.Exec(ctx, "INSERT INTO "+schema+".fires (schedule, planned, term, owner) VALUES ('a', $1::timestamptz - interval '2 seconds', 1, 'i0'), ('a', $1, 2, 'i1'), ('b', $1::timestamptz - interval '1 hour', 1, 'i1')", last); err != nil {
 		t.Fatal(err)
 	}
+	migrateFrom(t, tx, schema)
+	got := leaseLasts(t, admin, schema)
+	if !got["a"].Equal(last) || !got["b"].Equal(last.Add(-time.Hour)) || !got["never"].IsZero() {
+		t.Fatalf("last fires after the migration: a %v, b %v, never %v; want %s, %s, none", got["a"], got["b"], got["never"], last, last.Add(-time.Hour))
+	}
+}
+
+// migrateFrom commits tx (a schema made by schemaAt, with its rows) and
+// migrates the schema as Open does.
+func migrateFrom(t *testing.T, tx pgx.Tx, schema string) {
+	t.Helper()
+	ctx := context.Background()
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -160,17 +170,16 @@ func TestTheFireRecordsOfAnEarlierSchemaLeaveEachScheduleItsLastFire(t *testing.
 		t.Fatal(err)
 	}
 	s.Close()
-	got := leaseLasts(t, admin, schema)
-	if !got["a"].Equal(last) || !got["b"].Equal(last.Add(-time.Hour)) || !got["never"].IsZero() {
-		t.Fatalf("last fires after the migration: a %v, b %v, never %v; want %s, %s, none", got["a"], got["b"], got["never"], last, last.Add(-time.Hour))
-	}
 }
 
-// schemaAt begins a transaction that makes schema as the first version
-// migrations left it; the caller adds rows and commits.
-func schemaAt(t *testing.T, admin *pgxpool.Pool, schema string, version int) pgx.Tx {
+// schemaAt begins a transaction that makes a schema of its own as the
+// first version migrations left it, and returns the pool, the schema and
+// the transaction; the caller adds rows, then migrateFrom.
+func schemaAt(t *testing.T, version int) (*pgxpool.Pool, string, pgx.Tx) {
 	t.Helper()
 	ctx := context.Background()
+	admin := adminPool(t)
+	schema := testSchema(t, admin)
 	ms, err := migrations()
 	if err != nil {
 		t.Fatal(err)
@@ -190,7 +199,7 @@ func schemaAt(t *testing.T, admin *pgxpool.Pool, schema string, version int) pgx
 			t.Fatal(err)
 		}
 	}
-	return tx
+	return admin, schema, tx
 }
 
 // TestLeasesOfAnEarlierSchemaEndWithTheirOwnersRow: a schema of version
@@ -202,9 +211,7 @@ func schemaAt(t *testing.T, admin *pgxpool.Pool, schema string, version int) pgx
 func TestLeasesOfAnEarlierSchemaEndWithTheirOwnersRow(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	admin := adminPool(t)
-	schema := testSchema(t, admin)
-	tx := schemaAt(t, admin, schema, 17)
+	admin, schema, tx := schemaAt(t, 17)
 	given := time.Date(2026, 11, 28, 10, 0, 3, 0, time.UTC)
 	ended := time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC)
 	for _, q := range []string{
@@ -215,14 +222,7 @@ func TestLeasesOfAnEarlierSchemaEndWithTheirOwnersRow(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	s, err := Open(ctx, testDSN(), WithSchema(schema))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
+	migrateFrom(t, tx, schema)
 	until := map[string]time.Time{}
 	rows, err := admin.Query(ctx, "SELECT id, leases_until FROM "+schema+".instances WHERE leases_until <= now()")
 	if err != nil {

@@ -186,10 +186,13 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	c.draining = false
 	names := c.namesLocked()
 	c.mu.Unlock()
-	_, err := c.pool.Exec(ctx, "INSERT INTO "+c.t("instances")+` (id, host, version, started_at, heartbeat_at, stopped)
-		VALUES ($1, $2, $3, now(), now(), false)
-		ON CONFLICT (id) DO UPDATE SET host = excluded.host, version = excluded.version, started_at = now(), heartbeat_at = now(), stopped = false, schedules = '{}'`,
-		c.o.InstanceID, hostname(), c.o.Version)
+	// Its leases live from here (live instances are those whose leases
+	// do): the others count it in their shares from its registration.
+	_, err := c.pool.Exec(ctx, "INSERT INTO "+c.t("instances")+` (id, host, version, started_at, heartbeat_at, stopped, leases_until)
+		VALUES ($1, $2, $3, now(), now(), false, now() + $4::interval)
+		ON CONFLICT (id) DO UPDATE SET host = excluded.host, version = excluded.version, started_at = now(), heartbeat_at = now(), stopped = false, schedules = '{}',
+			leases_until = excluded.leases_until`,
+		c.o.InstanceID, hostname(), c.o.Version, c.o.LeaseTTL)
 	if err != nil {
 		return fmt.Errorf("fom: cluster: register instance %s: %w", c.o.InstanceID, err)
 	}
@@ -322,7 +325,7 @@ func (c *Coordinator) tick(ctx context.Context) {
 	}
 	var live int
 	var members string
-	if err := c.pool.QueryRow(ctx, "SELECT count(*), coalesce(string_agg(id || ' ' || started_at::text, ',' ORDER BY id), '') FROM "+c.t("instances")+" WHERE NOT stopped AND heartbeat_at > now() - $1::interval", c.o.LeaseTTL).Scan(&live, &members); err != nil || live < 1 {
+	if err := c.pool.QueryRow(ctx, "SELECT count(*), coalesce(string_agg(id || ' ' || started_at::text, ',' ORDER BY id), '') FROM "+c.t("instances")+" WHERE NOT stopped AND leases_until > now()").Scan(&live, &members); err != nil || live < 1 {
 		live = 1
 	}
 	owned := make(map[string]int64, len(held))

@@ -572,3 +572,34 @@ func TestATakerOfADeadInstancesLeasesTellsTheOthers(t *testing.T) {
 	}
 	waitOwned(t, map[string]*pgcluster.Coordinator{"b": b}, map[string]int{"b": len(names)})
 }
+
+// TestAnInstanceWhoseLeasesEndedIsNotLiveThoughItHeartbeats: an
+// instance that heartbeats but whose leases ended (an earlier release,
+// which cannot renew them since migration 18, or one whose renewals fail)
+// is not counted among the live: a starting instance takes every lease,
+// its share of one live instance, not a half it would leave to run
+// nowhere.
+func TestAnInstanceWhoseLeasesEndedIsNotLiveThoughItHeartbeats(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
+	ctx := context.Background()
+	names := numbered(10)
+	a := coordinator(t, schema, "a", nil, pgcluster.Options{}, names...)
+	for _, q := range []string{
+		"INSERT INTO " + schema + ".instances (id, host, version, started_at, heartbeat_at) VALUES ('old', 'h', '0', now(), now())",
+		"INSERT INTO " + schema + ".leases (schedule, owner, term) SELECT n, 'old', 1 FROM unnest($1::text[]) AS n",
+	} {
+		args := []any{}
+		if strings.Contains(q, "$1") {
+			args = append(args, names)
+		}
+		if _, err := pool.Exec(ctx, q, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start(t, a)
+	if n := a.Owned(); n != len(names) {
+		t.Fatalf("a holds %d leases, want all %d: the instance whose leases ended was counted live", n, len(names))
+	}
+}

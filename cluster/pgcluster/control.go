@@ -191,10 +191,10 @@ func (c *Coordinator) deliver(id int64, ch chan string) {
 // ones first.
 func (c *Coordinator) Instances(ctx context.Context) ([]Instance, error) {
 	rows, err := c.pool.Query(ctx, `SELECT i.id, i.host, i.version, i.started_at, i.heartbeat_at,
-			NOT i.stopped AND i.heartbeat_at > now() - $1::interval, NOT i.stopped AND i.heartbeat_at > now() - $2::interval, i.stopped,
+			NOT i.stopped AND i.leases_until > now(), NOT i.stopped AND i.heartbeat_at > now() - $1::interval, i.stopped,
 			CASE WHEN i.leases_until > now() THEN (SELECT count(*) FROM `+c.t("leases")+` l WHERE l.owner = i.id) ELSE 0 END, i.schedules
 		FROM `+c.t("instances")+` i WHERE i.heartbeat_at > now() - interval '1 hour'
-		ORDER BY 6 DESC, i.id`, c.o.LeaseTTL, 2*c.o.RenewEvery)
+		ORDER BY 6 DESC, i.id`, 2*c.o.RenewEvery)
 	if err != nil {
 		return nil, fmt.Errorf("fom: cluster: list instances: %w", err)
 	}

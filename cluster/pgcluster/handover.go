@@ -69,7 +69,7 @@ func (c *Coordinator) takeFree(ctx context.Context) {
 	names := c.wanted(all)
 	_, have, _ := shareOf(names, owned, 1)
 	c.tickStatements.Add(1)
-	rows, err := c.pool.Query(ctx, c.takeFreeSQL(), c.o.InstanceID, names, len(names), c.o.LeaseTTL, have)
+	rows, err := c.pool.Query(ctx, c.takeFreeSQL(), c.o.InstanceID, names, len(names), have)
 	taken := map[string]int64{}
 	from := map[string]time.Time{}
 	if err == nil {
@@ -92,7 +92,7 @@ func (c *Coordinator) takeFree(ctx context.Context) {
 }
 
 // takeFreeSQL takes, in one statement, up to this instance's ($1) share of
-// the leases among $2 (of $3 names) given back, less the $5 it holds:
+// the leases among $2 (of $3 names) given back, less the $4 it holds:
 // the share of the live instances counted in the same statement. A lease
 // given back has no owner whose fires could still be recorded (the giver
 // wrote its last fire, and took its unrun ones out, in the transaction
@@ -103,7 +103,7 @@ func (c *Coordinator) takeFreeSQL() string {
 		FROM (SELECT schedule FROM ` + c.t("leases") + ` WHERE schedule = ANY($2) AND owner = ''
 		      ORDER BY random()
 		      LIMIT greatest(0, ceil($3::numeric / greatest(1, (SELECT count(*) FROM ` + c.t("instances") + `
-		            WHERE NOT stopped AND heartbeat_at > now() - $4::interval))) - $5)
+		            WHERE NOT stopped AND leases_until > now()))) - $4)
 		      FOR UPDATE SKIP LOCKED) AS free
 		WHERE l.schedule = free.schedule
 		RETURNING l.schedule, l.term, l.last_fire`

@@ -500,7 +500,7 @@ func (c *Coordinator) giveBack(ctx context.Context, schedules []string, unrun []
 		if err := c.removeUnrun(ctx, tx, unrun); err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, c.giveBackSQL(), c.o.InstanceID, schedules, c.o.LeaseTTL, leaving)
+		rows, err := tx.Query(ctx, c.giveBackSQL(), c.o.InstanceID, schedules, leaving)
 		if err != nil {
 			return err
 		}
@@ -554,9 +554,9 @@ func (c *Coordinator) giveBack(ctx context.Context, schedules []string, unrun []
 // stay as they are, for the renewal to fold the other schedules' fires
 // in; with no lease left (Stop after a drain), they are not read.
 //
-// With $4 (leaving), each lease goes to one of the live instances ($3:
-// the lease TTL) that declared its schedule, in a new term: the giver,
-// which still holds it, writes what the taker would read, and the
+// With $3 (leaving), each lease goes to one of the live instances (whose
+// leases live) that declared its schedule, in a new term: the giver, which
+// still holds it, writes what the taker would read, and the
 // taker's statement is off the path of the schedule's next fire. The
 // takers are named in turn, the schedules with as many of them numbered
 // together (the same takers, in the common case, each get as many). An
@@ -586,7 +586,7 @@ func (c *Coordinator) giveBackSQL() string {
 			GROUP BY s HAVING bool_or(leased)),
 		takers AS MATERIALIZED (SELECT id, decl_digest <> '' AND decl_digest = (SELECT decl_digest FROM ` + c.t("instances") + ` WHERE id = $1) AS same
 			FROM ` + c.t("instances") + `
-			WHERE $4 AND id <> $1 AND NOT stopped AND heartbeat_at > now() - $3::interval FOR SHARE),
+			WHERE $3 AND id <> $1 AND NOT stopped AND leases_until > now() FOR SHARE),
 		cands AS MATERIALIZED (SELECT g.s, g.p, (SELECT array_agg(t.id ORDER BY t.id) FROM takers t WHERE t.same OR EXISTS (
 				SELECT 1 FROM ` + c.t("declarations") + ` d WHERE d.instance = t.id AND d.schedule = g.s)) AS ids
 			FROM given g),

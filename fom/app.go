@@ -425,6 +425,15 @@ func (a *App) Start(ctx context.Context) error {
 		if err := sc.StartupHere(); err != nil && !errors.Is(err, schedule.ErrAlreadyStarted) && !errors.Is(err, schedule.ErrPastDeadTime) {
 			errs = append(errs, err)
 		}
+		// A lease taken before the schedule started (while the App
+		// declared, its share handed over): the schedule, started holding
+		// it, runs from its next fire; it continues from the lease's last
+		// fire now, before that next fire, not after the others start,
+		// when it could have run a fire the resume then runs again.
+		if last, ok := a.missed[sc.Name()]; ok {
+			delete(a.missed, sc.Name())
+			sc.Resume(last, sc.Config().Current().Misfire != config.MisfireSkip)
+		}
 	}
 	timers := a.timers
 	a.mu.Unlock()

@@ -33,13 +33,18 @@ func (a *App) acquired(name string, last time.Time) {
 		}
 		return
 	}
-	sc := a.Schedule(name)
+	// Under the App's lock, which Start holds while it starts the
+	// schedules and resumes those noted here: a schedule is resumed now
+	// (started), or noted before Start comes to it (not started yet),
+	// never noted after Start started it (it would run its next fire, and
+	// the late resume run it again).
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	sc := a.byName[name]
 	if sc != nil && sc.Resume(last, sc.Config().Current().Misfire != config.MisfireSkip) {
 		return
 	}
-	a.mu.Lock()
 	a.missed[name] = last
-	a.mu.Unlock()
 }
 
 // resumeMissed applies the last fires noted before their schedules started.

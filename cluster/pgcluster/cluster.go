@@ -661,6 +661,18 @@ func (c *Coordinator) release(ctx context.Context, from []string, n int, why str
 	if len(give) == 0 {
 		return
 	}
+	// The fires recorded since the last fold are folded first, outside
+	// the lock on this instance's row that the give-back holds (and its
+	// batches wait on): the give-back then reads a batch or two, not
+	// foldEvery renewals of them. Folded before the heralds of the leases
+	// given are taken out, the fires recorded ahead and not run are still
+	// kept out of the fold. A fold that fails leaves more to read.
+	c.leaseMu.Lock()
+	c.tickStatements.Add(1)
+	if err := c.fold(ctx, nil); err != nil {
+		c.log.Warn("folding the fires recorded before giving leases back failed", zap.Error(err))
+	}
+	c.leaseMu.Unlock()
 	c.mu.Lock()
 	for _, s := range give {
 		delete(c.owned, s)

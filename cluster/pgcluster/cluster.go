@@ -316,7 +316,7 @@ func (c *Coordinator) tick(ctx context.Context) {
 	draining := c.draining
 	c.mu.Unlock()
 	c.leaseMu.Lock()
-	held, epoch, err := c.renew(ctx, draining)
+	held, fresh, epoch, err := c.renew(ctx, draining)
 	if err != nil {
 		c.leaseMu.Unlock()
 		c.log.Warn("lease renewal failed; leases are trusted only until their window ends", zap.Error(err))
@@ -337,7 +337,6 @@ func (c *Coordinator) tick(ctx context.Context) {
 	// it (the notification lost, or not heard yet): taken now. Draining,
 	// it is not taken, nor one this instance gave back while the renewal
 	// ran: Stop hands over every lease held.
-	fresh := c.freshLocked(held)
 	if c.draining {
 		for s := range fresh {
 			delete(owned, s)

@@ -47,8 +47,8 @@
 //     moved; it then reads the fires those owners recorded and did not
 //     fold yet, and writes the last into the leases, in the same
 //     transaction.
-//   - Every few renewals (and at one that finds leases new to the
-//     instance) the owner folds its batches: it marks them compacted and
+//   - Every few renewals (at one that finds leases new to the instance,
+//     and before leases are given back) the owner folds its batches: it marks them compacted and
 //     folds their fires into its leases' last_fire, so that a taker reads
 //     a few renewal intervals of records at most. A batch of fires
 //     recorded ahead stays uncompacted while one of them waits to run.

@@ -376,31 +376,37 @@ const foldEvery = 3
 // restart), the fires recorded since the last fold are folded into the
 // leases (fold) first, so that the plan of a lease adopted resumes after
 // them.
-func (c *Coordinator) renew(ctx context.Context, draining bool) (map[string]heldLease, int64, error) {
-	var epoch int64
-	err := c.pool.QueryRow(ctx, "UPDATE "+c.t("instances")+" SET heartbeat_at = now(), leases_until = now() + $3::interval, stopped = $2 WHERE id = $1 RETURNING epoch",
+//
+// It also returns the leases held that this instance did not know of
+// (freshLocked), read once for the fold and the tick: the tick holds
+// leaseMu from here to setting owned, and a lease given back meanwhile
+// waits for it (release folds under leaseMu before it drops the lease).
+func (c *Coordinator) renew(ctx context.Context, draining bool) (held, fresh map[string]heldLease, epoch int64, err error) {
+	err = c.pool.QueryRow(ctx, "UPDATE "+c.t("instances")+" SET heartbeat_at = now(), leases_until = now() + $3::interval, stopped = $2 WHERE id = $1 RETURNING epoch",
 		c.o.InstanceID, draining, c.o.LeaseTTL).Scan(&epoch)
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = fmt.Errorf("instance %s has no row in instances", c.o.InstanceID)
 	}
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
-	held, err := c.heldLeases(ctx)
-	if err != nil {
-		return nil, 0, err
+	if held, err = c.heldLeases(ctx); err != nil {
+		return nil, nil, 0, err
 	}
 	c.mu.Lock()
-	fresh := len(c.freshLocked(held)) > 0
+	fresh = c.freshLocked(held)
 	c.mu.Unlock()
 	c.ticks++
-	if fresh || c.ticks%foldEvery == 1 {
+	if len(fresh) > 0 || c.ticks%foldEvery == 1 {
 		c.tickStatements.Add(1)
 		if err := c.fold(ctx, held); err != nil {
-			return nil, 0, fmt.Errorf("fold the fires recorded into the leases: %w", err)
+			return nil, nil, 0, fmt.Errorf("fold the fires recorded into the leases: %w", err)
+		}
+		for s := range fresh { // their last fires, folded
+			fresh[s] = held[s]
 		}
 	}
-	return held, epoch, nil
+	return held, fresh, epoch, nil
 }
 
 // heldLeases reads the leases this instance holds.

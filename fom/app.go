@@ -419,20 +419,22 @@ func (a *App) Start(ctx context.Context) error {
 			a.log.Info("not started", zap.String("schedule", sc.Name()), zap.Bool("stoppedByOperator", ok))
 			continue
 		}
+		// A lease taken before the schedule started (while the App
+		// declared, its share handed over) starts it from the lease's last
+		// fire, in one step: started from now and resumed after, a fire
+		// due in between could run, and run again from the resume.
+		var err error
+		if last, ok := a.missed[sc.Name()]; ok {
+			delete(a.missed, sc.Name())
+			err = sc.StartupFrom(last, sc.Config().Current().Misfire != config.MisfireSkip)
+		} else {
+			err = sc.StartupHere()
+		}
 		// A deadTime already past leaves the schedule STOPPED with its
 		// reason (Info.StopReason, logged): a campaign that ended is no
 		// reason for the app not to start.
-		if err := sc.StartupHere(); err != nil && !errors.Is(err, schedule.ErrAlreadyStarted) && !errors.Is(err, schedule.ErrPastDeadTime) {
+		if err != nil && !errors.Is(err, schedule.ErrAlreadyStarted) && !errors.Is(err, schedule.ErrPastDeadTime) {
 			errs = append(errs, err)
-		}
-		// A lease taken before the schedule started (while the App
-		// declared, its share handed over): the schedule, started holding
-		// it, runs from its next fire; it continues from the lease's last
-		// fire now, before that next fire, not after the others start,
-		// when it could have run a fire the resume then runs again.
-		if last, ok := a.missed[sc.Name()]; ok {
-			delete(a.missed, sc.Name())
-			sc.Resume(last, sc.Config().Current().Misfire != config.MisfireSkip)
 		}
 	}
 	timers := a.timers

@@ -383,6 +383,21 @@ func (c *Context) Startup() error {
 // managed pool for Submit: it runs that one first round if asked, and
 // otherwise stays INITED.
 func (c *Context) StartupHere() error {
+	return c.startup(time.Time{}, false)
+}
+
+// StartupFrom is StartupHere continuing the plan from lastFire, a fire
+// recorded by another process, as Resume would: in one step, under the
+// schedule's lock, so that no fire of the plan counted from now can begin
+// in between and run again once the plan continues from lastFire. A
+// cluster instance starts so a schedule whose lease it took before the
+// schedule started. Without a plan of fom's own (or with lastFire zero) it
+// is StartupHere.
+func (c *Context) StartupFrom(lastFire time.Time, runMissed bool) error {
+	return c.startup(lastFire, runMissed)
+}
+
+func (c *Context) startup(from time.Time, runMissed bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch c.state {
@@ -427,7 +442,18 @@ func (c *Context) StartupHere() error {
 	l.prev = roundTimes{now, now, now}
 	l.pinned = ok && (s.ExecOnLoad || s.InitialDelay > 0)
 	c.loop = l
-	c.log.Info("started", zap.String("plan", c.planString()), zap.Time("first", first))
+	resumed := false
+	if !from.IsZero() && c.plan != nil && c.job.Plan == nil {
+		if next, rok := c.resumeNextLocked(l, from, runMissed); rok {
+			first, ok, resumed = next, true, true
+			l.pinned = false
+		}
+	}
+	c.log.Info("started", zap.String("plan", c.planString()), zap.Time("first", first), zap.Bool("resumed", resumed))
+	if resumed && !now.Before(first) {
+		// A missed fire, due at once, as Resume announces it.
+		c.announceLocked(first)
+	}
 	st := c.decideLocked(l, c.clk.Now(), first, ok)
 	// A copy whose gate holds none of its fires (a cluster instance that
 	// does not hold the schedule's lease) starts parked, as its first
@@ -436,7 +462,7 @@ func (c *Context) StartupHere() error {
 	if st == stepSleep && !l.pinned {
 		c.parkLocked(l)
 	}
-	if _, held := c.gate.(Holder); held && !l.parked {
+	if _, held := c.gate.(Holder); resumed || held && !l.parked {
 		c.readyLocked(gen)
 	}
 	c.goLocked(l, st, first)

@@ -214,6 +214,18 @@ func (g *holdGate) set(holds, refuse bool) {
 	g.holds, g.refuse = holds, refuse
 }
 
+func (g *holdGate) askedFor() []time.Time {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]time.Time(nil), g.asked...)
+}
+
+func (g *holdGate) told() []time.Time {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]time.Time(nil), g.announced...)
+}
+
 func (g *holdGate) counts() (asked, announced int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -378,6 +390,16 @@ func TestAFireNotAdmittedBecauseItsScheduleStoppedIsNoWarning(t *testing.T) {
 	}
 }
 
+// readied reports whether c's copy has made what its first fire needs.
+func readied(c *Context) bool {
+	c.mu.Lock()
+	g := c.gen
+	c.mu.Unlock()
+	g.pool.mu.Lock()
+	defer g.pool.mu.Unlock()
+	return g.pool.helper != nil
+}
+
 // TestACopyIsReadiedBeforeItsFirstFireOnlyWhereItFires: a copy started
 // where its gate holds it, or taken over (Unpark, Resume), has what its
 // first fire needs made before that fire (readyLocked: the worker its
@@ -386,14 +408,6 @@ func TestAFireNotAdmittedBecauseItsScheduleStoppedIsNoWarning(t *testing.T) {
 // which would hold it from its start.
 func TestACopyIsReadiedBeforeItsFirstFireOnlyWhereItFires(t *testing.T) {
 	t.Parallel()
-	readied := func(c *Context) bool {
-		c.mu.Lock()
-		g := c.gen
-		c.mu.Unlock()
-		g.pool.mu.Lock()
-		defer g.pool.mu.Unlock()
-		return g.pool.helper != nil
-	}
 	job := Job{Tasks: func(context.Context) ([]Task, error) { return nil, nil }}
 	lone := newHarness(t, map[string]string{"fixedRate": "1s"}, job)
 	if err := lone.c.Startup(); err != nil {
@@ -425,5 +439,73 @@ func TestACopyIsReadiedBeforeItsFirstFireOnlyWhereItFires(t *testing.T) {
 	h = start(false)
 	if !h.c.Resume(t0, false) || !readied(h.c) {
 		t.Fatal("resumed: not readied")
+	}
+}
+
+// TestStartupFromContinuesFromALastFire: a copy started from a fire
+// another process recorded arms the plan's fire after it in the same step
+// (never the fire counted from now, which could run before a Resume came
+// and run again after it): missed fires run as one catch-up round, or are
+// skipped; the gate is told of a missed fire due at once, and the copy is
+// readied; with a zero last fire it is StartupHere.
+func TestStartupFromContinuesFromALastFire(t *testing.T) {
+	t.Parallel()
+	var ran atomic.Int32
+	var cause atomic.Value
+	job := Job{Tasks: func(context.Context) ([]Task, error) { ran.Add(1); return nil, nil },
+		OnComplete: func(_ context.Context, r Round) { cause.Store(r.Cause) }}
+	start := func(last time.Time, runMissed bool) (*harness, *holdGate) {
+		gate := &holdGate{holds: true}
+		h := newHarness(t, map[string]string{"cron": "* * * * * *"}, job, func(o *Options) { o.Gate = gate })
+		if err := h.c.StartupFrom(last, runMissed); err != nil {
+			t.Fatal(err)
+		}
+		return h, gate
+	}
+	// t0 is a whole second: the fires at t0-2s .. t0 were missed since t0-3s.
+	h, gate := start(t0.Add(-3*time.Second), true)
+	h.waitSleeping(1)
+	if got := gate.askedFor(); len(got) != 1 || !got[0].Equal(t0.Add(-2*time.Second)) {
+		t.Fatalf("asked for %v, want the first missed fire %s alone", got, t0.Add(-2*time.Second).Format("15:04:05"))
+	}
+	if got := gate.told(); len(got) == 0 || !got[0].Equal(t0.Add(-2*time.Second)) {
+		t.Fatalf("announced %v, want the missed fire due at once first", got)
+	}
+	if c := cause.Load(); c != CauseCatchUp {
+		t.Fatalf("the missed fire's round is labelled %v, want catchup", c)
+	}
+	if next := h.c.Info().Next; !next.Equal(t0.Add(time.Second)) {
+		t.Fatalf("next fire %s after the catch-up, want %s", next.Format("15:04:05"), t0.Add(time.Second).Format("15:04:05"))
+	}
+	if !readied(h.c) {
+		t.Fatal("started from a last fire: not readied")
+	}
+
+	// Misfires skipped: t0 is due now and runs; nothing before it.
+	h, gate = start(t0.Add(-3*time.Second), false)
+	h.waitSleeping(1)
+	if got := gate.askedFor(); len(got) != 1 || !got[0].Equal(t0) {
+		t.Fatalf("misfires skipped: asked for %v, want the fire due now, %s", got, t0.Format("15:04:05"))
+	}
+
+	// A last fire ahead of the plan counted from now: the fire after it,
+	// not the next whole second.
+	h, gate = start(t0.Add(4*time.Second), true)
+	h.waitSleeping(0)
+	if next := h.c.Info().Next; !next.Equal(t0.Add(5 * time.Second)) {
+		t.Fatalf("next fire %s, want the one after the last fire, %s", next.Format("15:04:05"), t0.Add(5*time.Second).Format("15:04:05"))
+	}
+	if got := gate.askedFor(); len(got) != 0 {
+		t.Fatalf("asked for %v before any fire was due", got)
+	}
+
+	// No last fire: the plan's next fire from now.
+	h, _ = start(time.Time{}, true)
+	h.waitSleeping(0)
+	if next := h.c.Info().Next; !next.Equal(t0.Add(time.Second)) {
+		t.Fatalf("no last fire: next %s, want %s", next.Format("15:04:05"), t0.Add(time.Second).Format("15:04:05"))
+	}
+	if ran.Load() != 2 {
+		t.Fatalf("%d rounds ran, want 2", ran.Load())
 	}
 }

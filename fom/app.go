@@ -437,9 +437,11 @@ func (a *App) Start(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	// What is left is of schedules that did not start (stopped, past
+	// their deadTime): started later, they run from then on.
+	clear(a.missed)
 	timers := a.timers
 	a.mu.Unlock()
-	a.resumeMissed()
 	if timers != nil {
 		if err := timers.Start(ctx); err != nil {
 			errs = append(errs, err)

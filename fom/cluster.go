@@ -34,29 +34,18 @@ func (a *App) acquired(name string, last time.Time) {
 		return
 	}
 	// Under the App's lock, which Start holds while it starts the
-	// schedules and resumes those noted here: a schedule is resumed now
-	// (started), or noted before Start comes to it (not started yet),
-	// never noted after Start started it (it would run its next fire, and
-	// the late resume run it again).
+	// schedules, those noted here from their last fire: a schedule is
+	// resumed now (started), or noted before Start comes to it (not
+	// started yet), never noted after Start started it (it would run its
+	// next fire, and a late resume run it again).
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	sc := a.byName[name]
 	if sc != nil && sc.Resume(last, sc.Config().Current().Misfire != config.MisfireSkip) {
 		return
 	}
-	a.missed[name] = last
-}
-
-// resumeMissed applies the last fires noted before their schedules started.
-func (a *App) resumeMissed() {
-	a.mu.Lock()
-	missed := a.missed
-	a.missed = map[string]time.Time{}
-	a.mu.Unlock()
-	for name, last := range missed {
-		if sc := a.Schedule(name); sc != nil {
-			sc.Resume(last, sc.Config().Current().Misfire != config.MisfireSkip)
-		}
+	if !a.running { // once started, a schedule not running runs from its next start
+		a.missed[name] = last
 	}
 }
 

@@ -50,6 +50,7 @@ type App struct {
 	desired   map[string]bool      // desired states last applied (cluster); guarded by mu
 	disagree  string               // the declarations' differences last logged (cluster); guarded by mu
 	running   bool
+	noting    bool // Start notes the leases taken before their schedules start (missed); guarded by mu
 	timers    *timer.Service // made by Timers
 	releasing chan struct{}  // closed once the tasks a timed-out Stop left have returned and the store is released
 	flushStop chan struct{}  // closes the statistics flush loop
@@ -366,50 +367,117 @@ func (a *App) Register(job any, opts ...RegisterOption) (*ScheduleContext, error
 }
 
 // Start starts every enabled schedule. It does not block. On a PostgreSQL
-// store it first joins the cluster and takes this instance's leases.
+// store the schedules start before the instance joins the cluster, each
+// parked until its lease comes (see startCluster).
 func (a *App) Start(ctx context.Context) error {
 	if _, err := a.store(ctx); err != nil {
 		return err
 	}
-	var desired map[string]bool
-	if a.coord != nil {
-		// All of a starting instance's cluster work (the desired states,
-		// its leases, its declarations) begins in the calm part of a
-		// second: besides its statements, it allocates for every schedule,
-		// and a collection that sets off just before a whole second marks
-		// through the other instances' burst (the cluster benchmark's join
-		// row: a mark of 165–175 ms begun 6–30 ms before the second after
-		// the join, which read 93 ms at p99).
-		names := a.names()
-		a.awaitCalm(ctx, time.Duration(len(names))*bulkPerSchedule)
-		// The desired states first: they decide which leases this
-		// instance takes (wants).
-		d, err := a.coord.Desired(ctx, names)
-		if err != nil {
-			return err
-		}
-		desired = d
+	if a.coord == nil {
 		a.mu.Lock()
-		maps.Copy(a.desired, d)
+		a.running = true
+		a.startFlushLocked()
+		errs := a.startSchedulesLocked(nil, func(*ScheduleContext) bool { return true })
+		timers := a.timers
 		a.mu.Unlock()
-		// Then the leases, so that the schedules this instance owns run
-		// from their first fire.
-		if err := a.coord.Start(ctx); err != nil && !errors.Is(err, cluster.ErrStarted) {
-			return err
-		}
-		a.declare(ctx)
+		return errors.Join(append(errs, a.startTimers(ctx, timers))...)
+	}
+	return a.startCluster(ctx)
+}
+
+// startCluster starts an App on a PostgreSQL store. The schedules start
+// before the instance registers: from its registration the others count
+// it in their shares and may hand it leases (theirs given back at their
+// next renewal, or free ones at its own first), and a lease that comes to
+// a schedule already started resumes it at once from the lease's last
+// fire. Taken before the schedule started, the fires due until it starts
+// (the declarations of ten thousand schedules, the calm part of a second
+// waited for: up to a second) would be missed, and run late as one
+// catch-up round. Each starts parked (its gate holds none of its fires:
+// no wait armed) until its lease comes. A schedule whose first round is
+// pinned (execOnLoad, initialDelay) starts after the instance has taken
+// its first leases, so that the instance holding the lease runs that
+// round; one taken before it started starts from the lease's last fire
+// (StartupFrom).
+func (a *App) startCluster(ctx context.Context) error {
+	// All of a starting instance's cluster work (the desired states,
+	// its leases, its declarations) begins in the calm part of a
+	// second: besides its statements, it allocates for every schedule,
+	// and a collection that sets off just before a whole second marks
+	// through the other instances' burst (the cluster benchmark's join
+	// row: a mark of 165–175 ms begun 6–30 ms before the second after
+	// the join, which read 93 ms at p99).
+	names := a.names()
+	a.awaitCalm(ctx, time.Duration(len(names))*bulkPerSchedule)
+	// The desired states first: they decide which schedules run here,
+	// and so which leases this instance takes (wants).
+	desired, err := a.coord.Desired(ctx, names)
+	if err != nil {
+		return err
 	}
 	a.mu.Lock()
-	a.running = true
-	if a.flushStop == nil {
-		a.flushStop, a.flushDone = make(chan struct{}), make(chan struct{})
-		// The period counts from Start, not from whenever the loop's
-		// goroutine first runs.
-		go a.flushLoop(clockx.OffBeat(a.o.clock.Now(), a.flushEvery()), a.flushStop, a.flushDone)
+	maps.Copy(a.desired, desired)
+	a.running, a.noting = true, true
+	errs := a.startSchedulesLocked(desired, func(sc *ScheduleContext) bool { return !pinned(sc) })
+	a.mu.Unlock()
+	if err := a.coord.Start(ctx); err != nil && !errors.Is(err, cluster.ErrStarted) {
+		// Nothing ran: the schedules started wait, parked, for leases
+		// this instance did not take.
+		a.mu.Lock()
+		a.running, a.noting = false, false
+		clear(a.missed)
+		scs := append([]*ScheduleContext(nil), a.schedules...)
+		a.mu.Unlock()
+		for _, sc := range scs {
+			_ = sc.ShutdownHere()
+		}
+		return err
 	}
+	a.mu.Lock()
+	a.startFlushLocked()
+	errs = append(errs, a.startSchedulesLocked(desired, pinned)...)
+	// What is left is of schedules that did not start (stopped, past
+	// their deadTime): started later, they run from then on.
+	a.noting = false
+	clear(a.missed)
+	timers := a.timers
+	a.mu.Unlock()
+	a.declare(ctx)
+	errs = append(errs, a.startTimers(ctx, timers))
+	// Its schedules run: the other instances hand it its share now.
+	a.coord.Ready()
+	return errors.Join(errs...)
+}
+
+// pinned reports whether a schedule's first round is not its plan's
+// (execOnLoad, initialDelay).
+func pinned(sc *ScheduleContext) bool {
+	s := sc.Config().Current()
+	return s.ExecOnLoad || s.InitialDelay > 0
+}
+
+// startFlushLocked starts the statistics flush loop, once. With a.mu held.
+func (a *App) startFlushLocked() {
+	if a.flushStop != nil {
+		return
+	}
+	a.flushStop, a.flushDone = make(chan struct{}), make(chan struct{})
+	// The period counts from Start, not from whenever the loop's
+	// goroutine first runs.
+	go a.flushLoop(clockx.OffBeat(a.o.clock.Now(), a.flushEvery()), a.flushStop, a.flushDone)
+}
+
+// startSchedulesLocked starts the schedules that which picks and that run
+// here: in a cluster, those whose desired state (an operator's start or
+// stop, which outlives restarts) says so, else those enabled. With a.mu
+// held.
+func (a *App) startSchedulesLocked(desired map[string]bool, which func(*ScheduleContext) bool) []error {
 	var errs []error
 	for _, sc := range a.schedules {
-		run, ok := desired[sc.Name()] // an operator's start or stop in the cluster outlives restarts
+		if !which(sc) {
+			continue
+		}
+		run, ok := desired[sc.Name()]
 		if ok {
 			a.desired[sc.Name()] = run
 		} else {
@@ -419,10 +487,10 @@ func (a *App) Start(ctx context.Context) error {
 			a.log.Info("not started", zap.String("schedule", sc.Name()), zap.Bool("stoppedByOperator", ok))
 			continue
 		}
-		// A lease taken before the schedule started (while the App
-		// declared, its share handed over) starts it from the lease's last
-		// fire, in one step: started from now and resumed after, a fire
-		// due in between could run, and run again from the resume.
+		// A lease taken before the schedule started starts it from the
+		// lease's last fire, in one step: started from now and resumed
+		// after, a fire due in between could run, and run again from the
+		// resume.
 		var err error
 		if last, ok := a.missed[sc.Name()]; ok {
 			delete(a.missed, sc.Name())
@@ -437,21 +505,15 @@ func (a *App) Start(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	// What is left is of schedules that did not start (stopped, past
-	// their deadTime): started later, they run from then on.
-	clear(a.missed)
-	timers := a.timers
-	a.mu.Unlock()
-	if timers != nil {
-		if err := timers.Start(ctx); err != nil {
-			errs = append(errs, err)
-		}
+	return errs
+}
+
+// startTimers starts the durable timers' service, if the App has one.
+func (a *App) startTimers(ctx context.Context, timers *timer.Service) error {
+	if timers == nil {
+		return nil
 	}
-	if a.coord != nil {
-		// Its schedules run: the other instances hand it its share now.
-		a.coord.Ready()
-	}
-	return errors.Join(errs...)
+	return timers.Start(ctx)
 }
 
 // Stop stops every schedule, concurrently and gracefully: running tasks are

@@ -44,7 +44,7 @@ func (a *App) acquired(name string, last time.Time) {
 	if sc != nil && sc.Resume(last, sc.Config().Current().Misfire != config.MisfireSkip) {
 		return
 	}
-	if !a.running { // once started, a schedule not running runs from its next start
+	if a.noting { // once started, a schedule not running runs from its next start
 		a.missed[name] = last
 	}
 }

@@ -28,8 +28,8 @@ func TestADrainGivesBackTheLeasesOfImminentFires(t *testing.T) {
 	if a.Owned() != len(names) {
 		t.Fatalf("a holds %d leases, want %d", a.Owned(), len(names))
 	}
-	// Due within twice RecordAhead: a lease given back to rebalance keeps
-	// these until they ran.
+	// Due within handoverLead: a lease given back to rebalance keeps these
+	// until they ran.
 	fire := time.Now().Add(150 * time.Millisecond).UTC()
 	for _, s := range names {
 		a.Announce(s, fire)
@@ -41,6 +41,43 @@ func TestADrainGivesBackTheLeasesOfImminentFires(t *testing.T) {
 	if ok, err := a.Admit(ctx, names[0], fire); ok || err != nil {
 		t.Fatalf("a fire of a lease given back at the drain was admitted: %v, %v", ok, err)
 	}
+}
+
+// TestARebalanceKeepsTheLeasesOfFiresTooCloseToHandOver: an instance
+// giving leases back to rebalance (another joined) keeps those whose next
+// fire is too close for the other to take the lease and record the fire
+// in time (half a second away here: twice RecordAhead would have given
+// them), runs that fire, and gives them back right after it.
+func TestARebalanceKeepsTheLeasesOfFiresTooCloseToHandOver(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
+	ctx := context.Background()
+	names := numbered(20)
+	o := pgcluster.Options{Channel: "fom_keep_" + schema, Notified: func(string) {}, LeaseTTL: 30 * time.Second}
+	a := coordinator(t, schema, "a", nil, o, names...)
+	start(t, a)
+	a.Ready()
+	waitListening(t, a)
+	fire := time.Now().Add(500 * time.Millisecond).UTC()
+	for _, s := range names {
+		a.Announce(s, fire)
+	}
+	b := coordinator(t, schema, "b", nil, o, names...)
+	start(t, b)
+	waitListening(t, b)
+	b.Ready() // a rebalances at once
+	time.Sleep(time.Until(fire.Add(-30 * time.Millisecond)))
+	if held := leaseOwners(t, pool, schema)["a"]; held != len(names) {
+		t.Fatalf("a holds %d of %d leases just before their fire: it gave back leases whose fire was too close to hand over", held, len(names))
+	}
+	time.Sleep(time.Until(fire))
+	for _, s := range names {
+		if ok, err := a.Admit(ctx, s, fire); !ok || err != nil {
+			t.Fatalf("a's fire of %s, kept for it, was not admitted: %v, %v", s, ok, err)
+		}
+	}
+	waitOwned(t, map[string]*pgcluster.Coordinator{"a": a, "b": b}, map[string]int{"a": 10, "b": 10})
 }
 
 // TestLeasesGivenBackAreTakenWithoutARenewal: an instance told of leases

@@ -226,7 +226,10 @@ func clusterScenario(dsn string, ns []int, rows []string, window, warmup time.Du
 					id := fmt.Sprintf("bench-%d", i+1)
 					// The instances' warnings go to stderr: a fire not run
 					// says why there.
-					app, err := fom.New(fom.WithStore(st), fom.WithInstanceID(id), fom.WithLogger(warnings(id)))
+					// Three instances in one process share its collector:
+					// one paces it (WithGCPacing), as three processes
+					// would each pace their own.
+					app, err := fom.New(fom.WithStore(st), fom.WithInstanceID(id), fom.WithLogger(warnings(id)), fom.WithGCPacing(i == 0))
 					return app, func() { st.Close() }, err
 				}, func(from, to time.Time, ran int) (string, map[int]bool) {
 					// Every fire run was recorded once, before it ran.

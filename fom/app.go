@@ -17,6 +17,7 @@ import (
 	"github.com/fom-go/fom/cluster"
 	"github.com/fom-go/fom/config"
 	"github.com/fom-go/fom/internal/clockx"
+	"github.com/fom-go/fom/internal/gcpace"
 	"github.com/fom-go/fom/schedule"
 	"github.com/fom-go/fom/schedule/wheel"
 	"github.com/fom-go/fom/statistics"
@@ -50,10 +51,11 @@ type App struct {
 	desired   map[string]bool      // desired states last applied (cluster); guarded by mu
 	disagree  string               // the declarations' differences last logged (cluster); guarded by mu
 	running   bool
-	noting    bool // Start notes the leases taken before their schedules start (missed); guarded by mu
+	noting    bool           // Start notes the leases taken before their schedules start (missed); guarded by mu
 	timers    *timer.Service // made by Timers
 	releasing chan struct{}  // closed once the tasks a timed-out Stop left have returned and the store is released
 	flushStop chan struct{}  // closes the statistics flush loop
+	pacer     *gcpace.Pacer  // while running, unless WithGCPacing(false)
 	flushDone chan struct{}
 
 	flushMu   sync.Mutex // one flush at a time
@@ -456,8 +458,14 @@ func pinned(sc *ScheduleContext) bool {
 	return s.ExecOnLoad || s.InitialDelay > 0
 }
 
-// startFlushLocked starts the statistics flush loop, once. With a.mu held.
+// startFlushLocked starts the statistics flush loop, and the collector's
+// pacer, once. With a.mu held.
 func (a *App) startFlushLocked() {
+	if a.pacer == nil && !a.o.noPacing {
+		// The real clock whatever the App's: it paces the process's
+		// collector, in real time.
+		a.pacer = gcpace.StartRuntime(clockwork.NewRealClock())
+	}
 	if a.flushStop != nil {
 		return
 	}
@@ -561,10 +569,15 @@ func (a *App) Stop(ctx context.Context) error {
 	a.mu.Lock()
 	stop, done := a.flushStop, a.flushDone
 	a.flushStop, a.flushDone = nil, nil
+	pacer := a.pacer
+	a.pacer = nil
 	a.mu.Unlock()
 	if stop != nil {
 		close(stop)
 		<-done
+	}
+	if pacer != nil {
+		pacer.Stop()
 	}
 	// The last flush gets deadlines of its own: statistics are worth saving
 	// even when the caller's context ran out waiting for a stuck task.

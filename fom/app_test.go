@@ -649,3 +649,30 @@ func TestTimedOutStopReleasesTheStoreWhenTheTaskReturns(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestTheCollectorsPacerRunsWhileTheAppRuns: a started App paces the
+// process's collector (internal/gcpace) until it stops, unless
+// WithGCPacing(false); a stopped App leaves no pacer behind (goleak).
+func TestTheCollectorsPacerRunsWhileTheAppRuns(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		app, err := New(WithDataDir(t.TempDir()), WithGCPacing(on))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := app.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		app.mu.Lock()
+		running := app.pacer != nil
+		app.mu.Unlock()
+		if running != on {
+			t.Errorf("WithGCPacing(%v): a pacer runs: %v", on, running)
+		}
+		if err := app.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if app.pacer != nil {
+			t.Errorf("WithGCPacing(%v): the pacer outlives Stop", on)
+		}
+	}
+}

@@ -29,6 +29,7 @@ type options struct {
 	coalesce   *time.Duration // nil: DefaultFireCoalescing
 	timers     timer.Options  // the timer service's tuning
 	tracer     schedule.Tracer
+	noPacing   bool // WithGCPacing(false)
 	// lazyStore leaves the embedded store to the first use (Register,
 	// Start): fx builds the App before it knows whether the graph starts,
 	// and a graph that fails after it would never close an opened store.
@@ -150,6 +151,21 @@ func WithFlushInterval(d time.Duration) Option {
 			return fmt.Errorf("fom: flush interval %s: from 100ms to 1h", d)
 		}
 		o.flushEvery = d
+		return nil
+	}
+}
+
+// WithGCPacing says whether the running App starts, just after a whole
+// second, a garbage collection its schedules' aligned fires would
+// otherwise set off in their burst (the mark takes its CPU from the
+// fires). Default true. It acts only in a process whose collections come
+// at least ten seconds apart, and brings one forward by two seconds of
+// allocation at most; a process that collects more often is left to the
+// runtime's pacing. It is the process's collector: with several Apps in
+// one process, one with it is enough.
+func WithGCPacing(on bool) Option {
+	return func(o *options) error {
+		o.noPacing = !on
 		return nil
 	}
 }

@@ -108,18 +108,24 @@ func measureApps(label string, n, instances int, window, warmup, join, leave tim
 	// window.
 	from := time.Now().Truncate(time.Second).Add(warmup + time.Second)
 	l.window(from, window)
-	time.Sleep(time.Until(from))
+	// The counters are read half a second before the window's first
+	// whole second and half a second before the end of its last, in the
+	// calm part: read at the whole second (every postgres process's
+	// /proc entry), they took CPU from the burst they measured. The CPU
+	// counted covers the window's bursts all the same.
+	const calm = 500 * time.Millisecond
+	time.Sleep(time.Until(from.Add(-calm)))
 	c0, cpu0, pg0 := counters(apps), cpuTime(), postgresCPU()
 	joined := make(chan error, 1)
 	switch {
 	case join > 0:
 		go func() {
-			time.Sleep(join)
+			time.Sleep(time.Until(from.Add(join)))
 			joined <- apps[instances-1].Start(context.Background())
 		}()
 	case leave > 0:
 		go func() {
-			time.Sleep(leave)
+			time.Sleep(time.Until(from.Add(leave)))
 			joined <- apps[instances-1].Stop(context.Background())
 		}()
 	default:
@@ -135,7 +141,7 @@ func measureApps(label string, n, instances int, window, warmup, join, leave tim
 		profile += "-leave"
 	}
 	stopProfile := profileWindow(profile)
-	time.Sleep(window)
+	time.Sleep(time.Until(from.Add(window - calm)))
 	c1, cpu1, pg1 := counters(apps), cpuTime(), postgresCPU()
 	stopProfile()
 	time.Sleep(300 * time.Millisecond)

@@ -200,11 +200,16 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	if err := c.ensureLeases(ctx, names); err != nil {
 		return err
 	}
-	c.tick(ctx)
+	// Started before the first tick: the schedules an App started before
+	// it registered (parked) are resumed by the leases this tick takes,
+	// and announce their first fires within it; announced to a
+	// coordinator not started, they would be dropped, and their fires
+	// recorded one by one when due.
 	c.mu.Lock()
 	c.stop, c.done = make(chan struct{}), make(chan struct{})
 	stop, done := c.stop, c.done
 	c.mu.Unlock()
+	c.tick(ctx)
 	go c.loop(stop, done)
 	return nil
 }

@@ -85,6 +85,12 @@
 // A lease given back to rebalance is left free, and the others told
 // (leases:free) take it by one statement: the live instances counted and
 // their share of the free leases taken, without a renewal first. A lease
+// whose next fire is within handoverLead (400 ms) and twice RecordAhead
+// is kept until that fire ran, then given back (the rekick, a tick right
+// after it): the taker has a notification, a statement and the record
+// ahead to fit before the fire, under the load of the burst. The App
+// starts its schedules, parked, before it registers, so that a lease
+// taken from the registration on resumes its schedule at once. A lease
 // given back has no owner whose fires could still be recorded, so no
 // owner's row is locked, as it is for the leases of an instance that died
 // (acquire, at a renewal).

@@ -638,16 +638,17 @@ func (c *Coordinator) release(ctx context.Context, from []string, n int, why str
 	// now: given back, its fire would be refused here and run late by the
 	// next owner. A tick right after those fires (the rekick) gives them
 	// back, with the whole calm part of a second before the next. Too
-	// close is within handoverLead at the first attempt, within twice
-	// RecordAhead at the rekick (a schedule firing more often than
-	// handoverLead is given back then, with a fire or two late).
+	// close is within handoverLead and twice RecordAhead; at the rekick,
+	// only a fire already due is: a schedule firing more often than that
+	// lead always has its next fire too close, and is given back then,
+	// its next fire possibly late, rather than kept at every rekick.
 	// Draining, none is kept: this instance is about to stop its
 	// schedules, so a fire kept would not run here, and would run late
 	// elsewhere after the rekick; given back now, the next owner has until
 	// its instant to take the lease and record it.
 	lead := handoverLead + 2*c.o.RecordAhead
 	if c.rekicked {
-		lead = 2 * c.o.RecordAhead
+		lead = 0
 	}
 	c.rekicked = false
 	soon := time.Now().Add(lead)

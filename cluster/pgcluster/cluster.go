@@ -65,7 +65,7 @@ type Coordinator struct {
 	slots    *slots.Set[*herald, *time.Timer] // the heralds recorded together, by slot
 	heraldWG sync.WaitGroup                   // slots armed or recording
 	rekick   *time.Timer                      // a tick after imminent fires, to give their leases back
-	rekicked bool                             // the next release is the rekick's
+	keptBack bool                             // the last release kept leases back for their imminent fires
 	holding  bool                             // slots announced wait for unhold (an acquisition resuming its schedules)
 	draining bool                             // Drain was called: no lease is taken, and each is given back once out of its round
 	// recLock is read-held by a herald batch's statement and write-held
@@ -638,19 +638,21 @@ func (c *Coordinator) release(ctx context.Context, from []string, n int, why str
 	// now: given back, its fire would be refused here and run late by the
 	// next owner. A tick right after those fires (the rekick) gives them
 	// back, with the whole calm part of a second before the next. Too
-	// close is within handoverLead and twice RecordAhead; at the rekick,
-	// only a fire already due is: a schedule firing more often than that
-	// lead always has its next fire too close, and is given back then,
-	// its next fire possibly late, rather than kept at every rekick.
+	// close is within handoverLead and twice RecordAhead; at the release
+	// after one that kept leases back (the rekick, or a renewal that came
+	// first), only a fire already due is: a schedule firing more often
+	// than that lead always has its next fire too close, and is given
+	// back then, its next fire possibly late, rather than kept at every
+	// release.
 	// Draining, none is kept: this instance is about to stop its
 	// schedules, so a fire kept would not run here, and would run late
 	// elsewhere after the rekick; given back now, the next owner has until
 	// its instant to take the lease and record it.
 	lead := handoverLead + 2*c.o.RecordAhead
-	if c.rekicked {
+	if c.keptBack {
 		lead = 0
 	}
-	c.rekicked = false
+	c.keptBack = false
 	soon := time.Now().Add(lead)
 	leaving := c.draining
 	if leaving {
@@ -671,12 +673,8 @@ func (c *Coordinator) release(ctx context.Context, from []string, n int, why str
 		if c.rekick != nil {
 			c.rekick.Stop()
 		}
-		c.rekick = time.AfterFunc(time.Until(after)+recordRetry, func() {
-			c.mu.Lock()
-			c.rekicked = true
-			c.mu.Unlock()
-			c.Kick()
-		})
+		c.keptBack = true
+		c.rekick = time.AfterFunc(time.Until(after)+recordRetry, c.Kick)
 	}
 	c.mu.Unlock()
 	// Busy reaches into the App: asked without the coordinator's lock.

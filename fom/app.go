@@ -378,7 +378,7 @@ func (a *App) Start(ctx context.Context) error {
 	if a.coord == nil {
 		a.mu.Lock()
 		a.running = true
-		a.startFlushLocked()
+		a.startLoopsLocked()
 		errs := a.startSchedulesLocked(nil, func(*ScheduleContext) bool { return true })
 		timers := a.timers
 		a.mu.Unlock()
@@ -436,7 +436,7 @@ func (a *App) startCluster(ctx context.Context) error {
 		return err
 	}
 	a.mu.Lock()
-	a.startFlushLocked()
+	a.startLoopsLocked()
 	errs = append(errs, a.startSchedulesLocked(desired, pinned)...)
 	// What is left is of schedules that did not start (stopped, past
 	// their deadTime): started later, they run from then on.
@@ -458,9 +458,9 @@ func pinned(sc *ScheduleContext) bool {
 	return s.ExecOnLoad || s.InitialDelay > 0
 }
 
-// startFlushLocked starts the statistics flush loop, and the collector's
+// startLoopsLocked starts the statistics flush loop, and the collector's
 // pacer, once. With a.mu held.
-func (a *App) startFlushLocked() {
+func (a *App) startLoopsLocked() {
 	if a.pacer == nil && !a.o.noPacing {
 		// The real clock whatever the App's: it paces the process's
 		// collector, in real time.

@@ -61,13 +61,13 @@ type Coordinator struct {
 	// ran is each schedule's last fire admitted here when due (not
 	// announced ahead: see herald's admitted): a fire not after it is
 	// refused without a statement.
-	ran      map[string]ranFire
-	slots    *slots.Set[*herald, *time.Timer] // the heralds recorded together, by slot
-	heraldWG sync.WaitGroup                   // slots armed or recording
-	rekick   *time.Timer                      // a tick after imminent fires, to give their leases back
-	keptBack bool                             // the last release kept leases back for their imminent fires
-	holding  bool                             // slots announced wait for unhold (an acquisition resuming its schedules)
-	draining bool                             // Drain was called: no lease is taken, and each is given back once out of its round
+	ran       map[string]ranFire
+	slots     *slots.Set[*herald, *time.Timer] // the heralds recorded together, by slot
+	heraldWG  sync.WaitGroup                   // slots armed or recording
+	rekick    *time.Timer                      // a tick after imminent fires, to give their leases back
+	keptUntil time.Time                        // the last release kept leases back for their fires up to this one
+	holding   bool                             // slots announced wait for unhold (an acquisition resuming its schedules)
+	draining  bool                             // Drain was called: no lease is taken, and each is given back once out of its round
 	// recLock is read-held by a herald batch's statement and write-held
 	// by a lease given back (with the records of its unrun fires), so the
 	// fires a batch records are taken out of the records, or refused, not
@@ -638,21 +638,22 @@ func (c *Coordinator) release(ctx context.Context, from []string, n int, why str
 	// now: given back, its fire would be refused here and run late by the
 	// next owner. A tick right after those fires (the rekick) gives them
 	// back, with the whole calm part of a second before the next. Too
-	// close is within handoverLead and twice RecordAhead; at the release
-	// after one that kept leases back (the rekick, or a renewal that came
-	// first), only a fire already due is: a schedule firing more often
-	// than that lead always has its next fire too close, and is given
-	// back then, its next fire possibly late, rather than kept at every
-	// release.
+	// close is within handoverLead and twice RecordAhead; at a release
+	// after one that kept leases back, once the fires kept are past (the
+	// rekick, or a renewal that came first), only a fire already due is:
+	// a schedule firing more often than that lead always has its next
+	// fire too close, and is given back then, its next fire possibly
+	// late, rather than kept at every release. A release before the fires
+	// kept are past (another instance ready meanwhile) keeps them again.
 	// Draining, none is kept: this instance is about to stop its
 	// schedules, so a fire kept would not run here, and would run late
 	// elsewhere after the rekick; given back now, the next owner has until
 	// its instant to take the lease and record it.
 	lead := handoverLead + 2*c.o.RecordAhead
-	if c.keptBack {
+	if !c.keptUntil.IsZero() && time.Now().After(c.keptUntil) {
 		lead = 0
 	}
-	c.keptBack = false
+	c.keptUntil = time.Time{}
 	soon := time.Now().Add(lead)
 	leaving := c.draining
 	if leaving {
@@ -673,7 +674,7 @@ func (c *Coordinator) release(ctx context.Context, from []string, n int, why str
 		if c.rekick != nil {
 			c.rekick.Stop()
 		}
-		c.keptBack = true
+		c.keptUntil = after
 		c.rekick = time.AfterFunc(time.Until(after)+recordRetry, c.Kick)
 	}
 	c.mu.Unlock()

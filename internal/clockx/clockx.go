@@ -76,6 +76,12 @@ const (
 	calmTo   = 800 * time.Millisecond
 )
 
+// NextCalm is when the calm part of the second after t's begins: the
+// burst at its whole second has run.
+func NextCalm(t time.Time) time.Time {
+	return t.Truncate(time.Second).Add(time.Second + calmFrom)
+}
+
 // UntilCalm is how long bulk work of fom's own (a starting App's cluster
 // work, its declarations; a stopping one's handover of its leases and last
 // flush), due at t and expected to take about work, waits to run in the

@@ -110,3 +110,13 @@ func TestUntilCalmFitsWorkBetweenTwoBursts(t *testing.T) {
 		}
 	}
 }
+
+func TestNextCalmIsTheCalmPartOfTheNextSecond(t *testing.T) {
+	base := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
+	ms := time.Millisecond
+	for _, from := range []time.Duration{0, 50 * ms, 100 * ms, 999 * ms} {
+		if got, want := NextCalm(base.Add(from)), base.Add(1100*ms); !got.Equal(want) {
+			t.Errorf("NextCalm(+%s) = +%s, want +%s", from, got.Sub(base), want.Sub(base))
+		}
+	}
+}

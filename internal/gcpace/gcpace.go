@@ -30,16 +30,13 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+
+	"github.com/fom-go/fom/internal/clockx"
 )
 
 // minGap is the shortest time between two collections for which the
 // pacer brings one forward.
 const minGap = 10 * time.Second
-
-// after is how far past each whole second the pacer looks: the bursts'
-// fires have run (tens of milliseconds), the next ones are recorded ahead
-// and run near the end of the second.
-const after = 150 * time.Millisecond
 
 // horizon is how many seconds of allocation ahead the pacer looks, at
 // the most any one second allocated over the last `recent` (an App's
@@ -142,7 +139,9 @@ func (p *Pacer) loop(clk clockwork.Clock, read func() Sample, collect func()) {
 	var allocs [recent]uint64 // bytes allocated in each of the last seconds
 	for i := 0; ; i++ {
 		now := clk.Now()
-		next := now.Truncate(time.Second).Add(time.Second + after)
+		// At the calm part's beginning the burst's fires have run, and
+		// a collection marks before the next ones are recorded ahead.
+		next := clockx.NextCalm(now)
 		t := clk.NewTimer(next.Sub(now))
 		select {
 		case <-p.stop:

@@ -77,10 +77,10 @@ func (r *script) collect() {
 }
 
 // TestThePacerCollectsJustAfterAWholeSecondWhenTheTriggerIsNear: on a
-// fake clock, a pacer looks 150 ms after each whole second; it collects
-// when the heap, at the most it grew in a second lately, would reach the
-// trigger within two seconds, and not within minGap of the last
-// collection it saw.
+// fake clock, a pacer looks as each second's calm part begins (100 ms
+// after the whole second); it collects when the heap, at the most it grew
+// in a second lately, would reach the trigger within two seconds, and not
+// within minGap of the last collection it saw.
 func TestThePacerCollectsJustAfterAWholeSecondWhenTheTriggerIsNear(t *testing.T) {
 	t0 := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
 	clk := clockwork.NewFakeClockAt(t0)
@@ -98,8 +98,9 @@ func TestThePacerCollectsJustAfterAWholeSecondWhenTheTriggerIsNear(t *testing.T)
 		}
 		r.set(func(s *Sample) { s.Heap += grow * mb; s.Allocs += grow * mb })
 		now := clk.Now()
-		clk.Advance(now.Truncate(time.Second).Add(time.Second + after).Sub(now))
-		if !clk.Now().Equal(now.Truncate(time.Second).Add(time.Second + after)) {
+		want := now.Truncate(time.Second).Add(time.Second + 100*time.Millisecond)
+		clk.Advance(want.Sub(now))
+		if !clk.Now().Equal(want) {
 			t.Fatalf("looked at %s", clk.Now().Format("15:04:05.000"))
 		}
 		if err := clk.BlockUntilContext(ctx, 1); err != nil { // the look done, the next timer armed

@@ -181,3 +181,48 @@ func leaseExpiries(t *testing.T, pool *pgxpool.Pool, schema, owner string) map[s
 	}
 	return out
 }
+
+// TestATakeMakesUpForLeasesAnotherTookFirst: an instance taking its share
+// of free leases while another takes from the same ones (a rebalance's
+// takers, told at once, against one starting or renewing) takes its whole
+// share where enough are free: the leases the other locked first are made
+// up for from the rest, not left free until a renewal, past their fires.
+func TestATakeMakesUpForLeasesAnotherTookFirst(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
+	ctx := context.Background()
+	names := numbered(40)
+	o := pgcluster.Options{LeaseTTL: 30 * time.Second}
+	a := coordinator(t, schema, "a", nil, o, names...)
+	start(t, a) // live, holding none in the database once they are freed below
+	leases := pgx.Identifier{schema, "leases"}.Sanitize()
+	if _, err := pool.Exec(ctx, "UPDATE "+leases+" SET owner = ''"); err != nil {
+		t.Fatal(err)
+	}
+	// Another taker holds half of them, locked, while b takes its share
+	// (half: a and b live).
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	rows, err := tx.Query(ctx, "SELECT schedule FROM "+leases+" ORDER BY schedule LIMIT 20 FOR UPDATE")
+	if err != nil {
+		t.Fatal(err)
+	}
+	locked, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := coordinator(t, schema, "b", nil, o, names...)
+	start(t, b)
+	if got := b.Owned(); got != len(names)-len(locked) {
+		t.Fatalf("b took %d leases, want %d: the %d free and unlocked ones (its share)", got, len(names)-len(locked), len(names)-len(locked))
+	}
+	for _, s := range locked {
+		if b.Holds(s) {
+			t.Fatalf("b holds %s, locked by another taker", s)
+		}
+	}
+}

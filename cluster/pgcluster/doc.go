@@ -93,5 +93,9 @@
 // taken from the registration on resumes its schedule at once. A lease
 // given back has no owner whose fires could still be recorded, so no
 // owner's row is locked, as it is for the leases of an instance that died
-// (acquire, at a renewal).
+// (acquire, at a renewal). Takers at once compete for the same free
+// leases: takeFree picks its share under its locks (LIMIT over SKIP
+// LOCKED), and acquire, which picks candidates among those it read before
+// locking them, goes on with the next ones for those another locked first,
+// so that none is left free past its next fire.
 package pgcluster

@@ -585,6 +585,23 @@ type lender struct {
 	w       *Wheel
 }
 
+// waitUnlent waits for the wheel's advancing goroutine to be back from
+// the work lent to it.
+func waitUnlent(t *testing.T, w *Wheel) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		w.mu.Lock()
+		lent := w.lent
+		w.mu.Unlock()
+		if !lent {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the advancing goroutine is still lent after 10s")
+		}
+	}
+}
+
 func newLender(w *Wheel, take bool) *lender {
 	return &lender{take: take, fired: make(chan string, 4), started: make(chan any, 4), release: make(chan struct{}), w: w}
 }
@@ -697,6 +714,10 @@ func TestLentGoroutineKeepsItsSlot(t *testing.T) {
 		if slot := <-l.started; i > 0 && slot != i {
 			t.Fatalf("lend %d found the slot at %v, want %d: another goroutine ran it", i, slot, i)
 		}
+		// Added while the goroutine is still lent, the next timers
+		// would arm a takeover, which the clock's advance could fire
+		// before the lend ends: another goroutine, another slot.
+		waitUnlent(t, w)
 	}
 
 	declines := newLender(w, false)

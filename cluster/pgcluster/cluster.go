@@ -437,9 +437,10 @@ func (c *Coordinator) Counters() Counters {
 // resume past the fires missed during the failover.
 //
 // The leases that could be taken are read by their owners (an index), and
-// those among names picked here: a settled cluster, whose instances hold
-// a share a lease short of the rounded-up one, has none to read, where
-// looking up each of names cost a renewal a few times over.
+// those among names are the candidates the take picks its share from: a
+// settled cluster, whose instances hold a share a lease short of the
+// rounded-up one, has none to read, where looking up each of names cost a
+// renewal a few times over.
 func (c *Coordinator) acquire(ctx context.Context, names []string, n int) {
 	c.tickStatements.Add(1)
 	taken := map[string]int64{}
@@ -463,47 +464,45 @@ func (c *Coordinator) acquire(ctx context.Context, names []string, n int) {
 			want[s] = true
 		}
 		free = slices.DeleteFunc(free, func(s string) bool { return !want[s] })
-		rand.Shuffle(len(free), func(i, j int) { free[i], free[j] = free[j], free[i] })
 		// The owner is read again under the lock: another taker may have
-		// been first (its lock skipped). The leases another took meanwhile
-		// are made up for from the next ones read, until n are taken or
-		// none is left: a rebalance's takers, told at once, take the same
-		// free leases: an instance whose start (or renewal) came then took
-		// a third of its share, and the rest stayed free past their next
-		// fire, until a renewal (the cluster benchmark's started-together
-		// row: 558 fires of one second run late, as catch-ups).
+		// been first (its lock skipped). The share is picked among the
+		// candidates under the locks (a LIMIT over SKIP LOCKED), so that
+		// those another took meanwhile are made up for from the rest: a
+		// rebalance's takers, told at once, take from the same free leases,
+		// and an instance whose start (or renewal) came then, picking its
+		// share before locking it, took a third of it; the rest stayed free
+		// past their next fire, until a renewal (the cluster benchmark's
+		// started-together row: 558 fires of one second run late, as
+		// catch-ups).
+		rows, err = tx.Query(ctx, "UPDATE "+c.t("leases")+` AS l SET owner = $1, term = l.term + 1
+			FROM (SELECT schedule, owner FROM `+c.t("leases")+` WHERE schedule = ANY($2) AND owner = ANY($3)
+			      ORDER BY random() LIMIT $4
+			      FOR UPDATE SKIP LOCKED) AS free
+			WHERE l.schedule = free.schedule
+			RETURNING l.schedule, l.term, free.owner, (SELECT leases_until FROM `+c.t("instances")+` WHERE id = free.owner), l.last_fire`,
+			c.o.InstanceID, free, owners, n)
+		if err != nil {
+			return err
+		}
 		var s, owner string
 		var term int64
 		var ended, last pgtype.Timestamptz
 		var prev, fromPrev []string
-		for len(free) > 0 && len(taken) < n {
-			try := free[:min(n-len(taken), len(free))]
-			free = free[len(try):]
-			rows, err = tx.Query(ctx, "UPDATE "+c.t("leases")+` AS l SET owner = $1, term = l.term + 1
-				FROM (SELECT schedule, owner FROM `+c.t("leases")+` WHERE schedule = ANY($2) AND owner = ANY($3)
-				      FOR UPDATE SKIP LOCKED) AS free
-				WHERE l.schedule = free.schedule
-				RETURNING l.schedule, l.term, free.owner, (SELECT leases_until FROM `+c.t("instances")+` WHERE id = free.owner), l.last_fire`,
-				c.o.InstanceID, try, owners)
-			if err != nil {
-				return err
+		_, err = pgx.ForEachRow(rows, []any{&s, &term, &owner, &ended, &last}, func() error {
+			taken[s] = term
+			if p, ok := resumeFrom(last, ended); ok {
+				from[s] = p
 			}
-			_, err = pgx.ForEachRow(rows, []any{&s, &term, &owner, &ended, &last}, func() error {
-				taken[s] = term
-				if p, ok := resumeFrom(last, ended); ok {
-					from[s] = p
+			if owner != "" {
+				if !slices.Contains(prev, owner) {
+					prev = append(prev, owner)
 				}
-				if owner != "" {
-					if !slices.Contains(prev, owner) {
-						prev = append(prev, owner)
-					}
-					fromPrev = append(fromPrev, s)
-				}
-				return nil
-			})
-			if err != nil {
-				return err
+				fromPrev = append(fromPrev, s)
 			}
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 		if len(prev) == 0 {
 			return nil

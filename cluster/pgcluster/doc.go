@@ -94,8 +94,7 @@
 // given back has no owner whose fires could still be recorded, so no
 // owner's row is locked, as it is for the leases of an instance that died
 // (acquire, at a renewal). Takers at once compete for the same free
-// leases: takeFree picks its share under its locks (LIMIT over SKIP
-// LOCKED), and acquire, which picks candidates among those it read before
-// locking them, goes on with the next ones for those another locked first,
-// so that none is left free past its next fire.
+// leases: takeFree and acquire pick their share under their locks (a
+// LIMIT over SKIP LOCKED), so that what another locked first is made up
+// for from the rest, and none is left free past its next fire.
 package pgcluster

@@ -55,8 +55,8 @@ type App struct {
 	timers    *timer.Service // made by Timers
 	releasing chan struct{}  // closed once the tasks a timed-out Stop left have returned and the store is released
 	flushStop chan struct{}  // closes the statistics flush loop
-	pacer     *gcpace.Pacer  // while running, unless WithGCPacing(false)
 	flushDone chan struct{}
+	pacer     *gcpace.Pacer // while running, unless WithGCPacing(false)
 
 	flushMu   sync.Mutex // one flush at a time
 	lastPrune time.Time  // guarded by flushMu

@@ -501,11 +501,8 @@ func (c *Coordinator) acquire(ctx context.Context, names []string, n int) {
 			}
 			return nil
 		})
-		if err != nil {
+		if err != nil || len(prev) == 0 {
 			return err
-		}
-		if len(prev) == 0 {
-			return nil
 		}
 		lasts, err := c.lastFires(ctx, tx, prev, fromPrev)
 		if err != nil {

@@ -1027,10 +1027,12 @@ func TestClusterStatisticsPerInstanceAndMerged(t *testing.T) {
 	run(a1, 3)
 	run(a2, 2)
 	run(a1, 1) // a1 writes its day again: a2's must survive
-	var rows int
-	pool.QueryRow(ctx, "SELECT count(*) FROM "+schema+".stats_days WHERE schedule = 'pool'").Scan(&rows)
-	if rows != 2 {
-		t.Fatalf("%d day rows for two instances, want 2", rows)
+	stored, err := a2.o.store.(clusterStore).LoadClusterDays(ctx, "pool", time.Now().AddDate(0, 0, -1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stored) != 2 || stored[0].Instance == stored[1].Instance {
+		t.Fatalf("%d days stored for two instances (%+v), want one of each", len(stored), stored)
 	}
 	days, err := a2.ClusterDays(ctx, "pool")
 	if err != nil {

@@ -216,6 +216,17 @@ func GroupRetention(rules []Retention) []RetentionGroup {
 	return out
 }
 
+// LogFlushes is how many flushes a store that logs its statistics (SQLite's
+// and PostgreSQL's: a flush's days and pages as one row, an entry written
+// to its table only once no newer flush holds its key) keeps: a lap of the
+// default history (50 rounds kept, a page of five rounds per flush at a
+// round a second) and two more, so that a page of such a schedule is always
+// replaced in the log rather than written. A flush an app writes in several
+// batches (over ten thousand schedules) is several rows of one flush
+// (StatsBatch.Flush): counted in rows, the log would hold too few flushes
+// for a lap, and every page of such a schedule would be written twice.
+const LogFlushes = 12
+
 // StatsBatch is what a statistics flush writes; it may hold any number of
 // schedules.
 type StatsBatch struct {
@@ -224,7 +235,7 @@ type StatsBatch struct {
 	Rounds   []Round
 	// Flush numbers the flush the batch is part of, when a flush writes
 	// its schedules in several batches: those share it, and a store that
-	// keeps its recent flushes (SQLite's log) counts them by it. 0: a
+	// keeps its recent flushes (a statistics log) counts them by it. 0: a
 	// flush of its own.
 	Flush uint64
 }

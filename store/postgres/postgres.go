@@ -10,7 +10,6 @@
 package postgres
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"embed"
@@ -33,7 +32,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fom-go/fom/cluster"
-	"github.com/fom-go/fom/internal/pgbulk"
 	"github.com/fom-go/fom/store"
 )
 
@@ -100,7 +98,8 @@ type Store struct {
 	bgCtx     context.Context    // cancelled by Close
 	bgCancel  context.CancelFunc // cancels bgCtx
 
-	sendBuf pgbulk.Buffer // the parameters of a statistics flush, encoded (pgbulk.Send)
+	logMu sync.Mutex // held across a flush: guards log
+	log   statsLog   // this store's instance's statistics log (statslog.go)
 }
 
 var _ store.Store = (*Store)(nil)
@@ -461,61 +460,6 @@ func (s *Store) PutSetting(ctx context.Context, schedule, key, value string) err
 	})
 }
 
-// SaveStats implements store.Store: the batch in one transaction, each
-// table in one statement over arrays.
-func (s *Store) SaveStats(ctx context.Context, b store.StatsBatch) error {
-	if len(b.Days) == 0 && len(b.Failures) == 0 && len(b.Rounds) == 0 {
-		return nil
-	}
-	rounds, days := store.LastPerSlot(b.Rounds), store.LastPerDay(b.Days)
-	return s.tx(ctx, "save statistics", func(tx pgx.Tx) error {
-		// Columns common to every row (a day, a slot) are sent once
-		// (pgbulk): encoding a date from its text for each of thousands of
-		// schedules was most of a flush's client time on a cluster. The
-		// pages and the days go in one round trip.
-		var sts []pgbulk.Statement
-		if len(rounds) > 0 {
-			var q pgbulk.Batch
-			var r pgbulk.Selection
-			pgbulk.Col(&q, &r, "schedule", "text", rounds, func(r *store.Round) string { return r.Schedule })
-			pgbulk.Col(&q, &r, "slot", "int", rounds, func(r *store.Round) int32 { return int32(r.Slot) })
-			pgbulk.Col(&q, &r, "first_seq", "bigint", rounds, func(r *store.Round) int64 { return r.First })
-			pgbulk.Col(&q, &r, "seq", "bigint", rounds, func(r *store.Round) int64 { return r.Seq })
-			pgbulk.Col(&q, &r, "start", "bigint", rounds, func(r *store.Round) int64 { return r.Start.UnixNano() })
-			pgbulk.ColEq(&q, &r, "data", "bytea", rounds, func(r *store.Round) []byte { return r.Data }, bytes.Equal)
-			sts = append(sts, pgbulk.Statement{Params: &q, SQL: "INSERT INTO " + s.t("rounds") + " (schedule, slot, first_seq, seq, start, data, instance) SELECT r.*, " + q.Arg(s.instanceID()) + "::text FROM (" + r.SQL() + ") AS r ON CONFLICT (schedule, instance, slot) DO UPDATE SET first_seq = excluded.first_seq, seq = excluded.seq, start = excluded.start, data = excluded.data"})
-		}
-		if len(days) > 0 { // one row per (schedule, day): a batch holding a day twice keeps the last
-			var q pgbulk.Batch
-			var d pgbulk.Selection
-			pgbulk.Col(&q, &d, "schedule", "text", days, func(d *store.Day) string { return d.Schedule })
-			pgbulk.Col(&q, &d, "day", "date", days, func(d *store.Day) pgbulk.Date { return pgbulk.DateOf(d.Day) })
-			pgbulk.ColEq(&q, &d, "data", "bytea", days, func(d *store.Day) []byte { return d.Data }, bytes.Equal)
-			sts = append(sts, pgbulk.Statement{Params: &q, SQL: "INSERT INTO " + s.t("stats_days") + " (schedule, day, data, instance) SELECT d.*, " + q.Arg(s.instanceID()) + "::text FROM (" + d.SQL() + ") AS d ON CONFLICT (schedule, day, instance) DO UPDATE SET data = excluded.data"})
-		}
-		if len(sts) > 0 {
-			if _, err := pgbulk.Send(ctx, tx.Conn(), &s.sendBuf, sts...); err != nil {
-				return err
-			}
-		}
-		if len(b.Failures) > 0 {
-			n := len(b.Failures)
-			names, tasks, statuses, errs, stacks := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-			ats, costs, rounds := make([]int64, n), make([]int64, n), make([]int64, n)
-			for i, f := range b.Failures {
-				names[i], tasks[i], statuses[i], errs[i], stacks[i] = f.Schedule, f.TaskID, f.Status, f.Error, f.Stack
-				ats[i], costs[i], rounds[i] = f.At.UnixNano(), int64(f.Cost), f.Round
-			}
-			_, err := tx.Exec(ctx, "INSERT INTO "+s.t("failures")+" (schedule, at, task_id, status, error, stack, cost_ns, round, instance) SELECT s, a, t, st, e, sk, c, r, $9 FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::bigint[]) WITH ORDINALITY AS f(s, a, t, st, e, sk, c, r, n) ORDER BY n",
-				names, ats, tasks, statuses, errs, stacks, costs, rounds, s.instanceID())
-			if err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-}
-
 func dayKey(t time.Time) string { return t.UTC().Format(time.DateOnly) }
 
 // LoadDays implements store.Store: the days this store's instance recorded.
@@ -527,47 +471,6 @@ func (s *Store) LoadDays(ctx context.Context, schedule string, from time.Time) (
 // instance, oldest first.
 func (s *Store) LoadClusterDays(ctx context.Context, schedule string, from time.Time) ([]store.Day, error) {
 	return s.loadDays(ctx, schedule, from, true)
-}
-
-func (s *Store) loadDays(ctx context.Context, schedule string, from time.Time, all bool) ([]store.Day, error) {
-	days, err := s.loadDaysOf(ctx, []string{schedule}, from, all)
-	if err != nil {
-		return nil, s.wrap(fmt.Sprintf("load statistics of schedule %q", schedule), err)
-	}
-	return days, nil
-}
-
-// LoadClusterDaysOf is LoadClusterDays of several schedules in one query,
-// by schedule.
-func (s *Store) LoadClusterDaysOf(ctx context.Context, schedules []string, from time.Time) (map[string][]store.Day, error) {
-	days, err := s.loadDaysOf(ctx, schedules, from, true)
-	if err != nil {
-		return nil, s.wrap(fmt.Sprintf("load statistics of %d schedules", len(schedules)), err)
-	}
-	out := map[string][]store.Day{}
-	for _, d := range days {
-		out[d.Schedule] = append(out[d.Schedule], d)
-	}
-	return out, nil
-}
-
-func (s *Store) loadDaysOf(ctx context.Context, schedules []string, from time.Time, all bool) ([]store.Day, error) {
-	rows, err := s.pool.Query(ctx, "SELECT schedule, to_char(day, 'YYYY-MM-DD'), data, instance FROM "+s.t("stats_days")+" WHERE schedule = ANY($1) AND day >= $2::date AND ($3 OR instance = $4) ORDER BY schedule, day, instance", schedules, dayKey(from), all, s.instanceID())
-	if err != nil {
-		return nil, err
-	}
-	var out []store.Day
-	var sched, day, inst string
-	var data []byte
-	_, err = pgx.ForEachRow(rows, []any{&sched, &day, &data, &inst}, func() error {
-		t, err := time.Parse(time.DateOnly, day)
-		if err != nil {
-			return fmt.Errorf("bad day %q: %w", day, err)
-		}
-		out = append(out, store.Day{Schedule: sched, Day: t, Data: append([]byte(nil), data...), Instance: inst})
-		return nil
-	})
-	return out, err
 }
 
 // LoadFailures implements store.Store.
@@ -588,58 +491,6 @@ func (s *Store) LoadFailures(ctx context.Context, schedule string, limit int) ([
 		return nil, s.wrap(fmt.Sprintf("load failures of schedule %q", schedule), err)
 	}
 	return out, nil
-}
-
-// LoadRounds implements store.Store: every instance's rounds.
-func (s *Store) LoadRounds(ctx context.Context, schedule string, limit int) ([]store.Round, error) {
-	rows, err := s.pool.Query(ctx, "SELECT instance, slot, first_seq, seq, start, data FROM "+s.t("rounds")+" WHERE schedule = $1 ORDER BY start DESC, seq DESC LIMIT $2", schedule, limit)
-	if err != nil {
-		return nil, s.wrap(fmt.Sprintf("load the run history of schedule %q", schedule), err)
-	}
-	var out []store.Round
-	r := store.Round{Schedule: schedule}
-	var start int64
-	var slot int32
-	_, err = pgx.ForEachRow(rows, []any{&r.Instance, &slot, &r.First, &r.Seq, &start, &r.Data}, func() error {
-		r.Start, r.Slot = time.Unix(0, start).UTC(), int(slot)
-		out = append(out, r)
-		return nil
-	})
-	if err != nil {
-		return nil, s.wrap(fmt.Sprintf("load the run history of schedule %q", schedule), err)
-	}
-	return out, nil
-}
-
-// LoadRound implements store.Store.
-func (s *Store) LoadRound(ctx context.Context, schedule, instance string, seq int64) (store.Round, bool, error) {
-	if instance == "" {
-		instance = s.instanceID()
-	}
-	r := store.Round{Schedule: schedule, Instance: instance}
-	var start int64
-	var slot int32
-	err := s.pool.QueryRow(ctx, "SELECT slot, first_seq, seq, start, data FROM "+s.t("rounds")+" WHERE schedule = $1 AND instance = $2 AND first_seq <= $3 AND seq >= $3 ORDER BY seq DESC LIMIT 1", schedule, instance, seq).Scan(&slot, &r.First, &r.Seq, &start, &r.Data)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return r, false, nil
-	}
-	if err != nil {
-		return r, false, s.wrap(fmt.Sprintf("load round #%d of schedule %q", seq, schedule), err)
-	}
-	r.Start, r.Slot = time.Unix(0, start).UTC(), int(slot)
-	return r, true, nil
-}
-
-// LastRoundSeq implements store.Store: this store's instance's.
-func (s *Store) LastRoundSeq(ctx context.Context, schedule string) (int64, error) {
-	var seq *int64
-	if err := s.pool.QueryRow(ctx, "SELECT max(seq) FROM "+s.t("rounds")+" WHERE schedule = $1 AND instance = $2", schedule, s.instanceID()).Scan(&seq); err != nil {
-		return 0, s.wrap(fmt.Sprintf("load the run history of schedule %q", schedule), err)
-	}
-	if seq == nil {
-		return 0, nil
-	}
-	return *seq, nil
 }
 
 // AppendAudit implements store.Store.
@@ -729,6 +580,9 @@ func (s *Store) PruneShared(ctx context.Context, rules []store.Retention, every 
 
 // prune applies rules in tx.
 func (s *Store) prune(ctx context.Context, tx pgx.Tx, rules []store.Retention) error {
+	if err := s.foldLogs(ctx, tx); err != nil {
+		return err
+	}
 	for _, g := range store.GroupRetention(rules) {
 		names := g.Schedules
 		if !g.Before.IsZero() {

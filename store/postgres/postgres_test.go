@@ -388,6 +388,10 @@ func TestAPageOfRoundsRewrittenInItsSlotIsWrittenBesideTheOld(t *testing.T) {
 		if err := s.SaveStats(ctx, store.StatsBatch{Rounds: rs}); err != nil {
 			t.Fatal(err)
 		}
+		// Into the table, as a page leaving the log is.
+		if err := s.tx(ctx, "fold", func(tx pgx.Tx) error { return s.foldLogs(ctx, tx) }); err != nil {
+			t.Fatal(err)
+		}
 	}
 	s.Close() // its connections report their statistics as they end
 	var indexes []string

@@ -46,14 +46,8 @@ import (
 // leaves, and a restart before then folds them back into the tables, for
 // the next Prune (an app's first flush applies retention) to delete again.
 
-// logKeep is how many flushes the log holds: a lap of the default history
-// (50 rounds kept, a page of five rounds per flush at a round a second)
-// and two more, so that a page of such a schedule is always replaced in
-// the log rather than written. A flush an app writes in several batches
-// (over ten thousand schedules) is several rows of one flush
-// (StatsBatch.Flush): counted in rows, the log would hold too few flushes
-// for a lap, and every page of such a schedule would be written twice.
-const logKeep = 12
+// logKeep is how many flushes the log holds (store.LogFlushes).
+const logKeep = store.LogFlushes
 
 // logVersion is the first byte of a log row.
 const logVersion = 1

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
+	"maps"
 	"slices"
 	"time"
 
@@ -58,16 +58,109 @@ func dayNumber(t time.Time) int64 {
 }
 
 // statsLog is what a store remembers of its instance's log: the id of
-// its next row, and the first row of each flush it holds, oldest first (a
-// flush of many schedules may write several rows, StatsBatch.Flush).
-// Read from the database at the first flush; rows written by a process
-// before this one count a flush each.
+// its next row, the first row of each flush it holds, oldest first (a
+// flush of many schedules may write several rows, StatsBatch.Flush), and
+// where each key's newest entry is, by schedule: what a push-out writes
+// to the tables is what no newer row holds, and a read of this instance's
+// statistics of a schedule the log does not hold reads the tables alone.
+// Read from the database by the first flush or read that needs it (rows
+// a process before this one wrote count a flush each).
 type statsLog struct {
 	known    bool
-	instance string  // whose log this is: a store's instance may be set after it is opened
+	instance string  // whose log this is: a store's instance may be bound after it is opened
 	next     int64   // the next row's id
 	flushes  []int64 // the first row of each flush held, ascending
 	flush    uint64  // the StatsBatch.Flush of the newest row, 0 for none
+	refs     map[string][]logRef
+}
+
+// logRef is where the newest logged entry of one key of a schedule is:
+// its row, and its place in the row's arrays (from 1).
+type logRef struct {
+	row  int64
+	key  int64 // a day's number, or a page's slot
+	ord  int32
+	kind int16
+}
+
+// note records that row holds schedule's entry of kind and key at ord.
+func (l *statsLog) note(schedule string, kind int16, key, row int64, ord int32) {
+	rs := l.refs[schedule]
+	for i := range rs {
+		if rs[i].kind == kind && rs[i].key == key {
+			rs[i].row, rs[i].ord = row, ord
+			return
+		}
+	}
+	l.refs[schedule] = append(rs, logRef{row: row, key: key, ord: ord, kind: kind})
+}
+
+// takeBefore removes the refs into rows before cut, and returns them as
+// the rows and places of the entries a push-out of those rows writes.
+func (l *statsLog) takeBefore(cut int64) (rows []int64, ords []int32) {
+	for name, rs := range l.refs {
+		kept := rs[:0]
+		for _, r := range rs {
+			if r.row < cut {
+				rows, ords = append(rows, r.row), append(ords, r.ord)
+			} else {
+				kept = append(kept, r)
+			}
+		}
+		if len(kept) == 0 {
+			delete(l.refs, name)
+		} else {
+			l.refs[name] = kept
+		}
+	}
+	return rows, ords
+}
+
+// knowLog reads this instance's log into l, unless l knows it already.
+func (s *Store) knowLog(ctx context.Context, q querier, l *statsLog) error {
+	if me := s.instanceID(); l.instance != me {
+		*l = statsLog{instance: me}
+	}
+	if l.known {
+		return nil
+	}
+	rows, err := q.Query(ctx, "SELECT id, schedules, kinds, keys FROM "+s.t("stats_log")+" WHERE instance = $1 ORDER BY id", l.instance)
+	if err != nil {
+		return err
+	}
+	fresh := statsLog{known: true, instance: l.instance, next: 1, refs: map[string][]logRef{}}
+	var id int64
+	var names []string
+	var kinds []int16
+	var keys []int64
+	_, err = pgx.ForEachRow(rows, []any{&id, &names, &kinds, &keys}, func() error {
+		if len(kinds) != len(names) || len(keys) != len(names) {
+			return fmt.Errorf("statistics log row %d of instance %q: %d schedules, %d kinds, %d keys", id, l.instance, len(names), len(kinds), len(keys))
+		}
+		for i, n := range names {
+			fresh.note(n, kinds[i], keys[i], id, int32(i+1))
+		}
+		fresh.flushes, fresh.next = append(fresh.flushes, id), id+1
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	*l = fresh
+	return nil
+}
+
+// ownLogged reports whether this instance's log holds an entry of
+// schedule, and holds the log until unlock is called: a read of the
+// tables alone, for a schedule the log does not hold, is not overtaken by
+// a flush logging it.
+func (s *Store) ownLogged(ctx context.Context, schedule string) (logged bool, unlock func(), err error) {
+	s.logMu.Lock()
+	if err := s.knowLog(ctx, s.pool, &s.log); err != nil {
+		s.logMu.Unlock()
+		return false, nil, err
+	}
+	return len(s.log.refs[schedule]) > 0, s.logMu.Unlock, nil
 }
 
 // SaveStats implements store.Store: the batch's days and pages as one row
@@ -78,14 +171,16 @@ func (s *Store) SaveStats(ctx context.Context, b store.StatsBatch) error {
 		return nil
 	}
 	rounds, days := store.LastPerSlot(b.Rounds), store.LastPerDay(b.Days)
-	me := s.instanceID()
 	s.logMu.Lock()
 	defer s.logMu.Unlock()
-	if s.log.instance != me {
-		s.log = statsLog{instance: me}
-	}
-	next := s.log
+	var next statsLog
 	err := s.tx(ctx, "save statistics", func(tx pgx.Tx) error {
+		// A copy, for a transaction that fails leaves the log as it was.
+		next = s.log
+		next.refs = maps.Clone(next.refs)
+		if err := s.knowLog(ctx, tx, &next); err != nil {
+			return err
+		}
 		if len(days)+len(rounds) > 0 {
 			if err := s.logFlush(ctx, tx, &next, b.Flush, days, rounds); err != nil {
 				return err
@@ -106,20 +201,6 @@ func (s *Store) SaveStats(ctx context.Context, b store.StatsBatch) error {
 // flush (0: a flush of its own), and pushes out the flushes past
 // store.LogFlushes. l is updated as it will be once tx commits.
 func (s *Store) logFlush(ctx context.Context, tx pgx.Tx, l *statsLog, flush uint64, days []store.Day, rounds []store.Round) error {
-	if !l.known {
-		rows, err := tx.Query(ctx, "SELECT id FROM "+s.t("stats_log")+" WHERE instance = $1 ORDER BY id", l.instance)
-		if err != nil {
-			return err
-		}
-		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-		if err != nil {
-			return err
-		}
-		l.flushes, l.next, l.known = ids, 1, true
-		if len(ids) > 0 {
-			l.next = ids[len(ids)-1] + 1
-		}
-	}
 	n := len(days) + len(rounds)
 	schedules, kinds, keys := make([]string, 0, n), make([]int16, 0, n), make([]int64, 0, n)
 	firsts, seqs, starts, datas := make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n), make([][]byte, 0, n)
@@ -141,6 +222,12 @@ func (s *Store) logFlush(ctx context.Context, tx pgx.Tx, l *statsLog, flush uint
 		return err
 	}
 	l.next = id + 1
+	for i, d := range days {
+		l.note(d.Schedule, logDay, dayNumber(d.Day), id, int32(i+1))
+	}
+	for i, r := range rounds {
+		l.note(r.Schedule, logPage, int64(r.Slot), id, int32(len(days)+i+1))
+	}
 	if flush == 0 || flush != l.flush || len(l.flushes) == 0 {
 		l.flushes = append(l.flushes, id)
 	}
@@ -149,36 +236,44 @@ func (s *Store) logFlush(ctx context.Context, tx pgx.Tx, l *statsLog, flush uint
 		return nil
 	}
 	cut := l.flushes[len(l.flushes)-store.LogFlushes]
-	if err := s.pushOut(ctx, tx, l.instance, cut); err != nil {
+	rows, ords := l.takeBefore(cut)
+	if err := s.pushOut(ctx, tx, l.instance, cut, rows, ords); err != nil {
 		return err
 	}
 	l.flushes = slices.Clone(l.flushes[len(l.flushes)-store.LogFlushes:])
 	return nil
 }
 
-// pushOut deletes instance's log rows before row cut, and writes what in
-// them no row from cut on holds (each key's newest) to stats_days and
-// rounds, in one statement. The rows from cut on are read for their keys
-// only.
-func (s *Store) pushOut(ctx context.Context, tx pgx.Tx, instance string, cut int64) error {
+// pushOut deletes instance's log rows before row cut, and writes to
+// stats_days and rounds the entries of them at rows and ords (the places
+// of the entries no row from cut on holds, statsLog.takeBefore), in one
+// statement.
+func (s *Store) pushOut(ctx context.Context, tx pgx.Tx, instance string, cut int64, rows []int64, ords []int32) error {
+	if len(rows) == 0 {
+		_, err := tx.Exec(ctx, "DELETE FROM "+s.t("stats_log")+" WHERE instance = $1 AND id < $2", instance, cut)
+		return err
+	}
 	_, err := tx.Exec(ctx, `WITH old AS (
 			DELETE FROM `+s.t("stats_log")+` WHERE instance = $1 AND id < $2
 			RETURNING id, schedules, kinds, keys, firsts, seqs, starts, datas),
-		e AS (SELECT DISTINCT ON (u.s, u.k, u.key) u.s, u.k, u.key, u.f, u.q, u.st, u.d
-			FROM old, unnest(old.schedules, old.kinds, old.keys, old.firsts, old.seqs, old.starts, old.datas) AS u(s, k, key, f, q, st, d)
-			ORDER BY u.s, u.k, u.key, old.id DESC),
-		newer AS MATERIALIZED (SELECT DISTINCT v.s, v.k, v.key
-			FROM `+s.t("stats_log")+` n, unnest(n.schedules, n.kinds, n.keys) AS v(s, k, key)
-			WHERE n.instance = $1 AND n.id >= $2),
-		live AS MATERIALIZED (SELECT e.* FROM e LEFT JOIN newer USING (s, k, key) WHERE newer.s IS NULL),
-		days AS (INSERT INTO `+s.t("stats_days")+` (schedule, day, data, instance)
-			SELECT s, DATE '1970-01-01' + key::int, d, $1 FROM live WHERE k = `+fmt.Sprint(logDay)+`
-			ON CONFLICT (schedule, day, instance) DO UPDATE SET data = excluded.data)
-		INSERT INTO `+s.t("rounds")+` (schedule, slot, first_seq, seq, start, data, instance)
-			SELECT s, key::int, f, q, st, d, $1 FROM live WHERE k = `+fmt.Sprint(logPage)+`
-			ON CONFLICT (schedule, instance, slot) DO UPDATE SET first_seq = excluded.first_seq, seq = excluded.seq, start = excluded.start, data = excluded.data`,
-		instance, cut)
+		want AS (SELECT * FROM unnest($3::bigint[], $4::int[]) AS w(id, ord)),
+		live AS MATERIALIZED (SELECT u.s, u.k, u.key, u.f, u.q, u.st, u.d
+			FROM old, unnest(old.schedules, old.kinds, old.keys, old.firsts, old.seqs, old.starts, old.datas) WITH ORDINALITY AS u(s, k, key, f, q, st, d, ord)
+			WHERE (old.id, u.ord) IN (SELECT id, ord FROM want)) `+s.writeLive(),
+		instance, cut, rows, ords)
 	return err
+}
+
+// writeLive is the end of a statement whose CTE live holds log entries
+// (s, k, key, f, q, st, d), one of a key at most, of instance $1: it
+// writes them to stats_days and rounds.
+func (s *Store) writeLive() string {
+	return `, days AS (INSERT INTO ` + s.t("stats_days") + ` (schedule, day, data, instance)
+			SELECT s, DATE '1970-01-01' + key::int, d, $1 FROM live WHERE k = ` + fmt.Sprint(logDay) + `
+			ON CONFLICT (schedule, day, instance) DO UPDATE SET data = excluded.data)
+		INSERT INTO ` + s.t("rounds") + ` (schedule, slot, first_seq, seq, start, data, instance)
+			SELECT s, key::int, f, q, st, d, $1 FROM live WHERE k = ` + fmt.Sprint(logPage) + `
+			ON CONFLICT (schedule, instance, slot) DO UPDATE SET first_seq = excluded.first_seq, seq = excluded.seq, start = excluded.start, data = excluded.data`
 }
 
 // foldLogs folds every instance's log into the tables, each key's newest
@@ -193,7 +288,13 @@ func (s *Store) foldLogs(ctx context.Context, tx pgx.Tx) error {
 		return err
 	}
 	for _, in := range logs {
-		if err := s.pushOut(ctx, tx, in, math.MaxInt64); err != nil {
+		_, err := tx.Exec(ctx, `WITH old AS (
+				DELETE FROM `+s.t("stats_log")+` WHERE instance = $1
+				RETURNING id, schedules, kinds, keys, firsts, seqs, starts, datas),
+			live AS MATERIALIZED (SELECT DISTINCT ON (u.s, u.k, u.key) u.s, u.k, u.key, u.f, u.q, u.st, u.d
+				FROM old, unnest(old.schedules, old.kinds, old.keys, old.firsts, old.seqs, old.starts, old.datas) AS u(s, k, key, f, q, st, d)
+				ORDER BY u.s, u.k, u.key, old.id DESC) `+s.writeLive(), in)
+		if err != nil {
 			return fmt.Errorf("fold the statistics log of instance %q: %w", in, err)
 		}
 	}
@@ -249,13 +350,25 @@ func (s *Store) LoadClusterDaysOf(ctx context.Context, schedules []string, from 
 // loadDaysOf reads the days of schedules from from on, of every instance
 // (all) or this store's: the log overlaid on stats_days.
 func (s *Store) loadDaysOf(ctx context.Context, schedules []string, from time.Time, all bool) ([]store.Day, error) {
-	rows, err := s.pool.Query(ctx, "WITH "+s.loggedDays()+`
+	table := `SELECT t.schedule, t.day - DATE '1970-01-01', t.data, t.instance FROM ` + s.t("stats_days") + ` t
+		WHERE t.schedule = ANY($1) AND t.day >= DATE '1970-01-01' + $2::int AND ($3 OR t.instance = $4)`
+	q := "WITH " + s.loggedDays() + `
 		SELECT s, key, d, instance FROM logged
-		UNION ALL
-		SELECT t.schedule, t.day - DATE '1970-01-01', t.data, t.instance FROM `+s.t("stats_days")+` t
-		WHERE t.schedule = ANY($1) AND t.day >= DATE '1970-01-01' + $2::int AND ($3 OR t.instance = $4)
-			AND NOT EXISTS (SELECT 1 FROM logged WHERE logged.instance = t.instance AND logged.s = t.schedule AND logged.key = t.day - DATE '1970-01-01')
-		ORDER BY 1, 2, 4`, schedules, dayNumber(from), all, s.instanceID())
+		UNION ALL ` + table + `
+			AND NOT EXISTS (SELECT 1 FROM logged WHERE logged.instance = t.instance AND logged.s = t.schedule AND logged.key = t.day - DATE '1970-01-01')`
+	if !all && len(schedules) == 1 {
+		// An App reads its own days of each schedule it registers: most
+		// are not in its log.
+		logged, unlock, err := s.ownLogged(ctx, schedules[0])
+		if err != nil {
+			return nil, err
+		}
+		defer unlock()
+		if !logged {
+			q = table
+		}
+	}
+	rows, err := s.pool.Query(ctx, q+" ORDER BY 1, 2, 4", schedules, dayNumber(from), all, s.instanceID())
 	if err != nil {
 		return nil, err
 	}
@@ -316,8 +429,18 @@ func (s *Store) LoadRound(ctx context.Context, schedule, instance string, seq in
 	var slot int32
 	// An instance without a name is this store's when it has none: read
 	// with the filter on, where '' would mean every instance.
-	err := s.pool.QueryRow(ctx, s.pages()+"SELECT slot, first_seq, seq, start, data FROM pages WHERE instance = $2 AND first_seq <= $3 AND seq >= $3 ORDER BY seq DESC LIMIT 1",
-		schedule, instance, seq).Scan(&slot, &r.First, &r.Seq, &start, &r.Data)
+	q := s.pages() + "SELECT slot, first_seq, seq, start, data FROM pages WHERE instance = $2 AND first_seq <= $3 AND seq >= $3 ORDER BY seq DESC LIMIT 1"
+	if instance == s.instanceID() {
+		logged, unlock, err := s.ownLogged(ctx, schedule)
+		if err != nil {
+			return r, false, s.wrap(fmt.Sprintf("load round #%d of schedule %q", seq, schedule), err)
+		}
+		defer unlock()
+		if !logged {
+			q = "SELECT slot, first_seq, seq, start, data FROM " + s.t("rounds") + " WHERE schedule = $1 AND instance = $2 AND first_seq <= $3 AND seq >= $3 ORDER BY seq DESC LIMIT 1"
+		}
+	}
+	err := s.pool.QueryRow(ctx, q, schedule, instance, seq).Scan(&slot, &r.First, &r.Seq, &start, &r.Data)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, false, nil
 	}
@@ -332,11 +455,20 @@ func (s *Store) LoadRound(ctx context.Context, schedule, instance string, seq in
 // log or its pages.
 func (s *Store) LastRoundSeq(ctx context.Context, schedule string) (int64, error) {
 	var seq *int64
-	err := s.pool.QueryRow(ctx, `SELECT greatest(
+	logged, unlock, err := s.ownLogged(ctx, schedule)
+	if err != nil {
+		return 0, s.wrap(fmt.Sprintf("load the run history of schedule %q", schedule), err)
+	}
+	defer unlock()
+	if !logged { // an App reads it for each schedule it registers
+		err = s.pool.QueryRow(ctx, "SELECT max(seq) FROM "+s.t("rounds")+" WHERE schedule = $1 AND instance = $2", schedule, s.instanceID()).Scan(&seq)
+	} else {
+		err = s.pool.QueryRow(ctx, `SELECT greatest(
 			(SELECT max(seq) FROM `+s.t("rounds")+` WHERE schedule = $1 AND instance = $2),
 			(SELECT max(u.q) FROM `+s.t("stats_log")+` l, unnest(l.schedules, l.kinds, l.seqs) AS u(s, k, q)
 				WHERE l.instance = $2 AND $1 = ANY(l.schedules) AND u.s = $1 AND u.k = `+fmt.Sprint(logPage)+`))`,
-		schedule, s.instanceID()).Scan(&seq)
+			schedule, s.instanceID()).Scan(&seq)
+	}
 	if err != nil {
 		return 0, s.wrap(fmt.Sprintf("load the run history of schedule %q", schedule), err)
 	}

@@ -16,6 +16,9 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(clusterChildEnv); spec != "" {
 		clusterChild(spec) // never returns: the parent kills it
 	}
+	if spec := os.Getenv(statsChildEnv); spec != "" {
+		statsChild(spec) // never returns: the parent kills it
+	}
 	goleak.VerifyTestMain(m)
 }
 

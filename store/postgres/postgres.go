@@ -7,6 +7,11 @@
 // starting at once migrate once; the version is kept in the schema's
 // schema_version table. A database migrated by a newer fom is refused
 // (store.ErrNewerSchema), never altered.
+//
+// Statistics go through a log (statslog.go): a flush of an App's days and
+// history pages is one row of stats_log, and a day or page reaches its
+// table only once no newer flush of its instance holds its key; every
+// read overlays every instance's log on the tables.
 package postgres
 
 import (
@@ -32,6 +37,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fom-go/fom/cluster"
+	"github.com/fom-go/fom/internal/pgbulk"
 	"github.com/fom-go/fom/store"
 )
 
@@ -98,8 +104,9 @@ type Store struct {
 	bgCtx     context.Context    // cancelled by Close
 	bgCancel  context.CancelFunc // cancels bgCtx
 
-	logMu sync.Mutex // held across a flush: guards log
-	log   statsLog   // this store's instance's statistics log (statslog.go)
+	logMu   sync.Mutex    // held across a flush: guards log and sendBuf
+	log     statsLog      // this store's instance's statistics log (statslog.go)
+	sendBuf pgbulk.Buffer // a flush's log row, encoded (pgbulk.Send)
 }
 
 var _ store.Store = (*Store)(nil)
@@ -580,10 +587,11 @@ func (s *Store) PruneShared(ctx context.Context, rules []store.Retention, every 
 
 // prune applies rules in tx.
 func (s *Store) prune(ctx context.Context, tx pgx.Tx, rules []store.Retention) error {
-	if err := s.foldLogs(ctx, tx); err != nil {
+	groups := store.GroupRetention(rules)
+	if err := s.foldForRetention(ctx, tx, groups); err != nil {
 		return err
 	}
-	for _, g := range store.GroupRetention(rules) {
+	for _, g := range groups {
 		names := g.Schedules
 		if !g.Before.IsZero() {
 			if _, err := tx.Exec(ctx, "DELETE FROM "+s.t("stats_days")+" WHERE day < $1::date AND schedule = ANY($2)", dayKey(g.Before), names); err != nil {

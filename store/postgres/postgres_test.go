@@ -389,7 +389,11 @@ func TestAPageOfRoundsRewrittenInItsSlotIsWrittenBesideTheOld(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Into the table, as a page leaving the log is.
-		if err := s.tx(ctx, "fold", func(tx pgx.Tx) error { return s.foldLogs(ctx, tx) }); err != nil {
+		if err := s.tx(ctx, "fold", func(tx pgx.Tx) error {
+			s.logMu.Lock()
+			defer s.logMu.Unlock()
+			return s.fold(ctx, tx, "", s.log.flushes)
+		}); err != nil {
 			t.Fatal(err)
 		}
 	}

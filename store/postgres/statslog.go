@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/fom-go/fom/internal/pgbulk"
 	"github.com/fom-go/fom/store"
 )
 
@@ -34,12 +37,12 @@ import (
 // committing meanwhile is seen whole or not at all). The log is the
 // database's, not a process's: every instance reads every other's newest
 // statistics as soon as they are flushed, and an instance that restarts
-// with its id goes on with its log. Retention (Prune) folds every
-// instance's log into the tables first, so that it deletes from the
-// tables alone, and the log of an instance gone (or renamed by a restart)
-// leaves at the next retention run, whichever instance makes it. A fold of
-// a live instance's log is harmless: its entries go to the tables, its
-// next flushes log anew, and its push-outs find the rows gone.
+// with its id goes on with its log. Retention (Prune) first folds into
+// the tables the rows that hold what it deletes, and the rows an hour
+// old: the log of an instance gone (or renamed by a restart) leaves at a
+// retention run, whichever instance makes it. A fold of a live instance's
+// rows is harmless: their entries go to the tables, the newer rows' win
+// on reads, and its push-outs find the rows gone.
 
 // Kinds of a log entry.
 const (
@@ -202,7 +205,7 @@ func (s *Store) SaveStats(ctx context.Context, b store.StatsBatch) error {
 // store.LogFlushes. l is updated as it will be once tx commits.
 func (s *Store) logFlush(ctx context.Context, tx pgx.Tx, l *statsLog, flush uint64, days []store.Day, rounds []store.Round) error {
 	n := len(days) + len(rounds)
-	schedules, kinds, keys := make([]string, 0, n), make([]int16, 0, n), make([]int64, 0, n)
+	schedules, kinds, keys := make([]string, 0, n), make([]int32, 0, n), make([]int64, 0, n)
 	firsts, seqs, starts, datas := make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n), make([][]byte, 0, n)
 	for _, d := range days {
 		schedules, kinds, keys = append(schedules, d.Schedule), append(kinds, logDay), append(keys, dayNumber(d.Day))
@@ -214,12 +217,21 @@ func (s *Store) logFlush(ctx context.Context, tx pgx.Tx, l *statsLog, flush uint
 	}
 	// Another process logging under the same instance id (a restart
 	// overlapping its predecessor) took ids meanwhile: go on after them.
-	var id int64
-	err := tx.QueryRow(ctx, "INSERT INTO "+s.t("stats_log")+` (instance, id, schedules, kinds, keys, firsts, seqs, starts, datas)
-		SELECT $1, greatest($2::bigint, coalesce(max(id), 0) + 1), $3, $4, $5, $6, $7, $8, $9 FROM `+s.t("stats_log")+` WHERE instance = $1
-		RETURNING id`, l.instance, l.next, schedules, kinds, keys, firsts, seqs, starts, datas).Scan(&id)
+	var b pgbulk.Batch
+	in := b.Arg(l.instance)
+	res, err := pgbulk.Send(ctx, tx.Conn(), &s.sendBuf, pgbulk.Statement{Params: &b, SQL: "INSERT INTO " + s.t("stats_log") + ` (instance, id, schedules, kinds, keys, firsts, seqs, starts, datas)
+		SELECT ` + in + `::text, greatest(` + b.Arg(l.next) + `::bigint, coalesce(max(id), 0) + 1), ` + b.Arg(schedules) + `::text[], ` + b.Arg(kinds) + `::int[]::smallint[], ` +
+		b.Arg(keys) + `::bigint[], ` + b.Arg(firsts) + `::bigint[], ` + b.Arg(seqs) + `::bigint[], ` + b.Arg(starts) + `::bigint[], ` + b.Arg(datas) + `::bytea[]
+		FROM ` + s.t("stats_log") + ` WHERE instance = ` + in + `::text RETURNING id`})
 	if err != nil {
 		return err
+	}
+	if len(res) != 1 || len(res[0].Rows) != 1 {
+		return fmt.Errorf("the statistics log's new row of instance %q: no id returned", l.instance)
+	}
+	id, err := strconv.ParseInt(string(res[0].Rows[0][0]), 10, 64)
+	if err != nil {
+		return fmt.Errorf("the statistics log's new row of instance %q: id %q: %w", l.instance, res[0].Rows[0][0], err)
 	}
 	l.next = id + 1
 	for i, d := range days {
@@ -276,27 +288,77 @@ func (s *Store) writeLive() string {
 			ON CONFLICT (schedule, instance, slot) DO UPDATE SET first_seq = excluded.first_seq, seq = excluded.seq, start = excluded.start, data = excluded.data`
 }
 
-// foldLogs folds every instance's log into the tables, each key's newest
-// entry, before retention deletes from them.
-func (s *Store) foldLogs(ctx context.Context, tx pgx.Tx) error {
-	rows, err := tx.Query(ctx, "SELECT DISTINCT instance FROM "+s.t("stats_log"))
+// foldIdle is how long a log row may stay before a retention run folds
+// it into the tables: an instance flushing at the default pace pushes its
+// rows out within a minute, so an older row is of an instance gone (or
+// renamed by a restart), or of one that flushes seldom.
+const foldIdle = time.Hour
+
+// foldForRetention folds into the tables, before retention deletes from
+// them, the log rows older than foldIdle and those holding an entry that
+// groups would delete (a day or page older than its rule, a page past the
+// history kept): deleted from the tables alone, such an entry would still
+// be read through the log. A retention run at the default pace finds
+// none of the second kind: a flush logs today's days and new pages.
+func (s *Store) foldForRetention(ctx context.Context, tx pgx.Tx, groups []store.RetentionGroup) error {
+	rows, err := tx.Query(ctx, "SELECT instance, id FROM "+s.t("stats_log")+" WHERE at < now() - $1::interval", foldIdle)
 	if err != nil {
 		return err
 	}
-	logs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	type rowID struct {
+		Instance string
+		ID       int64
+	}
+	fold, err := pgx.CollectRows(rows, pgx.RowToStructByPos[rowID])
 	if err != nil {
 		return err
 	}
-	for _, in := range logs {
-		_, err := tx.Exec(ctx, `WITH old AS (
-				DELETE FROM `+s.t("stats_log")+` WHERE instance = $1
-				RETURNING id, schedules, kinds, keys, firsts, seqs, starts, datas),
-			live AS MATERIALIZED (SELECT DISTINCT ON (u.s, u.k, u.key) u.s, u.k, u.key, u.f, u.q, u.st, u.d
-				FROM old, unnest(old.schedules, old.kinds, old.keys, old.firsts, old.seqs, old.starts, old.datas) AS u(s, k, key, f, q, st, d)
-				ORDER BY u.s, u.k, u.key, old.id DESC) `+s.writeLive(), in)
-		if err != nil {
-			return fmt.Errorf("fold the statistics log of instance %q: %w", in, err)
+	for _, g := range groups {
+		before, beforeDay := int64(math.MinInt64), int64(math.MinInt64)
+		if !g.Before.IsZero() {
+			before, beforeDay = g.Before.UnixNano(), dayNumber(g.Before)
 		}
+		keep := int64(math.MaxInt64)
+		if g.KeepRounds > 0 {
+			keep = int64(g.KeepRounds)
+		}
+		rows, err := tx.Query(ctx, "SELECT DISTINCT l.instance, l.id FROM "+s.t("stats_log")+` l, unnest(l.schedules, l.kinds, l.keys, l.starts) AS u(s, k, key, st)
+			WHERE l.schedules && $1::text[] AND u.s = ANY($1) AND (u.k = `+fmt.Sprint(logDay)+` AND u.key < $2 OR u.k = `+fmt.Sprint(logPage)+` AND (u.st < $3 OR u.key >= $4))`,
+			g.Schedules, beforeDay, before, keep)
+		if err != nil {
+			return err
+		}
+		more, err := pgx.CollectRows(rows, pgx.RowToStructByPos[rowID])
+		if err != nil {
+			return err
+		}
+		fold = append(fold, more...)
+	}
+	byInstance := map[string][]int64{}
+	for _, r := range fold {
+		byInstance[r.Instance] = append(byInstance[r.Instance], r.ID)
+	}
+	for in, ids := range byInstance {
+		if err := s.fold(ctx, tx, in, ids); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fold deletes instance's log rows ids, and writes each key's newest
+// entry among them to the tables. Entries a newer row of the instance
+// holds may be written too: the log's newer entry is what reads find,
+// and its own push-out writes it over.
+func (s *Store) fold(ctx context.Context, tx pgx.Tx, instance string, ids []int64) error {
+	_, err := tx.Exec(ctx, `WITH old AS (
+			DELETE FROM `+s.t("stats_log")+` WHERE instance = $1 AND id = ANY($2)
+			RETURNING id, schedules, kinds, keys, firsts, seqs, starts, datas),
+		live AS MATERIALIZED (SELECT DISTINCT ON (u.s, u.k, u.key) u.s, u.k, u.key, u.f, u.q, u.st, u.d
+			FROM old, unnest(old.schedules, old.kinds, old.keys, old.firsts, old.seqs, old.starts, old.datas) AS u(s, k, key, f, q, st, d)
+			ORDER BY u.s, u.k, u.key, old.id DESC) `+s.writeLive(), instance, ids)
+	if err != nil {
+		return fmt.Errorf("fold the statistics log of instance %q: %w", instance, err)
 	}
 	return nil
 }

@@ -181,10 +181,11 @@ func TestAFlushInSeveralBatchesIsOneFlushOfTheLog(t *testing.T) {
 	}
 }
 
-// TestRetentionFoldsTheLogsFirst: a prune folds every instance's log into
-// the tables, then deletes from them: what it deletes does not come back
-// from a log, and what it keeps reads the same.
-func TestRetentionFoldsTheLogsFirst(t *testing.T) {
+// TestRetentionFoldsWhatItDeletesAndIdleLogs: a prune folds into the
+// tables the log rows holding what it deletes, and those an hour old, then
+// deletes from the tables: what it deletes does not come back from a log,
+// and what it keeps reads the same.
+func TestRetentionFoldsWhatItDeletesAndIdleLogs(t *testing.T) {
 	t.Parallel()
 	admin := adminPool(t)
 	schema := testSchema(t, admin)
@@ -204,14 +205,37 @@ func TestRetentionFoldsTheLogsFirst(t *testing.T) {
 	if err := two.Prune(ctx, []store.Retention{rule}); err != nil {
 		t.Fatal(err)
 	}
-	if n := count(t, admin, "SELECT count(*) FROM "+schema+".stats_log"); n != 0 {
-		t.Fatalf("%d rows left in the log after a prune", n)
+	logRows := func() int {
+		return count(t, admin, "SELECT count(*) FROM "+schema+".stats_log")
 	}
-	byName, err := one.LoadClusterDaysOf(ctx, []string{"a"}, logDay0.AddDate(0, 0, -60))
-	if err != nil || len(byName["a"]) != 2 || !byName["a"][0].Day.Equal(logDay0) {
-		t.Fatalf("a's days after the prune: %+v, %v; want today's of i1 and i2", byName, err)
+	if n := logRows(); n != 2 {
+		t.Fatalf("%d rows left in the log after a prune, want the two without an old day", n)
 	}
-	// i1 logs on: its push-outs find its rows folded.
+	days := func() []store.Day {
+		t.Helper()
+		byName, err := one.LoadClusterDaysOf(ctx, []string{"a"}, logDay0.AddDate(0, 0, -60))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return byName["a"]
+	}
+	if d := days(); len(d) != 2 || !d[0].Day.Equal(logDay0) || !d[1].Day.Equal(logDay0) {
+		t.Fatalf("a's days after the prune: %+v; want today's of i1 and i2", d)
+	}
+	// i2 gone for an hour: the next prune folds its log.
+	if _, err := admin.Exec(ctx, "UPDATE "+schema+".stats_log SET at = at - interval '2 hours' WHERE instance = 'i2'"); err != nil {
+		t.Fatal(err)
+	}
+	if err := one.Prune(ctx, []store.Retention{rule}); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, admin, "SELECT count(*) FROM "+schema+".stats_log WHERE instance = 'i2'"); n != 0 {
+		t.Fatalf("%d rows of i2's idle log left after a prune", n)
+	}
+	if d := days(); len(d) != 2 || d[1].Instance != "i2" || d[1].Data[0] != 2 {
+		t.Fatalf("a's days after i2's log was folded: %+v", d)
+	}
+	// i1 logs on: its push-outs find its folded row gone.
 	for tag := byte(3); tag < 3+store.LogFlushes+2; tag++ {
 		if err := one.SaveStats(ctx, flushOf(0, tag, "a")); err != nil {
 			t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -176,16 +175,12 @@ func (s *Store) SaveStats(ctx context.Context, b store.StatsBatch) error {
 	rounds, days := store.LastPerSlot(b.Rounds), store.LastPerDay(b.Days)
 	s.logMu.Lock()
 	defer s.logMu.Unlock()
-	var next statsLog
 	err := s.tx(ctx, "save statistics", func(tx pgx.Tx) error {
-		// A copy, for a transaction that fails leaves the log as it was.
-		next = s.log
-		next.refs = maps.Clone(next.refs)
-		if err := s.knowLog(ctx, tx, &next); err != nil {
+		if err := s.knowLog(ctx, tx, &s.log); err != nil {
 			return err
 		}
 		if len(days)+len(rounds) > 0 {
-			if err := s.logFlush(ctx, tx, &next, b.Flush, days, rounds); err != nil {
+			if err := s.logFlush(ctx, tx, &s.log, b.Flush, days, rounds); err != nil {
 				return err
 			}
 		}
@@ -194,8 +189,10 @@ func (s *Store) SaveStats(ctx context.Context, b store.StatsBatch) error {
 		}
 		return nil
 	})
-	if err == nil {
-		s.log = next
+	if err != nil {
+		// What the log was noted as is the transaction's, rolled back:
+		// read again from the database at the next flush or read.
+		s.log = statsLog{}
 	}
 	return err
 }
@@ -217,6 +214,8 @@ func (s *Store) logFlush(ctx context.Context, tx pgx.Tx, l *statsLog, flush uint
 	}
 	// Another process logging under the same instance id (a restart
 	// overlapping its predecessor) took ids meanwhile: go on after them.
+	// Its rows are not in l: this flush pushes nothing out, and the next
+	// reads the log again.
 	var b pgbulk.Batch
 	in := b.Arg(l.instance)
 	res, err := pgbulk.Send(ctx, tx.Conn(), &s.sendBuf, pgbulk.Statement{Params: &b, SQL: "INSERT INTO " + s.t("stats_log") + ` (instance, id, schedules, kinds, keys, firsts, seqs, starts, datas)
@@ -232,6 +231,10 @@ func (s *Store) logFlush(ctx context.Context, tx pgx.Tx, l *statsLog, flush uint
 	id, err := strconv.ParseInt(string(res[0].Rows[0][0]), 10, 64)
 	if err != nil {
 		return fmt.Errorf("the statistics log's new row of instance %q: id %q: %w", l.instance, res[0].Rows[0][0], err)
+	}
+	if id != l.next {
+		*l = statsLog{instance: l.instance}
+		return nil
 	}
 	l.next = id + 1
 	for i, d := range days {

@@ -245,3 +245,49 @@ func TestRetentionFoldsWhatItDeletesAndIdleLogs(t *testing.T) {
 		t.Fatalf("i1's days of a: %+v, %v", days, err)
 	}
 }
+
+// TestAFlushThatFailsLeavesTheLogAsItWas: a flush whose transaction fails
+// after its log row was written (a failure PostgreSQL refuses) leaves
+// nothing of it, in the log or in what the store remembers of it: the
+// flushes after it push out and read what was committed.
+func TestAFlushThatFailsLeavesTheLogAsItWas(t *testing.T) {
+	t.Parallel()
+	admin := adminPool(t)
+	schema := testSchema(t, admin)
+	ctx := context.Background()
+	s := logStore(t, schema, "i1")
+	for tag := byte(1); tag <= store.LogFlushes; tag++ {
+		if err := s.SaveStats(ctx, flushOf(int(tag)%3, tag, "a")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bad := flushOf(7, 99, "a", "z")
+	bad.Failures = []store.Failure{{Schedule: "a", TaskID: "t\x00", At: logDay0}} // text cannot hold NUL
+	if err := s.SaveStats(ctx, bad); err == nil {
+		t.Fatal("a failure with a NUL in its task id was saved")
+	}
+	// Another key set at the ids the failed flush had taken.
+	for tag := byte(20); tag < 20+store.LogFlushes; tag++ {
+		if err := s.SaveStats(ctx, flushOf(0, tag, "b")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rounds, err := s.LoadRounds(ctx, "a", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rounds {
+		if r.Slot == 7 || r.Data[0] == 99 {
+			t.Fatalf("a's pages hold the failed flush's: %+v", rounds)
+		}
+	}
+	if len(rounds) != 3 || rounds[0].Data[0] != store.LogFlushes {
+		t.Fatalf("a's pages: %+v; want slots 0, 1, 2, the newest of flush %d", rounds, store.LogFlushes)
+	}
+	if n := count(t, admin, "SELECT count(*) FROM "+schema+".rounds WHERE schedule = 'a'"); n != 3 {
+		t.Fatalf("a's pages pushed out to the table: %d rows, want 3", n)
+	}
+	if n := count(t, admin, "SELECT count(*) FROM "+schema+".stats_days WHERE schedule = 'z'") + count(t, admin, "SELECT count(*) FROM "+schema+".rounds WHERE schedule = 'z'"); n != 0 {
+		t.Fatalf("the failed flush's schedule z in the tables: %d rows", n)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"os/exec"
@@ -894,6 +895,24 @@ func TestClusterFailoverRepeated(t *testing.T) {
 	t.Logf("%d crashes, %d fires over %d schedules, none twice", crashes, total, len(jobs))
 }
 
+// startChild starts the test binary as a child process with env set
+// (which TestMain turns into the child's part), and returns it and its
+// standard output; it is killed at the test's end.
+func startChild(t *testing.T, env string) (*exec.Cmd, io.Reader) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), env)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd, out
+}
+
 // clusterChildEnv makes the test binary an instance of the SIGKILL test:
 // "schema instance-id".
 const clusterChildEnv = "FOM_CLUSTER_CHILD"
@@ -940,16 +959,7 @@ func TestClusterSurvivesSIGKILL(t *testing.T) {
 	log := newFireLog()
 	survivor := startInstance(t, schema, "parent", log, jobs)
 	defer stopInstance(t, survivor)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), clusterChildEnv+"="+schema+" child")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	cmd, out := startChild(t, clusterChildEnv+"="+schema+" child")
 	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || strings.TrimSpace(line) != "ready" {
 		t.Fatalf("child: %q %v", line, err)
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -73,18 +72,10 @@ func TestFlushedStatisticsSurviveSIGKILL(t *testing.T) {
 	ctx := context.Background()
 	reader := startInstance(t, schema, "reader", newFireLog(), map[string]map[string]string{"pool": {}})
 	defer stopInstance(t, reader)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), statsChildEnv+"="+schema+" child")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	cmd, out := startChild(t, statsChildEnv+"="+schema+" child")
 	lines := bufio.NewScanner(out)
 	flushed := 0
+	var err error
 	read := func() bool {
 		if !lines.Scan() {
 			return false

@@ -216,6 +216,20 @@ func GroupRetention(rules []Retention) []RetentionGroup {
 	return out
 }
 
+// DayNumber is t's day since 1970-01-01 (UTC), as the statistics logs
+// key a day; DayTime is its midnight.
+func DayNumber(t time.Time) int64 {
+	sec := t.Unix()
+	d := sec / 86400
+	if sec%86400 < 0 {
+		d--
+	}
+	return d
+}
+
+// DayTime is the midnight (UTC) of day d since 1970-01-01.
+func DayTime(d int64) time.Time { return time.Unix(d*86400, 0).UTC() }
+
 // LogFlushes is how many flushes a store that logs its statistics (SQLite's
 // and PostgreSQL's: a flush's days and pages as one row, an entry written
 // to its table only once no newer flush holds its key) keeps: a lap of the

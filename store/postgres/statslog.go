@@ -49,16 +49,6 @@ const (
 	logPage = 2
 )
 
-// dayNumber is t's day since 1970-01-01 (UTC).
-func dayNumber(t time.Time) int64 {
-	sec := t.Unix()
-	d := sec / 86400
-	if sec%86400 < 0 {
-		d--
-	}
-	return d
-}
-
 // statsLog is what a store remembers of its instance's log: the id of
 // its next row, the first row of each flush it holds, oldest first (a
 // flush of many schedules may write several rows, StatsBatch.Flush), and
@@ -205,7 +195,7 @@ func (s *Store) logFlush(ctx context.Context, tx pgx.Tx, l *statsLog, flush uint
 	schedules, kinds, keys := make([]string, 0, n), make([]int32, 0, n), make([]int64, 0, n)
 	firsts, seqs, starts, datas := make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n), make([][]byte, 0, n)
 	for _, d := range days {
-		schedules, kinds, keys = append(schedules, d.Schedule), append(kinds, logDay), append(keys, dayNumber(d.Day))
+		schedules, kinds, keys = append(schedules, d.Schedule), append(kinds, logDay), append(keys, store.DayNumber(d.Day))
 		firsts, seqs, starts, datas = append(firsts, 0), append(seqs, 0), append(starts, 0), append(datas, d.Data)
 	}
 	for _, r := range rounds {
@@ -238,7 +228,7 @@ func (s *Store) logFlush(ctx context.Context, tx pgx.Tx, l *statsLog, flush uint
 	}
 	l.next = id + 1
 	for i, d := range days {
-		l.note(d.Schedule, logDay, dayNumber(d.Day), id, int32(i+1))
+		l.note(d.Schedule, logDay, store.DayNumber(d.Day), id, int32(i+1))
 	}
 	for i, r := range rounds {
 		l.note(r.Schedule, logPage, int64(r.Slot), id, int32(len(days)+i+1))
@@ -319,7 +309,7 @@ func (s *Store) foldForRetention(ctx context.Context, tx pgx.Tx, groups []store.
 	for _, g := range groups {
 		before, beforeDay := int64(math.MinInt64), int64(math.MinInt64)
 		if !g.Before.IsZero() {
-			before, beforeDay = g.Before.UnixNano(), dayNumber(g.Before)
+			before, beforeDay = g.Before.UnixNano(), store.DayNumber(g.Before)
 		}
 		keep := int64(math.MaxInt64)
 		if g.KeepRounds > 0 {
@@ -433,7 +423,7 @@ func (s *Store) loadDaysOf(ctx context.Context, schedules []string, from time.Ti
 			q = table
 		}
 	}
-	rows, err := s.pool.Query(ctx, q+" ORDER BY 1, 2, 4", schedules, dayNumber(from), all, s.instanceID())
+	rows, err := s.pool.Query(ctx, q+" ORDER BY 1, 2, 4", schedules, store.DayNumber(from), all, s.instanceID())
 	if err != nil {
 		return nil, err
 	}
@@ -442,7 +432,7 @@ func (s *Store) loadDaysOf(ctx context.Context, schedules []string, from time.Ti
 	var day int64
 	var data []byte
 	_, err = pgx.ForEachRow(rows, []any{&sched, &day, &data, &inst}, func() error {
-		out = append(out, store.Day{Schedule: sched, Day: time.Unix(day*86400, 0).UTC(), Data: append([]byte(nil), data...), Instance: inst})
+		out = append(out, store.Day{Schedule: sched, Day: store.DayTime(day), Data: append([]byte(nil), data...), Instance: inst})
 		return nil
 	})
 	return out, err

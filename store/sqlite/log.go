@@ -253,18 +253,6 @@ func scanLog(b []byte, f func(e logEntry, name []byte)) error {
 	return nil
 }
 
-// dayNumber is t's day since 1970-01-01 (UTC); dayTime its midnight.
-func dayNumber(t time.Time) int64 {
-	sec := t.Unix()
-	d := sec / 86400
-	if sec%86400 < 0 {
-		d--
-	}
-	return d
-}
-
-func dayTime(d int64) time.Time { return time.Unix(d*86400, 0).UTC() }
-
 // logBufs are what encodeLog builds a flush's row in: the row's bytes
 // and its entries. A flush of a thousand schedules writes a row of about
 // 350 KB; allocated anew at every flush, its pages came fresh from the
@@ -310,7 +298,7 @@ func encodeLog(bufs *logBufs, days []store.Day, rounds []store.Round) ([]byte, [
 		es = append(es, e)
 	}
 	for _, d := range days {
-		add(logEntry{kind: logDay, schedule: d.Schedule, day: dayNumber(d.Day), data: d.Data})
+		add(logEntry{kind: logDay, schedule: d.Schedule, day: store.DayNumber(d.Day), data: d.Data})
 	}
 	for _, r := range rounds {
 		add(logEntry{kind: logPage, schedule: r.Schedule, slot: r.Slot, first: r.First, seq: r.Seq, start: r.Start.UnixNano(), data: r.Data})
@@ -519,7 +507,7 @@ func (s *Store) writeEntries(ctx context.Context, tx *sql.Tx, es []logEntry) ([]
 	var rounds []store.Round
 	for _, e := range es {
 		if e.kind == logDay {
-			days = append(days, store.Day{Schedule: e.schedule, Day: dayTime(e.day), Data: e.data})
+			days = append(days, store.Day{Schedule: e.schedule, Day: store.DayTime(e.day), Data: e.data})
 		} else {
 			rounds = append(rounds, store.Round{Schedule: e.schedule, Slot: e.slot, First: e.first, Seq: e.seq, Start: time.Unix(0, e.start).UTC(), Data: e.data})
 		}

@@ -803,7 +803,7 @@ func (s *Store) LoadDays(ctx context.Context, schedule string, from time.Time) (
 	if err != nil {
 		return nil, err
 	}
-	fromDay := dayNumber(from)
+	fromDay := store.DayNumber(from)
 	es, err := s.logged(ctx, schedule, func(r logRef) bool { return r.isDay() && dayRefKey(fromDay) >= r.key })
 	if err != nil {
 		return nil, fmt.Errorf("load statistics of schedule %q: %w", schedule, err)
@@ -812,7 +812,7 @@ func (s *Store) LoadDays(ctx context.Context, schedule string, from time.Time) (
 		return out, nil
 	}
 	for _, e := range es {
-		t := dayTime(e.day)
+		t := store.DayTime(e.day)
 		i := slices.IndexFunc(out, func(d store.Day) bool { return d.Day.Equal(t) })
 		if i < 0 {
 			out = append(out, store.Day{Schedule: schedule, Day: t})
@@ -1110,7 +1110,7 @@ func (s *Store) Prune(ctx context.Context, rules []store.Retention) error {
 	// What the statements deleted from the tables, the log no longer
 	// shows either (log.go).
 	for _, g := range groups {
-		before, day := g.Before.UnixNano(), dayRefKey(dayNumber(g.Before))
+		before, day := g.Before.UnixNano(), dayRefKey(store.DayNumber(g.Before))
 		for _, name := range g.Schedules {
 			s.log.drop(name, func(r logRef) bool {
 				if r.isDay() {

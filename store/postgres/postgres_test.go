@@ -22,9 +22,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func testDSN() string { return pgtest.DSN() }
 
-func adminPool(t *testing.T) *pgxpool.Pool { return pgtest.Pool(t) }
+func adminPool(t testing.TB) *pgxpool.Pool { return pgtest.Pool(t) }
 
-func testSchema(t *testing.T, pool *pgxpool.Pool) string { return pgtest.Schema(t, pool) }
+func testSchema(t testing.TB, pool *pgxpool.Pool) string { return pgtest.Schema(t, pool) }
 
 func TestStoreSuite(t *testing.T) {
 	t.Parallel()

@@ -36,7 +36,8 @@ import (
 // committing meanwhile is seen whole or not at all). The log is the
 // database's, not a process's: every instance reads every other's newest
 // statistics as soon as they are flushed, and an instance that restarts
-// with its id goes on with its log. Retention (Prune) first folds into
+// with its id folds the log it left into the tables at its first flush or
+// read (knowLog). Retention (Prune) first folds into
 // the tables the rows that hold what it deletes, and the rows an hour
 // old: the log of an instance gone (or renamed by a restart) leaves at a
 // retention run, whichever instance makes it. A fold of a live instance's
@@ -55,8 +56,8 @@ const (
 // where each key's newest entry is, by schedule: what a push-out writes
 // to the tables is what no newer row holds, and a read of this instance's
 // statistics of a schedule the log does not hold reads the tables alone.
-// Read from the database by the first flush or read that needs it (rows
-// a process before this one wrote count a flush each).
+// Known from the first flush or read that needs it, which folds the rows
+// an earlier process left (knowLog).
 type statsLog struct {
 	known    bool
 	instance string  // whose log this is: a store's instance may be bound after it is opened
@@ -108,35 +109,34 @@ func (l *statsLog) takeBefore(cut int64) (rows []int64, ords []int32) {
 	return rows, ords
 }
 
-// knowLog reads this instance's log into l, unless l knows it already.
-func (s *Store) knowLog(ctx context.Context, q querier, l *statsLog) error {
+// knowLog makes l this instance's log, unless l knows it already. The
+// rows an earlier process left under this instance's id (a restart with
+// the same id; this process's own, after a flush that failed or another
+// process's flush under its id) are folded into the tables first, and l
+// starts empty after them. A restarted App reads each schedule it
+// registers (its days, its last round): through a full log of 3 333
+// schedules each read cost 20–30 ms, 2 min 41 s of registration, where a
+// read of a schedule its log does not hold goes to the tables alone
+// (BenchmarkLogReads: 0.4 ms the two). A fold of twelve flushes of 3 333
+// schedules is one statement, about 470 ms, once. A process still running
+// under the same id loses nothing by it (see fold).
+func (s *Store) knowLog(ctx context.Context, tx pgx.Tx, l *statsLog) error {
 	if me := s.instanceID(); l.instance != me {
 		*l = statsLog{instance: me}
 	}
 	if l.known {
 		return nil
 	}
-	rows, err := q.Query(ctx, "SELECT id, schedules, kinds, keys FROM "+s.t("stats_log")+" WHERE instance = $1 ORDER BY id", l.instance)
-	if err != nil {
+	var ids []int64
+	if err := tx.QueryRow(ctx, "SELECT coalesce(array_agg(id ORDER BY id), '{}') FROM "+s.t("stats_log")+" WHERE instance = $1", l.instance).Scan(&ids); err != nil {
 		return err
 	}
 	fresh := statsLog{known: true, instance: l.instance, next: 1, refs: map[string][]logRef{}}
-	var id int64
-	var names []string
-	var kinds []int16
-	var keys []int64
-	_, err = pgx.ForEachRow(rows, []any{&id, &names, &kinds, &keys}, func() error {
-		if len(kinds) != len(names) || len(keys) != len(names) {
-			return fmt.Errorf("statistics log row %d of instance %q: %d schedules, %d kinds, %d keys", id, l.instance, len(names), len(kinds), len(keys))
+	if len(ids) > 0 {
+		if err := s.fold(ctx, tx, l.instance, ids); err != nil {
+			return err
 		}
-		for i, n := range names {
-			fresh.note(n, kinds[i], keys[i], id, int32(i+1))
-		}
-		fresh.flushes, fresh.next = append(fresh.flushes, id), id+1
-		return nil
-	})
-	if err != nil {
-		return err
+		fresh.next = ids[len(ids)-1] + 1
 	}
 	*l = fresh
 	return nil
@@ -148,9 +148,13 @@ func (s *Store) knowLog(ctx context.Context, q querier, l *statsLog) error {
 // a flush logging it.
 func (s *Store) ownLogged(ctx context.Context, schedule string) (logged bool, unlock func(), err error) {
 	s.logMu.Lock()
-	if err := s.knowLog(ctx, s.pool, &s.log); err != nil {
-		s.logMu.Unlock()
-		return false, nil, err
+	if s.log.instance != s.instanceID() || !s.log.known {
+		err := s.tx(ctx, "fold the statistics log", func(tx pgx.Tx) error { return s.knowLog(ctx, tx, &s.log) })
+		if err != nil {
+			s.log = statsLog{}
+			s.logMu.Unlock()
+			return false, nil, err
+		}
 	}
 	return len(s.log.refs[schedule]) > 0, s.logMu.Unlock, nil
 }
@@ -252,7 +256,10 @@ func (s *Store) logFlush(ctx context.Context, tx pgx.Tx, l *statsLog, flush uint
 // pushOut deletes instance's log rows before row cut, and writes to
 // stats_days and rounds the entries of them at rows and ords (the places
 // of the entries no row from cut on holds, statsLog.takeBefore), in one
-// statement.
+// statement. The rows' entries are unnested once, then joined with the
+// places: asked whether each place is among the entries, PostgreSQL
+// unnested the rows again for every place, and a push-out of 3 333
+// entries took seconds (BenchmarkPushOut).
 func (s *Store) pushOut(ctx context.Context, tx pgx.Tx, instance string, cut int64, rows []int64, ords []int32) error {
 	if len(rows) == 0 {
 		_, err := tx.Exec(ctx, "DELETE FROM "+s.t("stats_log")+" WHERE instance = $1 AND id < $2", instance, cut)
@@ -261,10 +268,10 @@ func (s *Store) pushOut(ctx context.Context, tx pgx.Tx, instance string, cut int
 	_, err := tx.Exec(ctx, `WITH old AS (
 			DELETE FROM `+s.t("stats_log")+` WHERE instance = $1 AND id < $2
 			RETURNING id, schedules, kinds, keys, firsts, seqs, starts, datas),
-		want AS (SELECT * FROM unnest($3::bigint[], $4::int[]) AS w(id, ord)),
-		live AS MATERIALIZED (SELECT u.s, u.k, u.key, u.f, u.q, u.st, u.d
-			FROM old, unnest(old.schedules, old.kinds, old.keys, old.firsts, old.seqs, old.starts, old.datas) WITH ORDINALITY AS u(s, k, key, f, q, st, d, ord)
-			WHERE (old.id, u.ord) IN (SELECT id, ord FROM want)) `+s.writeLive(),
+		entries AS MATERIALIZED (SELECT old.id, u.s, u.k, u.key, u.f, u.q, u.st, u.d, u.ord
+			FROM old, unnest(old.schedules, old.kinds, old.keys, old.firsts, old.seqs, old.starts, old.datas) WITH ORDINALITY AS u(s, k, key, f, q, st, d, ord)),
+		live AS MATERIALIZED (SELECT e.s, e.k, e.key, e.f, e.q, e.st, e.d
+			FROM entries e JOIN unnest($3::bigint[], $4::int[]) AS w(id, ord) ON w.id = e.id AND w.ord = e.ord) `+s.writeLive(),
 		instance, cut, rows, ords)
 	return err
 }
@@ -373,12 +380,31 @@ func (s *Store) saveFailures(ctx context.Context, tx pgx.Tx, fs []store.Failure)
 // loggedDays is the newest logged day of each instance, schedule and day
 // among schedules ($1) from day number $2, of every instance ($3) or of
 // $4 only: a CTE the reads of days overlay on stats_days.
-func (s *Store) loggedDays() string {
+//
+// A log row holds an entry or two of every schedule that ran in its
+// flush (6 666 at 3 333 schedules): unnested whole, its arrays cost the
+// same whichever schedules a read wants, 24–48 ms a read of one schedule
+// in a 10 000-schedule cluster's 36 rows (BenchmarkLogReads). A read of a
+// few schedules looks each up instead (array_positions, a scan of the
+// names in C) and takes only their entries, 5–7 ms for one schedule; the
+// scans grow with the names, and past about thirty unnesting once is the
+// cheaper (few says which).
+func (s *Store) loggedDays(few bool) string {
+	if few {
+		return `logged AS MATERIALIZED (SELECT DISTINCT ON (l.instance, n.s, l.keys[p.i]) l.instance, n.s, l.keys[p.i] AS key, l.datas[p.i] AS d
+			FROM ` + s.t("stats_log") + ` l, unnest($1::text[]) AS n(s), unnest(array_positions(l.schedules, n.s)) AS p(i)
+			WHERE ($3 OR l.instance = $4) AND l.kinds[p.i] = ` + fmt.Sprint(logDay) + ` AND l.keys[p.i] >= $2
+			ORDER BY l.instance, n.s, l.keys[p.i], l.id DESC)`
+	}
 	return `logged AS MATERIALIZED (SELECT DISTINCT ON (l.instance, u.s, u.key) l.instance, u.s, u.key, u.d
 			FROM ` + s.t("stats_log") + ` l, unnest(l.schedules, l.kinds, l.keys, l.datas) AS u(s, k, key, d)
 			WHERE ($3 OR l.instance = $4) AND l.schedules && $1::text[] AND u.k = ` + fmt.Sprint(logDay) + ` AND u.s = ANY($1) AND u.key >= $2
 			ORDER BY l.instance, u.s, u.key, l.id DESC)`
 }
+
+// fewNames is the most schedules a read of days looks up one by one in
+// each log row (see loggedDays).
+const fewNames = 16
 
 func (s *Store) loadDays(ctx context.Context, schedule string, from time.Time, all bool) ([]store.Day, error) {
 	days, err := s.loadDaysOf(ctx, []string{schedule}, from, all)
@@ -407,7 +433,7 @@ func (s *Store) LoadClusterDaysOf(ctx context.Context, schedules []string, from 
 func (s *Store) loadDaysOf(ctx context.Context, schedules []string, from time.Time, all bool) ([]store.Day, error) {
 	table := `SELECT t.schedule, t.day - DATE '1970-01-01', t.data, t.instance FROM ` + s.t("stats_days") + ` t
 		WHERE t.schedule = ANY($1) AND t.day >= DATE '1970-01-01' + $2::int AND ($3 OR t.instance = $4)`
-	q := "WITH " + s.loggedDays() + `
+	q := "WITH " + s.loggedDays(len(schedules) <= fewNames) + `
 		SELECT s, key, d, instance FROM logged
 		UNION ALL ` + table + `
 			AND NOT EXISTS (SELECT 1 FROM logged WHERE logged.instance = t.instance AND logged.s = t.schedule AND logged.key = t.day - DATE '1970-01-01')`
@@ -440,12 +466,14 @@ func (s *Store) loadDaysOf(ctx context.Context, schedules []string, from time.Ti
 
 // pages is the history pages of schedule $1 of every instance ($2 empty)
 // or of $2: the log overlaid on rounds, a slot's newest page winning. Its
-// columns: instance, slot, first_seq, seq, start, data.
+// columns: instance, slot, first_seq, seq, start, data. Each log row's
+// entries of $1 are looked up, not unnested (see loggedDays).
 func (s *Store) pages() string {
-	return `WITH logged AS MATERIALIZED (SELECT DISTINCT ON (l.instance, u.key) l.instance, u.key::int AS slot, u.f, u.q, u.st, u.d
-			FROM ` + s.t("stats_log") + ` l, unnest(l.schedules, l.kinds, l.keys, l.firsts, l.seqs, l.starts, l.datas) AS u(s, k, key, f, q, st, d)
-			WHERE ($2 = '' OR l.instance = $2) AND $1 = ANY(l.schedules) AND u.k = ` + fmt.Sprint(logPage) + ` AND u.s = $1
-			ORDER BY l.instance, u.key, l.id DESC),
+	return `WITH logged AS MATERIALIZED (SELECT DISTINCT ON (l.instance, l.keys[p.i]) l.instance, l.keys[p.i]::int AS slot,
+				l.firsts[p.i] AS f, l.seqs[p.i] AS q, l.starts[p.i] AS st, l.datas[p.i] AS d
+			FROM ` + s.t("stats_log") + ` l, unnest(array_positions(l.schedules, $1::text)) AS p(i)
+			WHERE ($2 = '' OR l.instance = $2) AND l.kinds[p.i] = ` + fmt.Sprint(logPage) + `
+			ORDER BY l.instance, l.keys[p.i], l.id DESC),
 		pages AS (SELECT instance, slot, f AS first_seq, q AS seq, st AS start, d AS data FROM logged
 			UNION ALL
 			SELECT r.instance, r.slot, r.first_seq, r.seq, r.start, r.data FROM ` + s.t("rounds") + ` r
@@ -520,8 +548,8 @@ func (s *Store) LastRoundSeq(ctx context.Context, schedule string) (int64, error
 	} else {
 		err = s.pool.QueryRow(ctx, `SELECT greatest(
 			(SELECT max(seq) FROM `+s.t("rounds")+` WHERE schedule = $1 AND instance = $2),
-			(SELECT max(u.q) FROM `+s.t("stats_log")+` l, unnest(l.schedules, l.kinds, l.seqs) AS u(s, k, q)
-				WHERE l.instance = $2 AND $1 = ANY(l.schedules) AND u.s = $1 AND u.k = `+fmt.Sprint(logPage)+`))`,
+			(SELECT max(l.seqs[p.i]) FROM `+s.t("stats_log")+` l, unnest(array_positions(l.schedules, $1::text)) AS p(i)
+				WHERE l.instance = $2 AND l.kinds[p.i] = `+fmt.Sprint(logPage)+`))`,
 			schedule, s.instanceID()).Scan(&seq)
 	}
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 )
 
 // logStore opens a store on schema bound to instance.
-func logStore(t *testing.T, schema, instance string) *Store {
+func logStore(t testing.TB, schema, instance string) *Store {
 	t.Helper()
 	s, err := Open(context.Background(), testDSN(), WithSchema(schema))
 	if err != nil {
@@ -141,9 +141,19 @@ func TestEveryInstanceReadsTheOthersLogs(t *testing.T) {
 	if r, ok, err := two.LoadRound(ctx, "a", "i1", 3); err != nil || !ok || r.Data[0] != 1 {
 		t.Fatalf("i1's round 3 of a, read by i2: %+v, %v, %v", r, ok, err)
 	}
-	// i1 again, in a new process: its log goes on from its last row.
+	// i1 again, in a new process: its first read folds the log it left
+	// into the tables, and its log goes on from its last row.
 	one.Close()
 	again := logStore(t, schema, "i1")
+	if days, err := again.LoadDays(ctx, "a", logDay0); err != nil || len(days) != 1 || days[0].Data[0] != 1 {
+		t.Fatalf("i1's days of a at its restart: %+v, %v", days, err)
+	}
+	if n := count(t, admin, "SELECT count(*) FROM "+schema+".stats_log WHERE instance = 'i1'"); n != 0 {
+		t.Fatalf("i1's log after its restart's first read: %d rows, want none (folded)", n)
+	}
+	if n := count(t, admin, "SELECT count(*) FROM "+schema+".stats_days WHERE instance = 'i1'"); n != 1 {
+		t.Fatalf("i1's days in stats_days after its restart's first read: %d, want 1", n)
+	}
 	for tag := byte(3); tag < 3+store.LogFlushes; tag++ {
 		if err := again.SaveStats(ctx, flushOf(0, tag, "a")); err != nil {
 			t.Fatal(err)
@@ -154,6 +164,85 @@ func TestEveryInstanceReadsTheOthersLogs(t *testing.T) {
 	}
 	if days, err := again.LoadDays(ctx, "a", logDay0); err != nil || len(days) != 1 || days[0].Data[0] != 2+store.LogFlushes {
 		t.Fatalf("i1's days of a after its restart: %+v, %v", days, err)
+	}
+}
+
+// TestReadsOfFewAndManySchedulesAgree: a read of days looks a few
+// schedules up in each log row and unnests the rows for many
+// (loggedDays); both find, of every instance, each schedule's newest day
+// in the log or the table, whichever names the read asks for.
+func TestReadsOfFewAndManySchedulesAgree(t *testing.T) {
+	t.Parallel()
+	admin := adminPool(t)
+	schema := testSchema(t, admin)
+	ctx := context.Background()
+	stores := []*Store{logStore(t, schema, "i1"), logStore(t, schema, "i2")}
+	const n = fewNames + 4
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("s%02d", i)
+	}
+	// Flush f of instance k holds the schedules i with i%(f+2) == k, on
+	// day f%3: a schedule's day is written again by some flushes, skipped
+	// by others, and the first flushes leave the log for the table.
+	want := map[[3]string]byte{} // instance, schedule, day: the newest tag
+	flushes := store.LogFlushes + 4
+	for f := range flushes {
+		for k, st := range stores {
+			var b store.StatsBatch
+			day := logDay0.AddDate(0, 0, f%3)
+			for i, name := range names {
+				if i%(f+2) != k {
+					continue
+				}
+				tag := byte(10*f + k + 1)
+				b.Days = append(b.Days, store.Day{Schedule: name, Day: day, Data: []byte{tag}})
+				want[[3]string{st.instanceID(), name, day.Format(time.DateOnly)}] = tag
+			}
+			if err := st.SaveStats(ctx, b); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if tabled := count(t, admin, "SELECT count(*) FROM "+schema+".stats_days"); tabled == 0 {
+		t.Fatal("no day reached stats_days: the test reads the log alone")
+	}
+	got := func(days []store.Day) map[[3]string]byte {
+		out := map[[3]string]byte{}
+		for _, d := range days {
+			k := [3]string{d.Instance, d.Schedule, d.Day.Format(time.DateOnly)}
+			if _, dup := out[k]; dup {
+				t.Fatalf("day %v read twice", k)
+			}
+			out[k] = d.Data[0]
+		}
+		return out
+	}
+	many, err := stores[0].LoadClusterDaysOf(ctx, names, logDay0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := map[[3]string]byte{}
+	for _, name := range names {
+		few, err := stores[1].LoadClusterDaysOf(ctx, []string{name}, logDay0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		one, wantOne := got(few[name]), map[[3]string]byte{}
+		for k, v := range want {
+			if k[1] == name {
+				wantOne[k] = v
+			}
+		}
+		if fmt.Sprint(one) != fmt.Sprint(wantOne) {
+			t.Errorf("days of %s read alone: %v, want %v", name, one, wantOne)
+		}
+		for k, v := range got(many[name]) {
+			all[k] = v
+		}
+	}
+	if fmt.Sprint(all) != fmt.Sprint(want) {
+		t.Errorf("days of %d schedules read together:\n%v\nwant\n%v", n, all, want)
 	}
 }
 

@@ -87,10 +87,10 @@ func BenchmarkLogReads(b *testing.B) {
 // BenchmarkPushOut is a flush of 3 333 schedules whose log is full: it
 // pushes out the oldest flush, whose pages no newer flush holds, so that
 // every page of it is written to rounds. A page's slot is its last
-// round's number modulo the history's length (60): a schedule firing
-// every second and flushed every 5 s writes a slot again twelve flushes
-// later, within the log, but one firing every 2 s, or flushed every
-// second, does not.
+// round's number modulo the history's length (50 rounds by default): a
+// schedule firing every second and flushed every 5 s writes a slot again
+// ten flushes later, within the log's twelve, but one firing every 2 s,
+// or flushed every second, does not.
 func BenchmarkPushOut(b *testing.B) {
 	const schedules = 3333
 	admin := adminPool(b)

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,27 +19,10 @@ import (
 // registration by a new process of the first instance, whose first read
 // folds the log it left.
 func BenchmarkLogReads(b *testing.B) {
-	const instances, perInstance = 3, 3333
 	admin := adminPool(b)
 	schema := testSchema(b, admin)
+	stores := fullLogs(b, schema)
 	ctx := context.Background()
-	stores := make([]*Store, instances)
-	data := make([]byte, 100)
-	for k := range stores {
-		stores[k] = logStore(b, schema, fmt.Sprintf("i%d", k+1))
-		for f := range store.LogFlushes {
-			var batch store.StatsBatch
-			for i := range perInstance {
-				name := fmt.Sprintf("job-%d", i*instances+k)
-				batch.Days = append(batch.Days, store.Day{Schedule: name, Day: logDay0, Data: data})
-				seq := int64(5 * (f + 1))
-				batch.Rounds = append(batch.Rounds, store.Round{Schedule: name, Slot: f, First: seq - 4, Seq: seq, Start: logDay0, Data: data})
-			}
-			if err := stores[k].SaveStats(ctx, batch); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
 	names := make([]string, 50)
 	for i := range names {
 		names[i] = fmt.Sprintf("job-%d", i)
@@ -82,6 +66,68 @@ func BenchmarkLogReads(b *testing.B) {
 		}
 		b.ReportMetric(float64(fold.Microseconds())/1000, "fold-ms")
 	})
+}
+
+// fullLogs is a cluster of three instances of 10 000 schedules on schema,
+// each instance's log full: store.LogFlushes flushes of its 3 333
+// schedules' days and pages, 100 bytes each. Instance k+1's schedules are
+// job-n with n%3 == k.
+func fullLogs(b *testing.B, schema string) []*Store {
+	const instances, perInstance = 3, 3333
+	ctx := context.Background()
+	stores := make([]*Store, instances)
+	data := make([]byte, 100)
+	for k := range stores {
+		stores[k] = logStore(b, schema, fmt.Sprintf("i%d", k+1))
+		for f := range store.LogFlushes {
+			var batch store.StatsBatch
+			for i := range perInstance {
+				name := fmt.Sprintf("job-%d", i*instances+k)
+				batch.Days = append(batch.Days, store.Day{Schedule: name, Day: logDay0, Data: data})
+				seq := int64(5 * (f + 1))
+				batch.Rounds = append(batch.Rounds, store.Round{Schedule: name, Slot: f, First: seq - 4, Seq: seq, Start: logDay0, Data: data})
+			}
+			if err := stores[k].SaveStats(ctx, batch); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	return stores
+}
+
+// BenchmarkRetention is a retention run (Prune) of the 10 000 schedules
+// of fullLogs, which deletes nothing: its look for the log rows to fold,
+// through a store whose every statement runs a generic plan (a prepared
+// statement's plan after five runs), as a retention run an hour finds
+// them after six hours.
+func BenchmarkRetention(b *testing.B) {
+	admin := adminPool(b)
+	schema := testSchema(b, admin)
+	fullLogs(b, schema)
+	dsn := testDSN()
+	if strings.Contains(dsn, "://") {
+		sep := "?"
+		if strings.Contains(dsn, "?") {
+			sep = "&"
+		}
+		dsn += sep + "plan_cache_mode=force_generic_plan"
+	} else {
+		dsn += " plan_cache_mode=force_generic_plan"
+	}
+	st, err := Open(context.Background(), dsn, WithSchema(schema))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	rules := make([]store.Retention, 10_000)
+	for i := range rules {
+		rules[i] = store.Retention{Schedule: fmt.Sprintf("job-%d", i), Before: logDay0.AddDate(0, 0, -30), KeepFailures: 100, KeepRounds: 50}
+	}
+	for b.Loop() {
+		if err := st.Prune(context.Background(), rules); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 // BenchmarkPushOut is a flush of 3 333 schedules whose log is full: it

@@ -231,10 +231,11 @@ func (c *Coordinator) Owners(ctx context.Context, schedules []string) (map[strin
 func (c *Coordinator) Leases(ctx context.Context, schedules []string) (map[string]Lease, error) {
 	// The last fire: the lease's, or a later one recorded since the
 	// owner's last renewal (its batches not compacted yet, the renewal
-	// interval's at most, read once for all the schedules).
+	// interval's at most, read once for all the schedules; names matched
+	// hashed, as lastFires does).
 	rows, err := c.pool.Query(ctx, `WITH recent AS (
 			SELECT u.s, max(u.p) AS p FROM `+c.t("fire_batches")+` b, unnest(b.schedules, b.planned) AS u(s, p)
-			WHERE NOT b.compacted AND u.s = ANY($1) GROUP BY u.s)
+			WHERE NOT b.compacted AND u.s IN (SELECT unnest($1::text[])) GROUP BY u.s)
 		SELECT l.schedule, CASE WHEN i.leases_until > now() THEN l.owner ELSE '' END, coalesce(i.leases_until, '-infinity'),
 			coalesce(i.heartbeat_at, '-infinity'), coalesce(NOT i.stopped AND i.heartbeat_at > now() - $2::interval, false),
 			greatest(l.last_fire, r.p)

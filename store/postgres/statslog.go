@@ -117,7 +117,7 @@ func (l *statsLog) takeBefore(cut int64) (rows []int64, ords []int32) {
 // registers (its days, its last round): through a full log of 3 333
 // schedules each read cost 20–30 ms, 2 min 41 s of registration, where a
 // read of a schedule its log does not hold goes to the tables alone
-// (BenchmarkLogReads: 0.4 ms the two). A fold of twelve flushes of 3 333
+// (BenchmarkLogReads: 0.4–0.6 ms the two). A fold of twelve flushes of 3 333
 // schedules is one statement, about 470 ms, once. A process still running
 // under the same id loses nothing by it (see fold).
 func (s *Store) knowLog(ctx context.Context, tx pgx.Tx, l *statsLog) error {
@@ -395,7 +395,7 @@ func (s *Store) saveFailures(ctx context.Context, tx pgx.Tx, fs []store.Failure)
 // same whichever schedules a read wants, 24–48 ms a read of one schedule
 // in a 10 000-schedule cluster's 36 rows (BenchmarkLogReads). A read of a
 // few schedules looks each up instead (array_positions, a scan of the
-// names in C) and takes only their entries, 5–7 ms for one schedule; the
+// names in C) and takes only their entries, 5–8 ms for one schedule; the
 // scans grow with the names, and past about thirty unnesting once is the
 // cheaper (few says which).
 func (s *Store) loggedDays(few bool) string {

@@ -76,6 +76,9 @@ type logRef struct {
 	kind int16
 }
 
+// knows reports whether l is instance's log, known.
+func (l *statsLog) knows(instance string) bool { return l.known && l.instance == instance }
+
 // note records that row holds schedule's entry of kind and key at ord.
 func (l *statsLog) note(schedule string, kind int16, key, row int64, ord int32) {
 	rs := l.refs[schedule]
@@ -121,19 +124,17 @@ func (l *statsLog) takeBefore(cut int64) (rows []int64, ords []int32) {
 // schedules is one statement, about 470 ms, once. A process still running
 // under the same id loses nothing by it (see fold).
 func (s *Store) knowLog(ctx context.Context, tx pgx.Tx, l *statsLog) error {
-	if me := s.instanceID(); l.instance != me {
-		*l = statsLog{instance: me}
-	}
-	if l.known {
+	me := s.instanceID()
+	if l.knows(me) {
 		return nil
 	}
 	var ids []int64
-	if err := tx.QueryRow(ctx, "SELECT coalesce(array_agg(id ORDER BY id), '{}') FROM "+s.t("stats_log")+" WHERE instance = $1", l.instance).Scan(&ids); err != nil {
+	if err := tx.QueryRow(ctx, "SELECT coalesce(array_agg(id ORDER BY id), '{}') FROM "+s.t("stats_log")+" WHERE instance = $1", me).Scan(&ids); err != nil {
 		return err
 	}
-	fresh := statsLog{known: true, instance: l.instance, next: 1, refs: map[string][]logRef{}}
+	fresh := statsLog{known: true, instance: me, next: 1, refs: map[string][]logRef{}}
 	if len(ids) > 0 {
-		if err := s.fold(ctx, tx, l.instance, ids); err != nil {
+		if err := s.fold(ctx, tx, me, ids); err != nil {
 			return err
 		}
 		fresh.next = ids[len(ids)-1] + 1
@@ -148,7 +149,7 @@ func (s *Store) knowLog(ctx context.Context, tx pgx.Tx, l *statsLog) error {
 // a flush logging it.
 func (s *Store) ownLogged(ctx context.Context, schedule string) (logged bool, unlock func(), err error) {
 	s.logMu.Lock()
-	if s.log.instance != s.instanceID() || !s.log.known {
+	if !s.log.knows(s.instanceID()) { // a transaction only to fold
 		err := s.tx(ctx, "fold the statistics log", func(tx pgx.Tx) error { return s.knowLog(ctx, tx, &s.log) })
 		if err != nil {
 			s.log = statsLog{}
@@ -185,7 +186,7 @@ func (s *Store) SaveStats(ctx context.Context, b store.StatsBatch) error {
 	})
 	if err != nil {
 		// What the log was noted as is the transaction's, rolled back:
-		// read again from the database at the next flush or read.
+		// the next flush or read folds the log (knowLog).
 		s.log = statsLog{}
 	}
 	return err
@@ -209,7 +210,7 @@ func (s *Store) logFlush(ctx context.Context, tx pgx.Tx, l *statsLog, flush uint
 	// Another process logging under the same instance id (a restart
 	// overlapping its predecessor) took ids meanwhile: go on after them.
 	// Its rows are not in l: this flush pushes nothing out, and the next
-	// reads the log again.
+	// flush or read folds the log (knowLog).
 	var b pgbulk.Batch
 	in := b.Arg(l.instance)
 	res, err := pgbulk.Send(ctx, tx.Conn(), &s.sendBuf, pgbulk.Statement{Params: &b, SQL: "INSERT INTO " + s.t("stats_log") + ` (instance, id, schedules, kinds, keys, firsts, seqs, starts, datas)

@@ -145,6 +145,25 @@ func (r *Conflicts) acquireFrom(last *atomic.Pointer[heldID], id string, exclusi
 	return h
 }
 
+// prepare puts id's entry in the registry, idle, and in last: the first
+// acquireFrom of it then finds it there, and inserts nothing. Counted as
+// used, so the shard's next sweep keeps it.
+func (r *Conflicts) prepare(last *atomic.Pointer[heldID], id string) {
+	s := r.shard(id)
+	s.mu.Lock()
+	h := s.ids[id]
+	if h == nil {
+		if len(s.ids) >= s.sweepAt {
+			s.sweep()
+		}
+		h = &heldID{shard: s, id: id}
+		s.ids[id] = h
+	}
+	h.used = true
+	s.mu.Unlock()
+	last.Store(h)
+}
+
 // release gives back an entry acquire returned.
 func (r *Conflicts) release(h *heldID) {
 	s := h.shard

@@ -197,3 +197,39 @@ func TestTaskSettingsPacked(t *testing.T) {
 		}
 	}
 }
+
+// TestConflictsPrepare: a prepared id has its entry, idle, in the hint,
+// where the first acquire finds it; preparing one that runs changes
+// nothing of its run; a prepared entry no acquire used is swept at the
+// second sweep, as one acquired once is.
+func TestConflictsPrepare(t *testing.T) {
+	r := NewConflicts()
+	var last atomic.Pointer[heldID]
+	r.prepare(&last, "p")
+	e := last.Load()
+	if e == nil || e.id != "p" || r.Running("p") {
+		t.Fatalf("prepared: entry %+v, running %v; want p's, idle", e, r.Running("p"))
+	}
+	h := r.acquireFrom(&last, "p", true)
+	if h != e || !r.Running("p") {
+		t.Fatalf("acquired: %p, running %v; want the prepared entry %p, running", h, r.Running("p"), e)
+	}
+	r.prepare(&last, "p")
+	if !r.Running("p") || r.acquire("p", true) != nil {
+		t.Fatal("preparing a running id changed its run")
+	}
+	r.release(h)
+
+	var other atomic.Pointer[heldID]
+	r.prepare(&other, "q")
+	s := other.Load().shard
+	s.mu.Lock()
+	s.sweep()
+	_, kept := s.ids["q"]
+	s.sweep()
+	_, again := s.ids["q"]
+	s.mu.Unlock()
+	if !kept || again {
+		t.Fatalf("prepared and never acquired: kept by the first sweep %v, by the second %v; want true, false", kept, again)
+	}
+}

@@ -442,6 +442,56 @@ func TestACopyIsReadiedBeforeItsFirstFireOnlyWhereItFires(t *testing.T) {
 	}
 }
 
+// TestAReadiedCopyHasItsTaskEntryAndRunners: a copy readied (held at its
+// start, or unparked) has its one fixed task's conflict entry made, idle,
+// where its first fire finds it without a lookup, and its runners
+// started, idle; a parked copy has neither.
+func TestAReadiedCopyHasItsTaskEntryAndRunners(t *testing.T) {
+	t.Parallel()
+	ran := make(chan struct{}, 1)
+	task := TaskFunc("the-task", func(context.Context) (any, error) { ran <- struct{}{}; return nil, nil })
+	start := func(holds bool) (*harness, *Runners) {
+		rs := NewRunners(time.Hour, 3)
+		t.Cleanup(rs.Close)
+		gate := &holdGate{holds: holds}
+		h := newHarness(t, map[string]string{"fixedRate": "1s"}, Job{Fixed: []Task{task}}, func(o *Options) { o.Gate, o.Runners = gate, rs })
+		if err := h.c.Startup(); err != nil {
+			t.Fatal(err)
+		}
+		h.waitSleeping(0)
+		return h, rs
+	}
+	entry := func(h *harness) *heldID {
+		h.c.mu.Lock()
+		defer h.c.mu.Unlock()
+		return h.c.gen.lastHeld.Load()
+	}
+	h, rs := start(true)
+	e := entry(h)
+	if e == nil || e.id != "the-task" || h.c.conflicts.Running("the-task") {
+		t.Fatalf("held at its start: entry %+v, running %v; want the-task's, idle", e, h.c.conflicts.Running("the-task"))
+	}
+	waitIdle(t, rs, 3)
+	h.clk.Advance(time.Second)
+	waitChan(t, ran, "the first fire")
+	h.waitSleeping(1)
+	if got := entry(h); got != e {
+		t.Fatalf("the first fire made another entry: %p, readied %p", got, e)
+	}
+
+	h, rs = start(false)
+	if e := entry(h); e != nil || rs.Idle() != 0 {
+		t.Fatalf("parked at its start: entry %+v, %d idle runners; want none", e, rs.Idle())
+	}
+	if !h.c.Unpark() {
+		t.Fatal("not parked")
+	}
+	if e := entry(h); e == nil || e.id != "the-task" {
+		t.Fatalf("unparked: entry %+v, want the-task's", e)
+	}
+	waitIdle(t, rs, 3)
+}
+
 // TestStartupFromContinuesFromALastFire: a copy started from a fire
 // another process recorded arms the plan's fire after it in the same step
 // (never the fire counted from now, which could run before a Resume came

@@ -44,7 +44,7 @@ func newHarness(t *testing.T, tags map[string]string, job Job, opts ...func(*Opt
 	for _, f := range opts {
 		f(&o)
 	}
-	if job.Tasks == nil {
+	if job.Tasks == nil && len(job.Fixed) == 0 {
 		job.Tasks = func(context.Context) ([]Task, error) { return nil, nil }
 	}
 	c, err := New(cfg, job, o)

@@ -161,6 +161,19 @@ func (rs *Runners) put(w work) {
 	}
 }
 
+// Warm starts idle runners until limit run or wait: the copies of a
+// cluster instance about to fire here for the first time
+// (Context.readyLocked) then find them, rather than each burst's first
+// fires starting them, goroutine and stack, in the middle of it. They
+// end after the linger, as any idle runner, when no burst comes.
+func (rs *Runners) Warm() {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	for rs.running+len(rs.idle) < rs.limit {
+		rs.spawnLocked(work{f: func() {}})
+	}
+}
+
 // spawnLocked starts a runner for w; called with rs.mu held.
 func (rs *Runners) spawnLocked(w work) {
 	rs.running++

@@ -95,6 +95,31 @@ func waitIdle(t *testing.T, rs *Runners, n int) {
 	}
 }
 
+// TestRunnersWarm: Warm starts idle runners up to the limit, counting
+// those busy, never past it however often it is called; they take work
+// as any idle runner does, and end after the linger.
+func TestRunnersWarm(t *testing.T) {
+	rs := NewRunners(200*time.Millisecond, 3)
+	defer rs.Close()
+	release := make(chan struct{})
+	busy := make(chan struct{})
+	rs.Go(func() { close(busy); <-release })
+	waitChan(t, busy, "the busy runner's function")
+	rs.Warm()
+	rs.Warm()
+	waitIdle(t, rs, 2)
+	time.Sleep(20 * time.Millisecond) // a third would be idle by now
+	if n := rs.Idle(); n != 2 {
+		t.Fatalf("idle after Warm beside one busy runner: %d, want 2", n)
+	}
+	done := make(chan struct{})
+	rs.Go(func() { close(done) })
+	waitChan(t, done, "a function on a warmed runner")
+	close(release)
+	waitIdle(t, rs, 3)
+	waitIdle(t, rs, 0) // linger over: they end
+}
+
 func TestRunnersQueueBeyondTheLimitInOrder(t *testing.T) {
 	rs := NewRunners(time.Hour, 1)
 	defer rs.Close()

@@ -414,7 +414,7 @@ func (s *Stats) dayLocked(ns int64) *day {
 // Reserve makes, before a schedule's first result, what that result and
 // its round would otherwise allocate: the results ring, when it is
 // allocated whole (the default size), and the first page of the rounds'
-// history. A schedule about to fire on this instance (started here, or
+// history, with room for a page of short rounds. A schedule about to fire on this instance (started here, or
 // taken over from another instance) reserves them, so that its first
 // fire, which may be one of an aligned burst of thousands, allocates
 // little more than the next.
@@ -425,7 +425,9 @@ func (s *Stats) Reserve() {
 		s.results.grow()
 	}
 	if s.hist == nil {
-		s.histLocked().start()
+		h := s.histLocked()
+		h.start()
+		h.reserve(pageRounds(int32(s.rounds)))
 	}
 }
 

@@ -483,11 +483,14 @@ func (c *Context) startup(from time.Time, runMissed bool) error {
 // (Runners.Warm). A cluster instance's copy calls it as it begins to fire
 // here (started holding its lease, or the lease taken: Resume, Unpark),
 // when its first fire falls among the other instances' bursts. (Ten
-// thousand schedules' first fires on a fresh App read 72–105 ms at p99, the
-// next second 22–37 ms; 38–70 ms with these made before.) A parked copy,
-// which may never fire here, does not; nor does a lone App's, which would
-// hold the ring from its start for schedules that may not fire for hours.
-// With c.mu held.
+// thousand schedules' first fires on a fresh App read 72–105 ms at p99,
+// the next second 22–37 ms; 38–70 ms with the ring, page and worker made
+// before. Three instances started together spent 4 ms more of CPU in
+// their first bursts than in later ones; about 1 ms with the conflict
+// entries, the page's room and the runners made too: bench/README.md.)
+// A parked copy, which may never fire here, does not; nor does a lone
+// App's, which would hold the ring from its start for schedules that may
+// not fire for hours. With c.mu held.
 func (c *Context) readyLocked(g *generation) {
 	c.stats.Reserve()
 	g.pool.ready()

@@ -414,10 +414,10 @@ func (s *Stats) dayLocked(ns int64) *day {
 // Reserve makes, before a schedule's first result, what that result and
 // its round would otherwise allocate: the results ring, when it is
 // allocated whole (the default size), and the first page of the rounds'
-// history, with room for a page of short rounds. A schedule about to fire on this instance (started here, or
-// taken over from another instance) reserves them, so that its first
-// fire, which may be one of an aligned burst of thousands, allocates
-// little more than the next.
+// history, with room for a page of short rounds. A schedule about to
+// fire on this instance (started here, or taken over from another
+// instance) reserves them, so that its first fire, which may be one of
+// an aligned burst of thousands, allocates no more than the next.
 func (s *Stats) Reserve() {
 	s.mu.Lock()
 	defer s.mu.Unlock()

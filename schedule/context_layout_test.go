@@ -5,9 +5,10 @@ import (
 	"unsafe"
 )
 
-// TestContextLayout: a Context fills a 448-byte size class, a loop a
-// 256-byte one and a generation (with its pool) a 320-byte one, classes
-// whose objects start on a cache line, and what a fire reads or writes of
+// TestContextLayout: a Context fills a 448-byte size class (its hooks, a
+// pointer away, 48 bytes at most), a loop a 256-byte one and a
+// generation (with its pool) a 320-byte one, classes whose objects start
+// on a cache line, and what a fire reads or writes of
 // a Context is in its first six lines, of a generation in its first, with
 // its pool from the third (see Context and generation).
 func TestContextLayout(t *testing.T) {
@@ -28,6 +29,9 @@ func TestContextLayout(t *testing.T) {
 	}
 	if e := end(unsafe.Offsetof(c.job), unsafe.Sizeof(c.job)); e > 6*64 {
 		t.Errorf("job ends at byte %d, past the sixth line", e)
+	}
+	if n := unsafe.Sizeof(hooks{}); n > 48 {
+		t.Errorf("a Context's hooks are %d bytes, want the 48-byte class at most", n)
 	}
 	if n := unsafe.Sizeof(loop{}); n != 256 {
 		t.Errorf("a loop is %d bytes, want 256", n)

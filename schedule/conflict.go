@@ -106,19 +106,7 @@ func (r *Conflicts) acquireFrom(last *atomic.Pointer[heldID], id string, exclusi
 			s = r.shard(id)
 			s.mu.Lock()
 		}
-		if h = s.ids[id]; h == nil {
-			if len(s.ids) >= s.sweepAt {
-				s.sweep()
-			}
-			if h = back; h != nil { // swept too early: it recurs
-				s.returned++
-				s.sweepAt += 2 // room for it and one more, at once
-				h.swept = false
-			} else {
-				h = &heldID{shard: s, id: id}
-			}
-			s.ids[id] = h
-		}
+		h = s.entryLocked(id, back)
 		if last != nil {
 			last.Store(h)
 		}
@@ -145,20 +133,35 @@ func (r *Conflicts) acquireFrom(last *atomic.Pointer[heldID], id string, exclusi
 	return h
 }
 
+// entryLocked returns id's entry in s, put in when missing: back, the
+// caller's hint swept from s, when it has one (the id recurs), else a new
+// one. Called with s.mu held.
+func (s *conflictShard) entryLocked(id string, back *heldID) *heldID {
+	if h := s.ids[id]; h != nil {
+		return h
+	}
+	if len(s.ids) >= s.sweepAt {
+		s.sweep()
+	}
+	h := back
+	if h != nil { // swept too early: it recurs
+		s.returned++
+		s.sweepAt += 2 // room for it and one more, at once
+		h.swept = false
+	} else {
+		h = &heldID{shard: s, id: id}
+	}
+	s.ids[id] = h
+	return h
+}
+
 // prepare puts id's entry in the registry, idle, and in last: the first
 // acquireFrom of it then finds it there, and inserts nothing. Counted as
 // used, so the shard's next sweep keeps it.
 func (r *Conflicts) prepare(last *atomic.Pointer[heldID], id string) {
 	s := r.shard(id)
 	s.mu.Lock()
-	h := s.ids[id]
-	if h == nil {
-		if len(s.ids) >= s.sweepAt {
-			s.sweep()
-		}
-		h = &heldID{shard: s, id: id}
-		s.ids[id] = h
-	}
+	h := s.entryLocked(id, nil)
 	h.used = true
 	s.mu.Unlock()
 	last.Store(h)

@@ -213,7 +213,7 @@ func (s *Stats) RecordRound(x RoundSample) {
 	h.page = appendRound(h.page, s.schedule, h.seq, &x)
 	h.n++
 	if h.n == 1 && h.grow {
-		h.roomFor(pageRounds(keep))
+		h.roomFor(pageRounds(keep), len(h.page)-pageHead)
 	}
 	h.kept++
 	h.lastStart = x.Start.UnixNano()
@@ -222,16 +222,18 @@ func (s *Stats) RecordRound(x RoundSample) {
 	}
 }
 
-// roomFor makes the page, holding its first round, room for rounds of
-// that round's size and a quarter more: a young schedule's page otherwise
-// grew by doubling, a copy and an allocation every other round or so,
-// and without a store a page is filled whole. Only the small array begin
-// makes is grown (grow): an array used again (spare) held a page already,
-// and the one a flush leaves (take) is sized by the rounds of a flush's
-// interval, which may be one.
-func (h *history) roomFor(rounds int32) {
+// roomFor makes the page room for rounds of size bytes and a quarter
+// more, once: its first round tells the size, or a copy readied to fire
+// here (Stats.Reserve) reserves for short rounds (shortRound) before that
+// round, so that its first fire grows no page. A young schedule's page
+// otherwise grew by doubling, a copy and an allocation every other round
+// or so, and without a store a page is filled whole. Only the small array
+// begin makes is grown (grow): an array used again (spare) held a page
+// already, and the one a flush leaves (take) is sized by the rounds of a
+// flush's interval, which may be one. Longer rounds than reserved for
+// grow the page as they come.
+func (h *history) roomFor(rounds int32, size int) {
 	h.grow = false
-	size := len(h.page) - pageHead
 	need := pageHead + size*int(rounds)*5/4
 	if cap(h.page) >= need {
 		return
@@ -241,26 +243,10 @@ func (h *history) roomFor(rounds int32) {
 	h.page = grown
 }
 
-// shortRound is the room a page reserved ahead of its first round keeps
-// for each round: a short one (one task named as its schedule, without
-// an error) takes 20 to 25 bytes.
+// shortRound is the size of a short round (one task named as its
+// schedule, without an error), 20 to 25 bytes, that a page reserved ahead
+// of its first round has room for.
 const shortRound = 25
-
-// reserve gives the small page begin made room for rounds short rounds,
-// as its first round would (roomFor), before that round: a copy readied
-// to fire here (Stats.Reserve) then grows no page in its first fire.
-// Longer rounds grow it as they come.
-func (h *history) reserve(rounds int32) {
-	if !h.grow {
-		return
-	}
-	h.grow = false
-	if need := pageHead + shortRound*int(rounds)*5/4; cap(h.page) < need {
-		grown := make([]byte, len(h.page), need)
-		copy(grown, h.page)
-		h.page = grown
-	}
-}
 
 // hold moves page, full, to older; the next round begins a page.
 func (h *history) hold() {

@@ -426,8 +426,9 @@ func (s *Stats) Reserve() {
 	}
 	if s.hist == nil {
 		h := s.histLocked()
-		h.start()
-		h.reserve(pageRounds(int32(s.rounds)))
+		if h.start(); h.grow {
+			h.roomFor(pageRounds(int32(s.rounds)), shortRound)
+		}
 	}
 }
 
